@@ -1,0 +1,123 @@
+/*
+ * config.h - the gateway's configuration: the model of gateway.yaml and
+ * its loader. The only module that includes <yaml.h>. A loaded config is
+ * plain data, immutable after config_load(), and refcounted so that a
+ * request in flight keeps the config it started with across a reload.
+ */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "filter.h"
+#include "netaddr.h"
+#include "predicate.h"
+
+/* host:port to listen on; 'host' is a literal or a name to resolve. */
+struct listen_addr {
+    char *host;    /* "0.0.0.0", "::", "localhost"; owned */
+    uint16_t port; /* 1..65535 */
+};
+
+struct server_conf {
+    struct listen_addr listen;
+    unsigned workers;             /* threads; 0 = one per core */
+    struct cidr *trusted_proxies; /* peers whose X-Forwarded-For is
+                                     believed; owned */
+    size_t ntrusted_proxies;
+    uint64_t max_header_bytes;  /* request line + headers; 431 beyond */
+    uint64_t max_body_bytes;    /* request body; 413 beyond */
+    uint64_t client_timeout_ms; /* idle client read/write timeout */
+    uint64_t drain_timeout_ms;  /* SIGTERM: how long in-flight may run */
+};
+
+struct admin_conf {
+    bool enabled;              /* false when the key is absent */
+    struct listen_addr listen; /* default 127.0.0.1:9090 */
+};
+
+struct redis_conf {
+    bool enabled;        /* false when the section is absent */
+    char *host;          /* owned */
+    uint16_t port;       /* default 6379 */
+    unsigned db;         /* SELECT index; default 0 */
+    char *user;          /* ACL user or NULL; owned */
+    char *password;      /* or NULL; owned */
+    uint64_t timeout_ms; /* connect and per-command; default 50 */
+};
+
+/* Defaults for every route's upstream, each overridable per route. */
+struct upstream_conf {
+    uint64_t connect_timeout_ms;  /* TCP connect; 504 beyond */
+    uint64_t response_timeout_ms; /* request sent to first response byte,
+                                     and the longest pause between reads
+                                     of the body; 504 / cut beyond */
+    unsigned keepalive;           /* idle connections kept per worker and
+                                     upstream */
+};
+
+/* Where a route sends its requests: "http://host[:port][/base]". */
+struct upstream_uri {
+    char *host;      /* owned */
+    uint16_t port;   /* default 80 */
+    char *base_path; /* "" or "/base" without a trailing '/'; owned */
+    char *authority; /* Host header to send: "host" or "host:port"; owned */
+};
+
+struct route {
+    char *id; /* unique; owned */
+    struct upstream_uri uri;
+    struct predicate *predicates; /* all must hold; owned */
+    size_t npredicates;
+    struct filter *filters; /* applied in order; owned */
+    size_t nfilters;
+    uint64_t connect_timeout_ms;  /* resolved: route's or upstream's */
+    uint64_t response_timeout_ms; /* resolved: route's or upstream's */
+};
+
+struct config {
+    int refs;   /* atomic; see config_ref() */
+    char *path; /* the file it was loaded from; owned */
+    struct server_conf server;
+    struct admin_conf admin;
+    struct redis_conf redis;
+    struct upstream_conf upstream;
+    int log_level;         /* enum log_level */
+    struct route *routes;  /* in file order; owned */
+    size_t nroutes;
+};
+
+/* Every error found in one file, each "file:line:col: key.path: what". */
+struct config_errors {
+    char **v; /* owned */
+    size_t n;
+    size_t cap;
+};
+
+void config_errors_init(struct config_errors *e);
+void config_errors_deinit(struct config_errors *e);
+
+/*
+ * Reads and validates 'path'. Returns a config with one reference, or NULL
+ * with every problem found appended to 'errs' (an unreadable file is one
+ * error, "path: cannot read: why"). Unknown keys are errors; a misspelled
+ * key or name gets a suggestion.
+ */
+struct config *config_load(const char *path, struct config_errors *errs);
+
+/* Same, from text in memory; 'name' stands for the file in messages. */
+struct config *config_parse(const char *text, size_t len, const char *name,
+                            struct config_errors *errs);
+
+/* Takes another reference; thread-safe. Returns 'cfg'. */
+struct config *config_ref(struct config *cfg);
+/* Drops a reference; the last one frees everything. NULL is a no-op. */
+void config_unref(struct config *cfg);
+
+/* The route called 'id', or NULL. */
+const struct route *config_find_route(const struct config *cfg,
+                                      const char *id);
+
+#endif

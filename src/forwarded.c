@@ -1,0 +1,120 @@
+#include "forwarded.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "netaddr.h"
+
+bool
+forwarded_is_trusted(const struct netaddr *a, const struct cidr *trusted,
+                     size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (netaddr_in_cidr(&trusted[i], a)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Parses the entry xff[start, end) with surrounding blanks removed. */
+static int
+parse_entry(const char *xff, size_t start, size_t end, struct netaddr *out)
+{
+    char tmp[64];
+    size_t len;
+
+    while (start < end && (xff[start] == ' ' || xff[start] == '\t')) {
+        start++;
+    }
+    while (end > start && (xff[end - 1] == ' ' || xff[end - 1] == '\t')) {
+        end--;
+    }
+    len = end - start;
+    if (len == 0 || len >= sizeof(tmp)) {
+        return -1;
+    }
+    memcpy(tmp, xff + start, len);
+    tmp[len] = '\0';
+    return netaddr_parse(tmp, out);
+}
+
+void
+forwarded_client(const struct netaddr *peer, const char *xff,
+                 const struct cidr *trusted, size_t n, struct netaddr *out)
+{
+    size_t end;
+
+    *out = *peer;
+    if (xff == NULL || !forwarded_is_trusted(peer, trusted, n)) {
+        return;
+    }
+    end = strlen(xff);
+    for (;;) {
+        size_t start = end;
+        struct netaddr a;
+
+        while (start > 0 && xff[start - 1] != ',') {
+            start--;
+        }
+        if (parse_entry(xff, start, end, &a) < 0) {
+            return;
+        }
+        *out = a;
+        if (!forwarded_is_trusted(&a, trusted, n) || start == 0) {
+            return;
+        }
+        end = start - 1;
+    }
+}
+
+bool
+forwarded_is_hop_by_hop(const char *name)
+{
+    static const char *const hop[] = {
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Connection",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "Upgrade",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+    };
+
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++) {
+        if (strcasecmp(name, hop[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
+forwarded_in_connection(const char *connection, const char *name)
+{
+    size_t nlen = strlen(name);
+    const char *p = connection;
+
+    if (p == NULL) {
+        return false;
+    }
+    while (*p) {
+        const char *tok;
+        size_t len;
+
+        while (*p == ' ' || *p == '\t' || *p == ',') {
+            p++;
+        }
+        tok = p;
+        while (*p && *p != ',' && *p != ' ' && *p != '\t') {
+            p++;
+        }
+        len = (size_t)(p - tok);
+        if (len == nlen && len > 0 && strncasecmp(tok, name, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}

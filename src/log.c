@@ -1,0 +1,64 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_int min_level = LOG_INFO;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void
+log_set_level(enum log_level level)
+{
+    atomic_store(&min_level, (int)level);
+}
+
+int
+log_parse_level(const char *name, enum log_level *out)
+{
+    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]);
+         i++) {
+        if (strcmp(name, level_names[i]) == 0) {
+            *out = (enum log_level)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void
+log_msg(enum log_level level, const char *fmt, ...)
+{
+    char line[2048];
+    struct timespec ts;
+    struct tm tm;
+    size_t n;
+    int m;
+    va_list ap;
+
+    if ((int)level < atomic_load(&min_level)) {
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+    m = snprintf(line + n, sizeof(line) - n, ".%03ldZ %s ",
+                 ts.tv_nsec / 1000000, level_names[level]);
+    n += m > 0 ? (size_t)m : 0;
+    va_start(ap, fmt);
+    m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+    va_end(ap);
+    n += m > 0 ? (size_t)m : 0;
+    if (n > sizeof(line) - 2) {
+        n = sizeof(line) - 2;
+    }
+    line[n++] = '\n';
+    /* A failed log write has nowhere to be reported. */
+    if (write(STDERR_FILENO, line, n) < 0) {
+        return;
+    }
+}

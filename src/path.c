@@ -1,0 +1,163 @@
+#include "path.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xmalloc.h"
+
+static int
+hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* RFC 3986 section 2.3. */
+static bool
+is_unreserved(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+           c == '~';
+}
+
+/*
+ * Decodes the escapes that RFC 3986 section 6.2.2.2 says are equivalent to
+ * the plain character, and canonicalises the rest. Decoding has to come
+ * before dot-segment removal, or "%2e%2e" would survive as a segment that
+ * an upstream later decodes into "..". 'dst' holds at least 'len' bytes.
+ */
+static enum path_status
+decode_unreserved(const char *raw, size_t len, char *dst, size_t *dstlen)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        int hi;
+        int lo;
+        int c;
+
+        if (raw[i] == '\0') {
+            /* A raw NUL is as dangerous as "%00": C code upstream would
+             * truncate the path at it. */
+            return PATH_BAD_ESCAPE;
+        }
+        if (raw[i] != '%') {
+            dst[n++] = raw[i];
+            continue;
+        }
+        if (i + 2 >= len) {
+            return PATH_BAD_ESCAPE;
+        }
+        hi = hex_value(raw[i + 1]);
+        lo = hex_value(raw[i + 2]);
+        if (hi < 0 || lo < 0) {
+            return PATH_BAD_ESCAPE;
+        }
+        c = hi * 16 + lo;
+        if (c == 0) {
+            return PATH_BAD_ESCAPE;
+        }
+        if (is_unreserved(c)) {
+            dst[n++] = (char)c;
+        } else {
+            dst[n++] = '%';
+            dst[n++] = "0123456789ABCDEF"[hi];
+            dst[n++] = "0123456789ABCDEF"[lo];
+        }
+        i += 2;
+    }
+    *dstlen = n;
+    return PATH_OK;
+}
+
+enum path_status
+path_normalize(const char *raw, size_t len, char **out)
+{
+    enum path_status st;
+    char *buf;
+    char *res;
+    size_t n;
+    size_t rn = 0;
+    size_t pos = 1;
+    bool trailing = false;
+
+    if (len == 0 || raw[0] != '/') {
+        return PATH_NOT_ABSOLUTE;
+    }
+    buf = xmalloc(len + 1);
+    st = decode_unreserved(raw, len, buf, &n);
+    if (st != PATH_OK) {
+        free(buf);
+        return st;
+    }
+    /* Every segment kept is written as "/seg", so 'res' never outgrows
+     * the decoded input, plus one byte for the trailing slash. */
+    res = xmalloc(n + 2);
+    for (;;) {
+        const char *seg = buf + pos;
+        const char *slash = memchr(seg, '/', n - pos);
+        size_t seglen = slash ? (size_t)(slash - seg) : n - pos;
+        bool last = slash == NULL;
+
+        if (seglen == 0) {
+            /* An empty segment is either part of a '/' run, which
+             * collapses, or the one after a trailing slash. */
+            if (last) {
+                trailing = true;
+            }
+        } else if (seglen == 1 && seg[0] == '.') {
+            trailing = true;
+        } else if (seglen == 2 && seg[0] == '.' && seg[1] == '.') {
+            if (rn == 0) {
+                free(buf);
+                free(res);
+                return PATH_ABOVE_ROOT;
+            }
+            while (res[--rn] != '/') {
+            }
+            trailing = true;
+        } else {
+            res[rn++] = '/';
+            memcpy(res + rn, seg, seglen);
+            rn += seglen;
+            trailing = false;
+        }
+        if (last) {
+            break;
+        }
+        pos += seglen + 1;
+    }
+    if (rn == 0 || trailing) {
+        res[rn++] = '/';
+    }
+    res[rn] = '\0';
+    free(buf);
+    *out = res;
+    return PATH_OK;
+}
+
+const char *
+path_status_str(enum path_status st)
+{
+    switch (st) {
+    case PATH_OK:
+        return "ok";
+    case PATH_NOT_ABSOLUTE:
+        return "path does not start with '/'";
+    case PATH_BAD_ESCAPE:
+        return "bad percent-escape in path";
+    case PATH_ABOVE_ROOT:
+        return "path climbs above the root";
+    }
+    return "unknown path status";
+}

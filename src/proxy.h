@@ -1,0 +1,50 @@
+/*
+ * proxy.h - the request path of one worker: route, filters, and a
+ * streaming forward to the upstream over pooled keep-alive connections.
+ * Does I/O on the worker's event_base; one proxy per worker thread, never
+ * shared. The only module besides server.c that includes <event2/http.h>.
+ */
+#ifndef SLUICE_PROXY_H
+#define SLUICE_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct config;
+struct event_base;
+struct evdns_base;
+struct evhttp_request;
+struct proxy; /* opaque */
+
+/*
+ * 'base' and 'dns' are borrowed and must outlive the proxy.
+ * 'client_timeout_ms' is the server's client timeout: while a response
+ * streams only the write side is timed, and both are restored after.
+ */
+struct proxy *proxy_new(struct event_base *base, struct evdns_base *dns,
+                        uint64_t client_timeout_ms);
+/*
+ * Frees the pools and their idle connections. Requests still in flight
+ * must have finished first (proxy_in_flight() == 0). NULL is a no-op.
+ */
+void proxy_free(struct proxy *p);
+
+/*
+ * Answers 'req' (owned by evhttp) under 'cfg': 400 for a path that does
+ * not normalise, 404 when no route matches, else forwards it and streams
+ * the response back (502 on connect failure, 504 past a timeout). Takes a
+ * reference to 'cfg' for as long as the request lives.
+ */
+void proxy_handle(struct proxy *p, struct config *cfg,
+                  struct evhttp_request *req);
+
+/*
+ * Ends every request still in flight: upstream requests are cancelled and
+ * client connections closed. For the end of a drain that ran out of time.
+ */
+void proxy_abort_all(struct proxy *p);
+
+/* Requests accepted and not yet finished. */
+size_t proxy_in_flight(const struct proxy *p);
+
+#endif

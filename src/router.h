@@ -1,0 +1,23 @@
+/*
+ * router.h - picks the route for a request: the first route, in file
+ * order, whose predicates all hold. Pure: no I/O, no allocation.
+ */
+#ifndef SLUICE_ROUTER_H
+#define SLUICE_ROUTER_H
+
+#include "glob.h"
+
+struct config;
+struct route;
+struct request_view;
+
+/*
+ * The first route of 'cfg' whose predicates all hold for 'req', or NULL.
+ * A route with no predicates matches everything. 'vars' receives the
+ * URI variables of the matched route's Path predicate (n = 0 if none).
+ */
+const struct route *router_match(const struct config *cfg,
+                                 const struct request_view *req,
+                                 struct glob_vars *vars);
+
+#endif

@@ -1,0 +1,21 @@
+/*
+ * xmalloc.h - allocation that cannot fail.
+ * Running out of memory aborts the process with a message; every other
+ * NULL in sluice is a real error. No I/O beyond that message.
+ */
+#ifndef SLUICE_XMALLOC_H
+#define SLUICE_XMALLOC_H
+
+#include <stddef.h>
+
+void *xmalloc(size_t size);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *ptr, size_t size);
+/* Grows an array to at least 'need' elements of 'size'; updates '*cap'. */
+void *xgrow(void *ptr, size_t *cap, size_t need, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* printf into a new string; the caller frees it. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,403 @@
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "headers.h"
+#include "netaddr.h"
+#include "predicate.h"
+
+static const struct kind_spec *
+spec(const char *name)
+{
+    size_t n;
+    const struct kind_spec *specs = predicate_specs(&n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(specs[i].name, name) == 0) {
+            return &specs[i];
+        }
+    }
+    cr_assert_fail("no predicate called %s", name);
+    return NULL;
+}
+
+/* Builds a predicate that must be valid. */
+static struct predicate
+make(const char *kind, const char *const *args, size_t nargs)
+{
+    struct predicate p;
+    char err[256] = "";
+
+    cr_assert_eq(predicate_init(&p, spec(kind), args, nargs, err, sizeof(err)),
+                 0, "%s: %s", kind, err);
+    return p;
+}
+
+/* Builds a predicate that must be refused, and checks the message. */
+static void
+refuse(const char *kind, const char *const *args, size_t nargs,
+       const char *want)
+{
+    struct predicate p;
+    char err[256] = "";
+
+    memset(&p, 0xab, sizeof(p));
+    cr_assert_eq(predicate_init(&p, spec(kind), args, nargs, err, sizeof(err)),
+                 -1, "%s should be refused", kind);
+    cr_assert_str_eq(err, want);
+    cr_assert_null(p.values, "a refused predicate is left empty");
+    cr_assert_null(p.name);
+    cr_assert_null(p.re);
+    cr_assert_null(p.cidrs);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__})
+#define NARGS(...) (sizeof(ARGS(__VA_ARGS__)) / sizeof(const char *))
+#define MAKE(kind, ...) make(kind, ARGS(__VA_ARGS__), NARGS(__VA_ARGS__))
+#define REFUSE(kind, want, ...)                                                \
+    refuse(kind, ARGS(__VA_ARGS__), NARGS(__VA_ARGS__), want)
+
+static struct request_view
+request(const char *method, const char *path)
+{
+    struct request_view r;
+
+    memset(&r, 0, sizeof(r));
+    r.method = method;
+    r.path = path;
+    return r;
+}
+
+Test(predicate, the_table_lists_every_kind_in_readme_order)
+{
+    size_t n;
+    const struct kind_spec *s = predicate_specs(&n);
+
+    cr_assert_eq(n, 6);
+    cr_assert_str_eq(s[0].name, "Path");
+    cr_assert_eq(s[0].kind, PREDICATE_PATH);
+    cr_assert(s[0].args[0].gather);
+    cr_assert_str_eq(s[3].name, "Header");
+    cr_assert_eq(s[3].nargs, 2);
+    cr_assert_str_eq(s[3].args[1].name, "regexp");
+    cr_assert(s[3].args[1].optional);
+    cr_assert_str_eq(s[4].name, "Query");
+    cr_assert_str_eq(s[4].args[0].name, "param");
+    cr_assert_str_eq(s[5].name, "RemoteAddr");
+    cr_assert_str_eq(s[5].args[0].name, "sources");
+}
+
+Test(predicate, path_matches_any_of_its_patterns)
+{
+    struct predicate p = MAKE("Path", "/api/users/**", "/health");
+    struct request_view r = request("GET", "/api/users/7");
+
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.path = "/health";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.path = "/api/orders";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.path = NULL;
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, path_captures_uri_variables)
+{
+    struct predicate p = MAKE("Path", "/red/{segment}");
+    struct request_view r = request("GET", "/red/blue");
+    struct glob_vars vars;
+
+    cr_assert(predicate_test(&p, &r, &vars));
+    cr_assert_eq(vars.n, 1);
+    cr_assert_eq(vars.v[0].value_len, 4);
+    cr_assert_eq(strncmp(vars.v[0].value, "blue", 4), 0);
+    predicate_deinit(&p);
+}
+
+Test(predicate, path_patterns_are_normalised_like_requests)
+{
+    struct predicate p = MAKE("Path", "/caf%c3%a9//menu");
+    struct request_view r = request("GET", "/caf%C3%A9/menu");
+
+    cr_assert_str_eq(p.values[0], "/caf%C3%A9/menu");
+    cr_assert(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, path_refuses_bad_patterns)
+{
+    REFUSE("Path", "Path: pattern must start with '/': \"api/**\"", "api/**");
+    REFUSE("Path", "Path: pattern \"/a/{id\": unclosed '{'", "/a/{id");
+    REFUSE("Path", "Path: pattern \"/a/%zz\": bad percent-escape in path",
+           "/ok", "/a/%zz");
+    REFUSE("Path", "Path: pattern \"/a/**b\": '**' must be a whole segment",
+           "/a/**b");
+}
+
+Test(predicate, argument_counts_are_checked)
+{
+    struct predicate p;
+    char err[256] = "";
+
+    cr_assert_eq(predicate_init(&p, spec("Path"), NULL, 0, err, sizeof(err)),
+                 -1);
+    cr_assert_str_eq(err, "Path: expects at least 1 argument, got 0");
+    REFUSE("Header", "Header: expects 1 or 2 arguments, got 3", "X-A", "a",
+           "b");
+    cr_assert_eq(predicate_init(&p, spec("Query"), NULL, 0, err, sizeof(err)),
+                 -1);
+    cr_assert_str_eq(err, "Query: expects 1 or 2 arguments, got 0");
+}
+
+Test(predicate, method_matches_upper_cased_names)
+{
+    struct predicate p = MAKE("Method", "get", "Post");
+    struct request_view r = request("GET", "/");
+
+    cr_assert_str_eq(p.values[0], "GET");
+    cr_assert_str_eq(p.values[1], "POST");
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.method = "POST";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.method = "DELETE";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, method_refuses_non_token_names)
+{
+    REFUSE("Method", "Method: \"G ET\" is not a method name", "G ET");
+    REFUSE("Method", "Method: \"\" is not a method name", "GET", "");
+    REFUSE("Method", "Method: \"GET/1\" is not a method name", "GET/1");
+}
+
+Test(predicate, host_matches_without_the_port)
+{
+    struct predicate p = MAKE("Host", "**.example.org", "api.test");
+    struct request_view r = request("GET", "/");
+
+    r.host = "www.example.org";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.host = "example.org:8080";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.host = "API.TEST";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.host = "api.test.";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.host = "example.com";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.host = "evil.org:example.org";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.host = NULL;
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, host_single_star_is_one_label)
+{
+    struct predicate p = MAKE("Host", "*.example.org");
+    struct request_view r = request("GET", "/");
+
+    r.host = "a.example.org:443";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.host = "a.b.example.org";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, host_handles_bracketed_ipv6)
+{
+    struct predicate p = MAKE("Host", "[::1]");
+    struct request_view r = request("GET", "/");
+
+    r.host = "[::1]:8080";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.host = "[::1]";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.host = "[::2]:8080";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.host = "[::1";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, host_refuses_bad_patterns)
+{
+    REFUSE("Host", "Host: empty pattern", "");
+    REFUSE("Host",
+           "Host: pattern \"example.org:8080\": leave out the port (and "
+           "write IPv6 literals in brackets)",
+           "example.org:8080");
+    REFUSE("Host",
+           "Host: pattern \"{sub}.example.org\": '{' is not allowed in a "
+           "host pattern",
+           "{sub}.example.org");
+}
+
+static struct header test_fields[] = {
+    {"Accept", "text/html"},
+    {"X-Request-Id", "abc123"},
+    {"x-request-id", "999"},
+};
+static const struct headers test_headers = {test_fields, 3, 3};
+
+Test(predicate, header_without_regexp_tests_presence)
+{
+    struct predicate p = MAKE("Header", "X-REQUEST-ID");
+    struct predicate q = MAKE("Header", "X-Missing");
+    struct request_view r = request("GET", "/");
+
+    r.headers = &test_headers;
+    cr_assert(predicate_test(&p, &r, NULL));
+    cr_assert_not(predicate_test(&q, &r, NULL));
+    r.headers = NULL;
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+    predicate_deinit(&q);
+}
+
+Test(predicate, header_regexp_must_match_a_whole_value)
+{
+    struct predicate digits = MAKE("Header", "X-Request-Id", "\\d+");
+    struct predicate partial = MAKE("Header", "Accept", "html");
+    struct predicate blank = MAKE("Header", "Accept", "");
+    struct request_view r = request("GET", "/");
+
+    r.headers = &test_headers;
+    /* The first X-Request-Id is not digits; the second one is. */
+    cr_assert(predicate_test(&digits, &r, NULL));
+    cr_assert_not(predicate_test(&partial, &r, NULL));
+    cr_assert_null(blank.re, "a blank regexp means presence only");
+    cr_assert(predicate_test(&blank, &r, NULL));
+    predicate_deinit(&digits);
+    predicate_deinit(&partial);
+    predicate_deinit(&blank);
+}
+
+Test(predicate, header_refuses_bad_names_and_regexps)
+{
+    REFUSE("Header", "Header: \"X Bad\" is not a header name", "X Bad");
+    REFUSE("Header",
+           "Header: bad regexp \"(\": missing closing parenthesis at "
+           "offset 1",
+           "X-A", "(");
+}
+
+Test(predicate, query_tests_presence_without_regexp)
+{
+    struct predicate p = MAKE("Query", "debug");
+    struct request_view r = request("GET", "/");
+
+    r.query = "a=1&debug&b=2";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.query = "debug=";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.query = "Debug=1&debugger=1&xdebug=1";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.query = "";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.query = NULL;
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, query_regexp_matches_a_decoded_value)
+{
+    struct predicate p = MAKE("Query", "q", "hello world!");
+    struct request_view r = request("GET", "/");
+
+    r.query = "q=hello+world%21";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.query = "q=nope&q=hello%20world!";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.query = "q=hello+world%21+and+more";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.query = "x=hello+world%21";
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, query_decodes_names_and_keeps_bad_escapes)
+{
+    struct predicate p = MAKE("Query", "a b", "100%");
+    struct request_view r = request("GET", "/");
+
+    r.query = "a+b=100%";
+    cr_assert(predicate_test(&p, &r, NULL));
+    r.query = "a%20b=100%25";
+    cr_assert(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, query_handles_long_values)
+{
+    struct predicate p = MAKE("Query", "v", "x{2000}");
+    struct request_view r = request("GET", "/");
+    char *q = malloc(2003);
+
+    strcpy(q, "v=");
+    memset(q + 2, 'x', 2000);
+    q[2002] = '\0';
+    r.query = q;
+    cr_assert(predicate_test(&p, &r, NULL));
+    q[2001] = 'y';
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    free(q);
+    predicate_deinit(&p);
+}
+
+Test(predicate, query_refuses_empty_names_and_bad_regexps)
+{
+    REFUSE("Query", "Query: empty parameter name", "");
+    REFUSE("Query",
+           "Query: bad regexp \"[a\": missing terminating ] for character "
+           "class at offset 2",
+           "v", "[a");
+}
+
+Test(predicate, remote_addr_matches_any_block)
+{
+    struct predicate p = MAKE("RemoteAddr", "10.0.0.0/8", "2001:db8::/32");
+    struct request_view r = request("GET", "/");
+    struct netaddr a;
+
+    r.client = &a;
+    netaddr_parse("10.9.8.7", &a);
+    cr_assert(predicate_test(&p, &r, NULL));
+    netaddr_parse("::ffff:10.9.8.7", &a);
+    cr_assert(predicate_test(&p, &r, NULL));
+    netaddr_parse("2001:db8::5", &a);
+    cr_assert(predicate_test(&p, &r, NULL));
+    netaddr_parse("192.168.0.1", &a);
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    r.client = NULL;
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+}
+
+Test(predicate, remote_addr_explains_bad_blocks)
+{
+    REFUSE("RemoteAddr", "RemoteAddr: \"localhost\" is not an IP address",
+           "localhost");
+    REFUSE("RemoteAddr", "RemoteAddr: \"10.0.0.0/40\": bad prefix length",
+           "10.0.0.0/40");
+    REFUSE("RemoteAddr",
+           "RemoteAddr: \"10.1.2.3/8\" has host bits set (did you mean "
+           "10.0.0.0/8?)",
+           "192.168.0.0/16", "10.1.2.3/8");
+    REFUSE("RemoteAddr",
+           "RemoteAddr: \"2001:db8::1/32\" has host bits set (did you mean "
+           "2001:db8::/32?)",
+           "2001:db8::1/32");
+}
+
+Test(predicate, deinit_leaves_an_empty_predicate)
+{
+    struct predicate p = MAKE("Header", "X-A", "a+");
+
+    predicate_deinit(&p);
+    cr_assert_null(p.name);
+    cr_assert_null(p.re);
+    predicate_deinit(&p);
+}
