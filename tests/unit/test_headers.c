@@ -1,0 +1,153 @@
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+
+#include "headers.h"
+
+/* "Name: value|Name: value" in list order, for exact comparisons. */
+static void
+dump(const struct headers *h, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < h->n; i++) {
+        int m = snprintf(buf + used, len - used, "%s%s: %s", i ? "|" : "",
+                         h->v[i].name, h->v[i].value);
+
+        cr_assert(m > 0 && (size_t)m < len - used);
+        used += (size_t)m;
+    }
+}
+
+Test(headers, add_keeps_arrival_order_and_duplicates)
+{
+    struct headers h;
+    char buf[256];
+
+    headers_init(&h);
+    cr_assert_eq(h.n, 0);
+    headers_add(&h, "Accept", "text/html");
+    headers_add(&h, "X-Trace", "1");
+    headers_add(&h, "accept", "application/json");
+    dump(&h, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "Accept: text/html|X-Trace: 1|"
+                          "accept: application/json");
+    headers_deinit(&h);
+    cr_assert_eq(h.n, 0);
+    cr_assert_null(h.v);
+}
+
+Test(headers, get_ignores_case_and_returns_the_first_field)
+{
+    struct headers h;
+
+    headers_init(&h);
+    headers_add(&h, "Content-Type", "text/plain");
+    headers_add(&h, "content-type", "text/html");
+    cr_assert_str_eq(headers_get(&h, "CONTENT-TYPE"), "text/plain");
+    cr_assert_str_eq(headers_get(&h, "content-type"), "text/plain");
+    cr_assert_null(headers_get(&h, "Content-Length"));
+    cr_assert_null(headers_get(&h, "Content-Typ"));
+    headers_deinit(&h);
+}
+
+Test(headers, remove_drops_every_match_and_keeps_the_rest_in_order)
+{
+    struct headers h;
+    char buf[256];
+
+    headers_init(&h);
+    headers_add(&h, "A", "1");
+    headers_add(&h, "Cookie", "x");
+    headers_add(&h, "B", "2");
+    headers_add(&h, "COOKIE", "y");
+    headers_add(&h, "C", "3");
+    cr_assert_eq(headers_remove(&h, "cookie"), 2);
+    dump(&h, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "A: 1|B: 2|C: 3");
+    cr_assert_eq(headers_remove(&h, "cookie"), 0);
+    cr_assert_eq(h.n, 3);
+    headers_deinit(&h);
+}
+
+Test(headers, set_replaces_every_field_and_appends_one)
+{
+    struct headers h;
+    char buf[256];
+
+    headers_init(&h);
+    headers_add(&h, "X-Id", "a");
+    headers_add(&h, "Host", "example.com");
+    headers_add(&h, "x-id", "b");
+    headers_set(&h, "X-ID", "c");
+    dump(&h, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "Host: example.com|X-ID: c");
+    headers_set(&h, "New", "d");
+    dump(&h, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "Host: example.com|X-ID: c|New: d");
+    headers_deinit(&h);
+}
+
+Test(headers, grows_past_the_first_allocation)
+{
+    struct headers h;
+    char name[16];
+
+    headers_init(&h);
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof(name), "H%d", i);
+        headers_add(&h, name, name);
+    }
+    cr_assert_eq(h.n, 100);
+    cr_assert_geq(h.cap, 100);
+    cr_assert_str_eq(headers_get(&h, "h0"), "H0");
+    cr_assert_str_eq(headers_get(&h, "h99"), "H99");
+    headers_deinit(&h);
+}
+
+Test(headers, add_copies_its_arguments)
+{
+    struct headers h;
+    char name[] = "X-Copy";
+    char value[] = "before";
+
+    headers_init(&h);
+    headers_add(&h, name, value);
+    name[0] = 'Y';
+    value[0] = 'B';
+    cr_assert_str_eq(headers_get(&h, "X-Copy"), "before");
+    headers_deinit(&h);
+}
+
+Test(headers, names_must_be_tokens)
+{
+    static const char *const good[] = {"Host", "X-Request-Id", "a",
+                                       "!#$%&'*+-.^_`|~09azAZ"};
+    static const char *const bad[] = {"",      "X Bad",       "X:Y", "X\r\n",
+                                      "X\tY",  "(x)",         "a/b", "a@b",
+                                      "\"q\"", "caf\xc3\xa9", "a,b", "{x}"};
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        cr_assert(headers_valid_name(good[i]), "refused \"%s\"", good[i]);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert_not(headers_valid_name(bad[i]), "accepted \"%s\"", bad[i]);
+    }
+}
+
+Test(headers, values_refuse_control_characters_but_tab)
+{
+    static const char *const good[] = {"",         "plain value",
+                                       "a\tb",     "caf\xc3\xa9",
+                                       "\x80\xff", "{\"json\": [1, 2]}"};
+    static const char *const bad[] = {
+        "a\rb", "a\nb", "a\r\nX-Evil: 1", "\x01", "bell\a", "del\x7f", "\x1f"};
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        cr_assert(headers_valid_value(good[i]), "refused value %zu", i);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert_not(headers_valid_value(bad[i]), "accepted value %zu", i);
+    }
+}
