@@ -1,0 +1,104 @@
+/*
+ * main.c - the sluice command line: run the gateway, check a config file,
+ * or print the version.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+
+#define DEFAULT_CONFIG "conf/gateway.yaml"
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sluice [-c FILE]          run the gateway\n"
+            "       sluice --check [-c FILE]  validate FILE, exit 0 or 1\n"
+            "       sluice --version\n"
+            "\n"
+            "  -c, --config FILE  configuration (default %s)\n"
+            "      --check        report every error in FILE and exit\n"
+            "  -v, --version      print the version and exit\n"
+            "  -h, --help         print this help and exit\n"
+            "\n"
+            "Signals: SIGHUP reloads FILE; SIGTERM or SIGINT drains and "
+            "exits.\n",
+            DEFAULT_CONFIG);
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"check", no_argument, NULL, 'k'},
+        {"version", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = DEFAULT_CONFIG;
+    struct config_errors errs;
+    struct config *cfg;
+    struct server *srv;
+    int check = 0;
+    int c, rc;
+
+    while ((c = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'k':
+            check = 1;
+            break;
+        case 'v':
+            printf("sluice %s\n", SLUICE_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluice: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+
+    config_errors_init(&errs);
+    cfg = config_load(path, &errs);
+    if (cfg == NULL) {
+        for (size_t i = 0; i < errs.n; i++) {
+            fprintf(stderr, "%s\n", errs.v[i]);
+        }
+        fprintf(stderr, "sluice: %s: %zu error%s\n", path, errs.n,
+                errs.n == 1 ? "" : "s");
+        config_errors_deinit(&errs);
+        return 1;
+    }
+    config_errors_deinit(&errs);
+    if (check) {
+        printf("sluice: %s: ok, %zu route%s\n", path, cfg->nroutes,
+               cfg->nroutes == 1 ? "" : "s");
+        config_unref(cfg);
+        return 0;
+    }
+
+    log_set_level((enum log_level)cfg->log_level);
+    srv = server_new(cfg);
+    config_unref(cfg);
+    if (srv == NULL) {
+        return 1;
+    }
+    rc = server_run(srv);
+    server_free(srv);
+    return rc;
+}

@@ -1,0 +1,915 @@
+#include "proxy.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "config.h"
+#include "filter.h"
+#include "forwarded.h"
+#include "headers.h"
+#include "log.h"
+#include "netaddr.h"
+#include "path.h"
+#include "predicate.h"
+#include "problem.h"
+#include "router.h"
+#include "xmalloc.h"
+
+/*
+ * Client output above this pauses reads from the upstream until the client
+ * has drained it: evhttp has no flow control of its own, so without this a
+ * slow client makes the gateway buffer the whole response.
+ */
+#define CLIENT_HIGH_WATER (256 * 1024)
+/* Upstream response headers beyond this are a broken upstream: 502. */
+#define UPSTREAM_MAX_HEADERS (256 * 1024)
+
+struct pool;
+
+/* One keep-alive connection to an upstream, owned by its pool. */
+struct upstream_conn {
+    struct evhttp_connection *evcon;    /* owned */
+    struct pool *pool;                  /* borrowed: where it returns */
+    unsigned served;                    /* requests completed on it */
+    struct upstream_conn *next_surplus; /* in proxy->surplus */
+};
+
+/* The connections of one worker to one upstream host:port. */
+struct pool {
+    char *host;                  /* owned */
+    uint16_t port;               /* upstream port */
+    struct upstream_conn **idle; /* LIFO of idle connections; owned */
+    size_t nidle;                /* idle connections */
+    size_t cap;                  /* slots in 'idle' */
+    struct pool *next;           /* next pool of the proxy */
+};
+
+struct proxy {
+    struct event_base *base;       /* borrowed */
+    struct evdns_base *dns;        /* borrowed */
+    struct timeval client_tv;      /* the server's client timeout */
+    struct pool *pools;            /* owned list */
+    struct upstream_conn *surplus; /* released beyond keepalive; owned */
+    struct event *reaper;          /* frees 'surplus' from the loop */
+    struct exchange *live;         /* exchanges alive, newest first */
+    size_t in_flight;              /* length of 'live' */
+};
+
+enum exchange_state {
+    EX_WAITING,   /* request sent upstream, no response yet */
+    EX_STREAMING, /* response headers sent, body flowing */
+};
+
+/* One client request on its way through the proxy. */
+struct exchange {
+    enum exchange_state state;
+    struct proxy *proxy;             /* borrowed */
+    struct config *cfg;              /* a reference, dropped at the end */
+    const struct route *route;       /* borrowed from cfg */
+    struct evhttp_request *creq;     /* client request; evhttp's */
+    struct evhttp_connection *cconn; /* client connection; evhttp's */
+    enum evhttp_cmd_type method;     /* client method, forwarded as is */
+    char *target;                    /* origin-form sent upstream; owned */
+    struct headers fwd;              /* request headers to send; owned */
+    bool has_body;                   /* the client sent a body */
+    struct upstream_conn *uc;        /* connection in use, or NULL */
+    bool reused;                     /* uc had served a request before */
+    bool retried;                    /* the one retry has been spent */
+    struct evhttp_request *ureq;     /* pending upstream request */
+    enum evhttp_request_error uerr;  /* last upstream error reported */
+    bool uerr_set;                   /* 'uerr' holds something */
+    struct event *timer;             /* connect, then response timeout */
+    bool connect_phase;              /* 'timer' guards the connect */
+    struct event *client_gone;       /* EV_CLOSED watch while waiting */
+    bool paused;                     /* upstream reads held back */
+    struct exchange *prev, *next;    /* in proxy->live */
+};
+
+static void on_upstream_done(struct evhttp_request *ureq, void *arg);
+static int on_upstream_headers(struct evhttp_request *ureq, void *arg);
+static void on_upstream_chunk(struct evhttp_request *ureq, void *arg);
+static void on_upstream_error(enum evhttp_request_error err, void *arg);
+
+static const struct {
+    enum evhttp_cmd_type cmd;
+    const char *name;
+} method_names[] = {
+    {EVHTTP_REQ_GET, "GET"},       {EVHTTP_REQ_POST, "POST"},
+    {EVHTTP_REQ_HEAD, "HEAD"},     {EVHTTP_REQ_PUT, "PUT"},
+    {EVHTTP_REQ_DELETE, "DELETE"}, {EVHTTP_REQ_OPTIONS, "OPTIONS"},
+    {EVHTTP_REQ_TRACE, "TRACE"},   {EVHTTP_REQ_CONNECT, "CONNECT"},
+    {EVHTTP_REQ_PATCH, "PATCH"},
+};
+
+static const char *
+method_name(enum evhttp_cmd_type cmd)
+{
+    for (size_t i = 0; i < sizeof(method_names) / sizeof(method_names[0]);
+         i++) {
+        if (method_names[i].cmd == cmd) {
+            return method_names[i].name;
+        }
+    }
+    return "GET";
+}
+
+static struct timeval
+ms_to_tv(uint64_t ms)
+{
+    struct timeval tv;
+
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+    return tv;
+}
+
+static void
+conn_free(struct upstream_conn *uc)
+{
+    evhttp_connection_free(uc->evcon);
+    free(uc);
+}
+
+static void
+free_surplus(struct proxy *p)
+{
+    while (p->surplus != NULL) {
+        struct upstream_conn *uc = p->surplus;
+
+        p->surplus = uc->next_surplus;
+        conn_free(uc);
+    }
+}
+
+static void
+on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    free_surplus(arg);
+}
+
+struct proxy *
+proxy_new(struct event_base *base, struct evdns_base *dns,
+          uint64_t client_timeout_ms)
+{
+    struct proxy *p = xcalloc(1, sizeof(*p));
+
+    p->base = base;
+    p->dns = dns;
+    p->client_tv = ms_to_tv(client_timeout_ms);
+    p->reaper = evtimer_new(base, on_reap, p);
+    return p;
+}
+
+void
+proxy_free(struct proxy *p)
+{
+    struct pool *next;
+
+    if (p == NULL) {
+        return;
+    }
+    free_surplus(p);
+    event_free(p->reaper);
+    for (struct pool *pl = p->pools; pl != NULL; pl = next) {
+        next = pl->next;
+        for (size_t i = 0; i < pl->nidle; i++) {
+            conn_free(pl->idle[i]);
+        }
+        free(pl->idle);
+        free(pl->host);
+        free(pl);
+    }
+    free(p);
+}
+
+size_t
+proxy_in_flight(const struct proxy *p)
+{
+    return p->in_flight;
+}
+
+static void stop_waiting(struct exchange *ex);
+static void cancel_upstream(struct exchange *ex);
+static void exchange_free(struct exchange *ex);
+
+void
+proxy_abort_all(struct proxy *p)
+{
+    while (p->live != NULL) {
+        struct exchange *ex = p->live;
+        struct evhttp_connection *cconn = ex->cconn;
+
+        stop_waiting(ex);
+        if (ex->state == EX_STREAMING) {
+            evhttp_connection_set_closecb(cconn, NULL, NULL);
+        }
+        cancel_upstream(ex);
+        exchange_free(ex);
+        evhttp_connection_free(cconn);
+    }
+}
+
+/* ---- upstream connection pools ---- */
+
+static struct pool *
+pool_get(struct proxy *p, const char *host, uint16_t port)
+{
+    struct pool *pl;
+
+    for (pl = p->pools; pl != NULL; pl = pl->next) {
+        if (pl->port == port && strcmp(pl->host, host) == 0) {
+            return pl;
+        }
+    }
+    pl = xcalloc(1, sizeof(*pl));
+    pl->host = xstrdup(host);
+    pl->port = port;
+    pl->next = p->pools;
+    p->pools = pl;
+    return pl;
+}
+
+static struct upstream_conn *
+pool_take(struct proxy *p, struct pool *pl)
+{
+    struct upstream_conn *uc;
+
+    if (pl->nidle > 0) {
+        return pl->idle[--pl->nidle];
+    }
+    uc = xcalloc(1, sizeof(*uc));
+    uc->pool = pl;
+    uc->evcon = evhttp_connection_base_new(p->base, p->dns, pl->host, pl->port);
+    if (uc->evcon == NULL) {
+        free(uc);
+        return NULL;
+    }
+    evhttp_connection_set_retries(uc->evcon, 0);
+    evhttp_connection_set_max_headers_size(uc->evcon, UPSTREAM_MAX_HEADERS);
+    return uc;
+}
+
+/*
+ * Gives a connection back to its pool, keeping at most 'keepalive' idle.
+ * A surplus connection is freed from the event loop, not here: this runs
+ * inside evhttp's callbacks for that very connection.
+ */
+static void
+pool_release(struct proxy *p, struct upstream_conn *uc, unsigned keepalive)
+{
+    struct pool *pl = uc->pool;
+    static const struct timeval now = {0, 0};
+
+    uc->served++;
+    if (pl->nidle < keepalive) {
+        pl->idle = xgrow(pl->idle, &pl->cap, pl->nidle + 1, sizeof(*pl->idle));
+        pl->idle[pl->nidle++] = uc;
+        return;
+    }
+    uc->next_surplus = p->surplus;
+    p->surplus = uc;
+    evtimer_add(p->reaper, &now);
+}
+
+static bool
+conn_connected(struct evhttp_connection *evcon)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd =
+        bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
+
+    return fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0;
+}
+
+/* ---- answers the gateway makes itself ---- */
+
+static void
+reply_problem(struct evhttp_request *creq, int status, const char *detail)
+{
+    struct evbuffer *buf = evbuffer_new();
+    char *body = problem_json(status, problem_reason(status), detail,
+                              evhttp_request_get_uri(creq));
+
+    evhttp_add_header(evhttp_request_get_output_headers(creq), "Content-Type",
+                      PROBLEM_CONTENT_TYPE);
+    evbuffer_add(buf, body, strlen(body));
+    free(body);
+    evhttp_send_reply(creq, status, problem_reason(status), buf);
+    evbuffer_free(buf);
+}
+
+/* ---- exchange lifecycle ---- */
+
+static void
+exchange_free(struct exchange *ex)
+{
+    if (ex->timer != NULL) {
+        event_free(ex->timer);
+    }
+    if (ex->client_gone != NULL) {
+        event_free(ex->client_gone);
+    }
+    headers_deinit(&ex->fwd);
+    free(ex->target);
+    config_unref(ex->cfg);
+    if (ex->prev != NULL) {
+        ex->prev->next = ex->next;
+    } else {
+        ex->proxy->live = ex->next;
+    }
+    if (ex->next != NULL) {
+        ex->next->prev = ex->prev;
+    }
+    ex->proxy->in_flight--;
+    free(ex);
+}
+
+static void
+release_upstream(struct exchange *ex)
+{
+    if (ex->uc != NULL) {
+        pool_release(ex->proxy, ex->uc, ex->cfg->upstream.keepalive);
+        ex->uc = NULL;
+    }
+}
+
+/* Stops watching for the client leaving and stops the timer. */
+static void
+stop_waiting(struct exchange *ex)
+{
+    if (ex->client_gone != NULL) {
+        event_free(ex->client_gone);
+        ex->client_gone = NULL;
+    }
+    if (ex->timer != NULL) {
+        evtimer_del(ex->timer);
+    }
+}
+
+/* Drops the pending upstream request; evhttp then calls no callback. */
+static void
+cancel_upstream(struct exchange *ex)
+{
+    if (ex->ureq != NULL) {
+        struct evhttp_request *ureq = ex->ureq;
+
+        ex->ureq = NULL;
+        evhttp_cancel_request(ureq);
+    }
+    release_upstream(ex);
+}
+
+/* Answers the client with a problem before any response byte was sent. */
+static void
+fail_exchange(struct exchange *ex, int status, const char *detail)
+{
+    log_warn("proxy: route %s: %s %s: %d: %s", ex->route->id,
+             method_name(ex->method), evhttp_request_get_uri(ex->creq), status,
+             detail);
+    stop_waiting(ex);
+    cancel_upstream(ex);
+    reply_problem(ex->creq, status, detail);
+    exchange_free(ex);
+}
+
+static const char *
+upstream_error_str(const struct exchange *ex)
+{
+    if (!ex->uerr_set) {
+        return "connection refused or unreachable";
+    }
+    switch (ex->uerr) {
+    case EVREQ_HTTP_TIMEOUT:
+        return "timed out";
+    case EVREQ_HTTP_EOF:
+        return "connection closed before a complete response";
+    case EVREQ_HTTP_INVALID_HEADER:
+        return "invalid response header";
+    case EVREQ_HTTP_BUFFER_ERROR:
+        return "connection error";
+    case EVREQ_HTTP_DATA_TOO_LONG:
+        return "response header too large";
+    default:
+        return "failed";
+    }
+}
+
+/* ---- waiting for the upstream ---- */
+
+static void
+on_client_gone(evutil_socket_t fd, short what, void *arg)
+{
+    struct exchange *ex = arg;
+    struct evhttp_connection *cconn = ex->cconn;
+
+    (void)fd;
+    (void)what;
+    log_debug("proxy: route %s: client left before the response",
+              ex->route->id);
+    stop_waiting(ex);
+    cancel_upstream(ex);
+    exchange_free(ex);
+    /* Frees the client request too; nothing will ever answer it. */
+    evhttp_connection_free(cconn);
+}
+
+static void
+arm_timer(struct exchange *ex, uint64_t ms)
+{
+    struct timeval tv = ms_to_tv(ms);
+
+    evtimer_add(ex->timer, &tv);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct exchange *ex = arg;
+    const struct route *r = ex->route;
+    char detail[128];
+
+    (void)fd;
+    (void)what;
+    if (ex->connect_phase) {
+        ex->connect_phase = false;
+        if (ex->uc != NULL && conn_connected(ex->uc->evcon)) {
+            uint64_t left = r->response_timeout_ms > r->connect_timeout_ms
+                                ? r->response_timeout_ms - r->connect_timeout_ms
+                                : 0;
+            arm_timer(ex, left);
+            return;
+        }
+        snprintf(detail, sizeof(detail),
+                 "upstream %s:%u: no connection within %llu ms", r->uri.host,
+                 r->uri.port, (unsigned long long)r->connect_timeout_ms);
+    } else {
+        snprintf(detail, sizeof(detail),
+                 "upstream %s:%u: no response within %llu ms", r->uri.host,
+                 r->uri.port, (unsigned long long)r->response_timeout_ms);
+    }
+    fail_exchange(ex, 504, detail);
+}
+
+/*
+ * Sends the prepared request on a pooled connection and arms the timers.
+ * Returns 0, or -1 when no request could be started (the caller answers).
+ */
+static int
+send_upstream(struct exchange *ex)
+{
+    const struct route *r = ex->route;
+    struct evkeyvalq *oh;
+    struct evhttp_request *ureq;
+    struct timeval tv = ms_to_tv(r->response_timeout_ms);
+
+    ex->uc =
+        pool_take(ex->proxy, pool_get(ex->proxy, r->uri.host, r->uri.port));
+    if (ex->uc == NULL) {
+        return -1;
+    }
+    ex->reused = ex->uc->served > 0;
+    /* One idle timeout for reads of the body; the timer covers the wait. */
+    evhttp_connection_set_timeout_tv(ex->uc->evcon, &tv);
+
+    ureq = evhttp_request_new(on_upstream_done, ex);
+    evhttp_request_set_header_cb(ureq, on_upstream_headers);
+    evhttp_request_set_chunked_cb(ureq, on_upstream_chunk);
+    evhttp_request_set_error_cb(ureq, on_upstream_error);
+    oh = evhttp_request_get_output_headers(ureq);
+    for (size_t i = 0; i < ex->fwd.n; i++) {
+        evhttp_add_header(oh, ex->fwd.v[i].name, ex->fwd.v[i].value);
+    }
+    if (ex->has_body) {
+        struct evbuffer *in = evhttp_request_get_input_buffer(ex->creq);
+        char len[32];
+
+        snprintf(len, sizeof(len), "%zu", evbuffer_get_length(in));
+        evhttp_add_header(oh, "Content-Length", len);
+        evbuffer_add_buffer(evhttp_request_get_output_buffer(ureq), in);
+    }
+    ex->uerr_set = false;
+    ex->connect_phase = !conn_connected(ex->uc->evcon);
+    if (evhttp_make_request(ex->uc->evcon, ureq, ex->method, ex->target) < 0) {
+        /*
+         * The connect could not even start; evhttp has unlinked the
+         * request but not freed it (its strdup failure, which does free
+         * it, is out of memory, and that aborts elsewhere).
+         */
+        evhttp_request_free(ureq);
+        release_upstream(ex);
+        return -1;
+    }
+    ex->ureq = ureq;
+    if (ex->connect_phase && r->connect_timeout_ms < r->response_timeout_ms) {
+        arm_timer(ex, r->connect_timeout_ms);
+    } else {
+        ex->connect_phase = false;
+        arm_timer(ex, r->response_timeout_ms);
+    }
+    return 0;
+}
+
+static void
+on_upstream_error(enum evhttp_request_error err, void *arg)
+{
+    struct exchange *ex = arg;
+
+    /* evhttp_cancel_request() reports itself here; that is ours, not news. */
+    if (err == EVREQ_HTTP_REQUEST_CANCEL) {
+        return;
+    }
+    ex->uerr = err;
+    ex->uerr_set = true;
+}
+
+/* ---- streaming the response ---- */
+
+static void
+on_reply_complete(struct evhttp_request *creq, void *arg)
+{
+    struct proxy *p = arg;
+    struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
+
+    if (cconn != NULL) {
+        bufferevent_set_timeouts(evhttp_connection_get_bufferevent(cconn),
+                                 &p->client_tv, &p->client_tv);
+    }
+}
+
+static void
+on_client_drained(struct evhttp_connection *cconn, void *arg)
+{
+    struct exchange *ex = arg;
+
+    (void)cconn;
+    if (ex->paused && ex->uc != NULL) {
+        ex->paused = false;
+        bufferevent_enable(evhttp_connection_get_bufferevent(ex->uc->evcon),
+                           EV_READ);
+    }
+}
+
+/* The client went away mid-response; evhttp has detached its request. */
+static void
+on_client_close(struct evhttp_connection *cconn, void *arg)
+{
+    struct exchange *ex = arg;
+
+    log_debug("proxy: route %s: client left during the response",
+              ex->route->id);
+    evhttp_connection_set_closecb(cconn, NULL, NULL);
+    cancel_upstream(ex);
+    /* A detached request is freed by ending it. */
+    evhttp_send_reply_end(ex->creq);
+    exchange_free(ex);
+}
+
+static bool
+copy_response_header(const char *name, const char *connection)
+{
+    return !forwarded_is_hop_by_hop(name) &&
+           !forwarded_in_connection(connection, name);
+}
+
+static int
+on_upstream_headers(struct evhttp_request *ureq, void *arg)
+{
+    struct exchange *ex = arg;
+    const struct route *r = ex->route;
+    struct evkeyvalq *uh = evhttp_request_get_input_headers(ureq);
+    struct evkeyvalq *ch = evhttp_request_get_output_headers(ex->creq);
+    const char *connection = evhttp_find_header(uh, "Connection");
+    struct headers resp;
+    struct evkeyval *kv;
+    struct bufferevent *cbev;
+
+    if (ex->state != EX_WAITING) {
+        return 0;
+    }
+    stop_waiting(ex);
+    headers_deinit(&ex->fwd);
+    headers_init(&resp);
+    TAILQ_FOREACH (kv, uh, next) {
+        if (copy_response_header(kv->key, connection)) {
+            headers_add(&resp, kv->key, kv->value);
+        }
+    }
+    for (size_t i = 0; i < r->nfilters; i++) {
+        if (filter_is_response(&r->filters[i])) {
+            filter_apply_response(&r->filters[i], &resp);
+        }
+    }
+    for (size_t i = 0; i < resp.n; i++) {
+        evhttp_add_header(ch, resp.v[i].name, resp.v[i].value);
+    }
+    headers_deinit(&resp);
+
+    ex->state = EX_STREAMING;
+    evhttp_connection_set_closecb(ex->cconn, on_client_close, ex);
+    evhttp_request_set_on_complete_cb(ex->creq, on_reply_complete, ex->proxy);
+    evhttp_send_reply_start(ex->creq, evhttp_request_get_response_code(ureq),
+                            evhttp_request_get_response_code_line(ureq));
+    /* A slow download is not an idle client: time only the writes. */
+    cbev = evhttp_connection_get_bufferevent(ex->cconn);
+    bufferevent_set_timeouts(cbev, NULL, &ex->proxy->client_tv);
+    return 0;
+}
+
+static void
+on_upstream_chunk(struct evhttp_request *ureq, void *arg)
+{
+    struct exchange *ex = arg;
+    struct bufferevent *cbev;
+
+    if (ex->state != EX_STREAMING) {
+        return;
+    }
+    evhttp_send_reply_chunk_with_cb(
+        ex->creq, evhttp_request_get_input_buffer(ureq), on_client_drained, ex);
+    cbev = evhttp_connection_get_bufferevent(ex->cconn);
+    if (!ex->paused &&
+        evbuffer_get_length(bufferevent_get_output(cbev)) > CLIENT_HIGH_WATER) {
+        ex->paused = true;
+        bufferevent_disable(evhttp_connection_get_bufferevent(ex->uc->evcon),
+                            EV_READ);
+    }
+}
+
+static bool
+retriable(const struct exchange *ex, const struct evhttp_request *ureq)
+{
+    /*
+     * An idle keep-alive connection that the upstream closed just as the
+     * request went out fails with EOF and no response: safe to send once
+     * more when the request is idempotent and carries no body.
+     */
+    return ureq == NULL && ex->reused && !ex->retried && !ex->has_body &&
+           (ex->method == EVHTTP_REQ_GET || ex->method == EVHTTP_REQ_HEAD ||
+            ex->method == EVHTTP_REQ_OPTIONS);
+}
+
+static void
+on_upstream_done(struct evhttp_request *ureq, void *arg)
+{
+    struct exchange *ex = arg;
+    bool failed = ureq == NULL || evhttp_request_get_response_code(ureq) == 0;
+    char detail[160];
+
+    ex->ureq = NULL;
+    release_upstream(ex);
+    if (ex->state == EX_WAITING) {
+        if (!failed) {
+            /* Headers always come first; nothing sensible to forward. */
+            fail_exchange(ex, 502, "upstream answered without headers");
+            return;
+        }
+        if (retriable(ex, ureq)) {
+            ex->retried = true;
+            evtimer_del(ex->timer);
+            if (send_upstream(ex) == 0) {
+                return;
+            }
+        }
+        snprintf(detail, sizeof(detail), "upstream %s:%u: %s",
+                 ex->route->uri.host, ex->route->uri.port,
+                 upstream_error_str(ex));
+        fail_exchange(ex, 502, detail);
+        return;
+    }
+    evhttp_connection_set_closecb(ex->cconn, NULL, NULL);
+    if (failed) {
+        /*
+         * The status line is out: the only honest signal left is to cut
+         * the connection, so that the client sees a truncated body rather
+         * than a complete-looking one.
+         */
+        log_warn("proxy: route %s: upstream %s:%u: %s mid-response; "
+                 "cutting the client off",
+                 ex->route->id, ex->route->uri.host, ex->route->uri.port,
+                 upstream_error_str(ex));
+        evhttp_connection_free(ex->cconn);
+    } else {
+        evhttp_send_reply_end(ex->creq);
+    }
+    exchange_free(ex);
+}
+
+/* ---- accepting a request ---- */
+
+/* Copies evhttp's header list into a 'struct headers'. */
+static void
+headers_from_evkeyvalq(struct headers *h, const struct evkeyvalq *q)
+{
+    const struct evkeyval *kv;
+
+    TAILQ_FOREACH (kv, q, next) {
+        headers_add(h, kv->key, kv->value);
+    }
+}
+
+static bool
+forward_request_header(const char *name, const char *connection)
+{
+    return !forwarded_is_hop_by_hop(name) &&
+           !forwarded_in_connection(connection, name) &&
+           strcasecmp(name, "Host") != 0 &&
+           strcasecmp(name, "Content-Length") != 0 &&
+           strcasecmp(name, "Expect") != 0 &&
+           strcasecmp(name, "X-Forwarded-For") != 0 &&
+           strcasecmp(name, "X-Forwarded-Proto") != 0 &&
+           strcasecmp(name, "X-Forwarded-Host") != 0;
+}
+
+/*
+ * Builds the headers sent upstream from the filtered request headers:
+ * hop-by-hop fields dropped, Host chosen, X-Forwarded-* set. The
+ * X-Forwarded-* fields a client sent are kept only from a trusted proxy.
+ */
+static void
+build_forward_headers(struct headers *fwd, const struct outgoing *out,
+                      const struct route *r, const struct netaddr *peer,
+                      bool peer_trusted)
+{
+    const char *connection = headers_get(&out->headers, "Connection");
+    const char *host = headers_get(&out->headers, "Host");
+    const char *xff = headers_get(&out->headers, "X-Forwarded-For");
+    const char *xfp = headers_get(&out->headers, "X-Forwarded-Proto");
+    const char *xfh = headers_get(&out->headers, "X-Forwarded-Host");
+    char addr[64];
+
+    for (size_t i = 0; i < out->headers.n; i++) {
+        const struct header *h = &out->headers.v[i];
+
+        if (forward_request_header(h->name, connection)) {
+            headers_add(fwd, h->name, h->value);
+        }
+    }
+    headers_add(fwd, "Host",
+                out->preserve_host && host != NULL ? host : r->uri.authority);
+    netaddr_format(peer, addr, sizeof(addr));
+    if (peer_trusted && xff != NULL) {
+        char *v = xasprintf("%s, %s", xff, addr);
+
+        headers_add(fwd, "X-Forwarded-For", v);
+        free(v);
+    } else {
+        headers_add(fwd, "X-Forwarded-For", addr);
+    }
+    headers_add(fwd, "X-Forwarded-Proto",
+                peer_trusted && xfp != NULL ? xfp : "http");
+    if (peer_trusted && xfh != NULL) {
+        headers_add(fwd, "X-Forwarded-Host", xfh);
+    } else if (host != NULL) {
+        headers_add(fwd, "X-Forwarded-Host", host);
+    }
+}
+
+static char *
+build_target(const struct route *r, const char *path, const char *query)
+{
+    if (query != NULL) {
+        return xasprintf("%s%s?%s", r->uri.base_path, path, query);
+    }
+    return xasprintf("%s%s", r->uri.base_path, path);
+}
+
+static bool
+peer_address(struct evhttp_connection *cconn, struct netaddr *out)
+{
+    const struct sockaddr *sa = evhttp_connection_get_addr(cconn);
+
+    return sa != NULL && netaddr_from_sockaddr(sa, out) == 0;
+}
+
+/* Request line plus header fields, as counted against max_header_bytes. */
+static uint64_t
+header_bytes(struct evhttp_request *creq)
+{
+    const struct evkeyval *kv;
+    uint64_t n = strlen(evhttp_request_get_uri(creq)) + 16;
+
+    TAILQ_FOREACH (kv, evhttp_request_get_input_headers(creq), next) {
+        n += strlen(kv->key) + strlen(kv->value) + 4;
+    }
+    return n;
+}
+
+void
+proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(creq);
+    const char *raw_path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
+    struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
+    enum evhttp_cmd_type method = evhttp_request_get_command(creq);
+    const struct server_conf *sc = &cfg->server;
+    struct netaddr peer, client;
+    struct headers in;
+    struct outgoing out;
+    struct glob_vars vars;
+    struct request_view view;
+    const struct route *route;
+    struct exchange *ex;
+    char *path = NULL;
+    enum path_status st;
+    bool trusted;
+
+    if (header_bytes(creq) > sc->max_header_bytes) {
+        reply_problem(creq, 431,
+                      "request header fields exceed "
+                      "server.max_header_bytes");
+        return;
+    }
+    if (raw_path == NULL || raw_path[0] == '\0') {
+        reply_problem(creq, 400, "request target has no path");
+        return;
+    }
+    st = path_normalize(raw_path, strlen(raw_path), &path);
+    if (st != PATH_OK) {
+        reply_problem(creq, 400, path_status_str(st));
+        return;
+    }
+    if (!peer_address(cconn, &peer)) {
+        memset(&peer, 0, sizeof(peer));
+        peer.family = AF_INET;
+    }
+    headers_init(&in);
+    headers_from_evkeyvalq(&in, evhttp_request_get_input_headers(creq));
+    trusted =
+        forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
+    forwarded_client(&peer, headers_get(&in, "X-Forwarded-For"),
+                     sc->trusted_proxies, sc->ntrusted_proxies, &client);
+
+    view.method = method_name(method);
+    view.path = path;
+    view.query = query;
+    view.host = headers_get(&in, "Host");
+    view.headers = &in;
+    view.client = &client;
+    route = router_match(cfg, &view, &vars);
+    if (route == NULL) {
+        headers_deinit(&in);
+        free(path);
+        reply_problem(creq, 404, "no route matches this request");
+        return;
+    }
+
+    out.path = xstrdup(path);
+    out.headers = in; /* moved: 'in' is not used again */
+    out.preserve_host = false;
+    out.vars = &vars;
+    for (size_t i = 0; i < route->nfilters; i++) {
+        filter_apply_request(&route->filters[i], &out);
+    }
+
+    ex = xcalloc(1, sizeof(*ex));
+    ex->state = EX_WAITING;
+    ex->proxy = p;
+    ex->cfg = config_ref(cfg);
+    ex->route = route;
+    ex->creq = creq;
+    ex->cconn = cconn;
+    ex->method = method;
+    ex->target = build_target(route, out.path, query);
+    ex->has_body =
+        evbuffer_get_length(evhttp_request_get_input_buffer(creq)) > 0 ||
+        method == EVHTTP_REQ_POST || method == EVHTTP_REQ_PUT ||
+        method == EVHTTP_REQ_PATCH;
+    headers_init(&ex->fwd);
+    build_forward_headers(&ex->fwd, &out, route, &peer, trusted);
+    headers_deinit(&out.headers);
+    free(out.path);
+    free(path);
+    ex->next = p->live;
+    if (p->live != NULL) {
+        p->live->prev = ex;
+    }
+    p->live = ex;
+    p->in_flight++;
+
+    ex->timer = evtimer_new(p->base, on_timer, ex);
+    ex->client_gone = event_new(
+        p->base, bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
+        EV_CLOSED, on_client_gone, ex);
+    event_add(ex->client_gone, NULL);
+    if (send_upstream(ex) < 0) {
+        char detail[128];
+
+        snprintf(detail, sizeof(detail), "upstream %s:%u: cannot connect",
+                 route->uri.host, route->uri.port);
+        fail_exchange(ex, 502, detail);
+    }
+}

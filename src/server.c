@@ -1,0 +1,448 @@
+#include "server.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+
+#include "config.h"
+#include "log.h"
+#include "proxy.h"
+#include "xmalloc.h"
+
+/*
+ * evhttp answers a header block past its own limit with a bare 400 before
+ * any handler runs; it gets this much headroom over max_header_bytes so
+ * that the handler can give the proper 431 to all but abusive requests.
+ */
+#define HEADER_HEADROOM_FACTOR 4
+#define HEADER_HEADROOM_MIN (64 * 1024)
+#define DRAIN_POLL_MS 10
+
+struct server;
+
+struct worker {
+    struct server *srv;                /* borrowed: the owner */
+    unsigned index;                    /* 0-based, for log lines */
+    pthread_t thread;                  /* runs event_base_dispatch */
+    struct event_base *base;           /* owned */
+    struct evdns_base *dns;            /* owned */
+    struct evhttp *http;               /* owned */
+    struct evhttp_bound_socket *bound; /* the listener; owned by 'http' */
+    struct proxy *proxy;               /* owned */
+    struct config *cfg;                /* this worker's reference */
+    pthread_mutex_t mu;                /* guards 'next_cfg' */
+    struct config *next_cfg;           /* handed over by a reload, or NULL */
+    struct event *reload_ev;           /* activated by the main thread */
+    struct event *stop_ev;             /* activated by the main thread */
+    struct event *drain_timer;         /* polls in-flight while draining */
+    uint64_t drain_left_ms;            /* drain time remaining */
+    atomic_bool done;                  /* the loop has returned */
+};
+
+struct server {
+    struct config *cfg;       /* reference to the newest config */
+    struct event_base *base;  /* main thread: signals; owned */
+    struct worker *workers;   /* owned */
+    unsigned nworkers;        /* threads */
+    struct event *signals[4]; /* SIGTERM SIGINT SIGHUP SIGPIPE; owned */
+    int stopping;             /* signals of the stopping kind seen */
+};
+
+static struct timeval
+ms_tv(uint64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+    return tv;
+}
+
+/* ---- worker thread ---- */
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+    struct worker *w = arg;
+
+    proxy_handle(w->proxy, w->cfg, req);
+}
+
+static void
+apply_http_limits(struct evhttp *http, const struct server_conf *sc)
+{
+    uint64_t hdr = sc->max_header_bytes * HEADER_HEADROOM_FACTOR;
+    struct timeval tv = ms_tv(sc->client_timeout_ms);
+
+    if (hdr < HEADER_HEADROOM_MIN) {
+        hdr = HEADER_HEADROOM_MIN;
+    }
+    evhttp_set_max_headers_size(http, (ev_ssize_t)hdr);
+    evhttp_set_max_body_size(http, (ev_ssize_t)sc->max_body_bytes);
+    evhttp_set_timeout_tv(http, &tv);
+}
+
+static void
+on_reload(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct config *next;
+
+    (void)fd;
+    (void)what;
+    pthread_mutex_lock(&w->mu);
+    next = w->next_cfg;
+    w->next_cfg = NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (next == NULL) {
+        return;
+    }
+    /* Requests in flight hold their own reference to the old config. */
+    config_unref(w->cfg);
+    w->cfg = next;
+    apply_http_limits(w->http, &next->server);
+}
+
+static void
+on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct timeval tv = ms_tv(DRAIN_POLL_MS);
+
+    (void)fd;
+    (void)what;
+    if (proxy_in_flight(w->proxy) == 0 || w->drain_left_ms == 0) {
+        if (proxy_in_flight(w->proxy) > 0) {
+            log_warn("server: worker %u: drain timeout; aborting %zu "
+                     "requests",
+                     w->index, proxy_in_flight(w->proxy));
+            proxy_abort_all(w->proxy);
+        }
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    w->drain_left_ms =
+        w->drain_left_ms > DRAIN_POLL_MS ? w->drain_left_ms - DRAIN_POLL_MS : 0;
+    evtimer_add(w->drain_timer, &tv);
+}
+
+static void
+on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    if (w->bound != NULL) {
+        evhttp_del_accept_socket(w->http, w->bound);
+        w->bound = NULL;
+        w->drain_left_ms = w->cfg->server.drain_timeout_ms;
+        on_drain_tick(-1, 0, w);
+        return;
+    }
+    /* A second stop: no more waiting. */
+    w->drain_left_ms = 0;
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct worker *w = arg;
+
+    event_base_dispatch(w->base);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static int
+worker_init(struct worker *w, struct server *s, unsigned index,
+            const struct sockaddr *sa, socklen_t salen)
+{
+    const struct server_conf *sc = &s->cfg->server;
+    struct evconnlistener *lev;
+
+    w->srv = s;
+    w->index = index;
+    w->cfg = config_ref(s->cfg);
+    pthread_mutex_init(&w->mu, NULL);
+    w->base = event_base_new();
+    if (w->base == NULL) {
+        log_error("server: worker %u: cannot create an event base", index);
+        return -1;
+    }
+    w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+    if (w->dns == NULL) {
+        /* No resolv.conf: literal upstream addresses still work. */
+        w->dns = evdns_base_new(w->base, 0);
+    }
+    w->http = evhttp_new(w->base);
+    evhttp_set_gencb(w->http, on_request, w);
+    evhttp_set_allowed_methods(
+        w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                     EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                     EVHTTP_REQ_PATCH);
+    evhttp_set_default_content_type(w->http, NULL);
+    /* Without it a client that is still sending never sees a 413. */
+    evhttp_set_flags(w->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    apply_http_limits(w->http, sc);
+
+    lev = evconnlistener_new_bind(w->base, NULL, NULL,
+                                  LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT |
+                                      LEV_OPT_CLOSE_ON_FREE |
+                                      LEV_OPT_CLOSE_ON_EXEC,
+                                  1024, sa, (int)salen);
+    if (lev == NULL) {
+        log_error("server: listen %s:%u: %s", sc->listen.host, sc->listen.port,
+                  strerror(errno));
+        return -1;
+    }
+    w->bound = evhttp_bind_listener(w->http, lev);
+    w->proxy = proxy_new(w->base, w->dns, sc->client_timeout_ms);
+    w->reload_ev = event_new(w->base, -1, 0, on_reload, w);
+    w->stop_ev = event_new(w->base, -1, 0, on_stop, w);
+    w->drain_timer = evtimer_new(w->base, on_drain_tick, w);
+    return 0;
+}
+
+static void
+worker_deinit(struct worker *w)
+{
+    if (w->srv == NULL) {
+        return;
+    }
+    config_unref(w->cfg);
+    config_unref(w->next_cfg);
+    pthread_mutex_destroy(&w->mu);
+    if (w->base == NULL) {
+        return;
+    }
+    if (w->proxy != NULL) {
+        proxy_abort_all(w->proxy);
+    }
+    if (w->http != NULL) {
+        evhttp_free(w->http);
+    }
+    proxy_free(w->proxy);
+    if (w->reload_ev != NULL) {
+        event_free(w->reload_ev);
+        event_free(w->stop_ev);
+        event_free(w->drain_timer);
+    }
+    if (w->dns != NULL) {
+        evdns_base_free(w->dns, 0);
+    }
+    event_base_free(w->base);
+}
+
+/* ---- main thread ---- */
+
+/*
+ * SO_REUSEPORT lets a second gateway bind the same port without an error,
+ * so probe with a plain socket first: a port in use fails the start.
+ */
+static int
+probe_port(const struct sockaddr *sa, socklen_t salen)
+{
+    int one = 1;
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc;
+
+    if (fd < 0) {
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    rc = bind(fd, sa, salen);
+    close(fd);
+    return rc;
+}
+
+static void
+reload(struct server *s)
+{
+    struct config_errors errs;
+    struct config *next;
+
+    config_errors_init(&errs);
+    next = config_load(s->cfg->path, &errs);
+    if (next == NULL) {
+        for (size_t i = 0; i < errs.n; i++) {
+            log_error("config: %s", errs.v[i]);
+        }
+        log_error("server: reload of %s failed; the running config stays",
+                  s->cfg->path);
+        config_errors_deinit(&errs);
+        return;
+    }
+    config_errors_deinit(&errs);
+    if (strcmp(next->server.listen.host, s->cfg->server.listen.host) != 0 ||
+        next->server.listen.port != s->cfg->server.listen.port ||
+        next->server.workers != s->cfg->server.workers) {
+        log_warn("server: server.listen and server.workers take effect on "
+                 "restart only");
+    }
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        struct worker *w = &s->workers[i];
+
+        pthread_mutex_lock(&w->mu);
+        config_unref(w->next_cfg);
+        w->next_cfg = config_ref(next);
+        pthread_mutex_unlock(&w->mu);
+        event_active(w->reload_ev, 0, 0);
+    }
+    config_unref(s->cfg);
+    s->cfg = next;
+    log_info("server: reloaded %s: %zu routes", next->path, next->nroutes);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct server *s = arg;
+
+    (void)what;
+    if (sig == SIGHUP) {
+        reload(s);
+        return;
+    }
+    if (sig == SIGPIPE) {
+        return;
+    }
+    if (s->stopping++ == 0) {
+        log_info("server: %s: draining for up to %llu ms",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                 (unsigned long long)s->cfg->server.drain_timeout_ms);
+    } else {
+        log_info("server: second signal: stopping now");
+    }
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        event_active(s->workers[i].stop_ev, 0, 0);
+    }
+}
+
+static unsigned
+worker_count(const struct server_conf *sc)
+{
+    long n;
+
+    if (sc->workers > 0) {
+        return sc->workers;
+    }
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+struct server *
+server_new(struct config *cfg)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
+    const struct server_conf *sc = &cfg->server;
+    struct addrinfo hints, *ai = NULL;
+    struct server *s;
+    char port[8];
+    int rc;
+
+    if (evthread_use_pthreads() < 0) {
+        log_error("server: libevent has no pthreads support");
+        return NULL;
+    }
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(port, sizeof(port), "%u", sc->listen.port);
+    rc = getaddrinfo(sc->listen.host, port, &hints, &ai);
+    if (rc != 0) {
+        log_error("server: listen %s:%u: %s", sc->listen.host, sc->listen.port,
+                  gai_strerror(rc));
+        return NULL;
+    }
+    if (probe_port(ai->ai_addr, ai->ai_addrlen) < 0) {
+        log_error("server: listen %s:%u: %s", sc->listen.host, sc->listen.port,
+                  strerror(errno));
+        freeaddrinfo(ai);
+        return NULL;
+    }
+
+    s = xcalloc(1, sizeof(*s));
+    s->cfg = config_ref(cfg);
+    s->base = event_base_new();
+    s->nworkers = worker_count(sc);
+    s->workers = xcalloc(s->nworkers, sizeof(*s->workers));
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        if (worker_init(&s->workers[i], s, i, ai->ai_addr, ai->ai_addrlen) <
+            0) {
+            freeaddrinfo(ai);
+            server_free(s);
+            return NULL;
+        }
+    }
+    freeaddrinfo(ai);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        s->signals[i] = evsignal_new(s->base, sigs[i], on_signal, s);
+        event_add(s->signals[i], NULL);
+    }
+    return s;
+}
+
+int
+server_run(struct server *s)
+{
+    const struct server_conf *sc = &s->cfg->server;
+
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        pthread_create(&s->workers[i].thread, NULL, worker_main,
+                       &s->workers[i]);
+    }
+    log_info("server: listening on %s:%u with %u workers, %zu routes",
+             sc->listen.host, sc->listen.port, s->nworkers, s->cfg->nroutes);
+    /* The signal events keep this loop alive until the workers are done. */
+    while (s->stopping == 0) {
+        event_base_loop(s->base, EVLOOP_ONCE);
+    }
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        /* Keep serving signals: a second one must reach the workers. */
+        while (!atomic_load(&s->workers[i].done)) {
+            struct timeval tv = ms_tv(DRAIN_POLL_MS);
+
+            event_base_loopexit(s->base, &tv);
+            event_base_loop(s->base, EVLOOP_ONCE);
+        }
+        pthread_join(s->workers[i].thread, NULL);
+    }
+    log_info("server: stopped");
+    return 0;
+}
+
+void
+server_free(struct server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        worker_deinit(&s->workers[i]);
+    }
+    free(s->workers);
+    for (size_t i = 0; i < sizeof(s->signals) / sizeof(s->signals[0]); i++) {
+        if (s->signals[i] != NULL) {
+            event_free(s->signals[i]);
+        }
+    }
+    if (s->base != NULL) {
+        event_base_free(s->base);
+    }
+    config_unref(s->cfg);
+    free(s);
+}
