@@ -1,0 +1,40 @@
+# The two commands a newcomer needs:
+#   make run    install, build, start Redis + the demo backend + the gateway
+#   make test   install, build, run every test, then again under ASan/UBSan
+# `make check` runs the suite once, without the sanitizer build.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps build run test check check-asan clean format
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	scripts/run-local.sh $(BUILD)
+
+check: build
+	cd $(BUILD) && ctest --output-on-failure
+
+check-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    ctest --output-on-failure
+
+test: check check-asan
+
+format:
+	clang-format -i src/*.c src/*.h demo/*.c tests/unit/*.c tests/integration/*.c tests/integration/*.h
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
