@@ -7,7 +7,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build run test check check-asan clean format
+.PHONY: all deps build run test check check-asan bench clean format
 
 all: build
 
@@ -33,8 +33,12 @@ check-asan: deps
 
 test: check check-asan
 
+bench: build
+	@command -v wrk >/dev/null || scripts/install-deps.sh wrk
+	bench/proxy.sh $(BUILD)
+
 format:
-	clang-format -i src/*.c src/*.h demo/*.c tests/unit/*.c tests/integration/*.c tests/integration/*.h
+	clang-format -i src/*.[ch] demo/*.c tests/unit/*.c tests/integration/*.[ch]
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -49,6 +49,7 @@ struct echo {
     uint64_t requests;         /* requests received, /__stats excluded */
     uint64_t aborted;          /* clients gone before their reply was done */
     uint64_t open_connections; /* entries in 'conns' */
+    uint64_t connections;      /* connections ever seen */
     uint64_t buffered;         /* bytes= body bytes queued, not yet written */
     uint64_t max_buffered;     /* highest 'buffered' so far */
 };
@@ -558,6 +559,7 @@ conn_for(struct echo *echo, struct evhttp_connection *evcon)
     }
     echo->conns = conn;
     echo->open_connections++;
+    echo->connections++;
     evhttp_connection_set_closecb(evcon, on_conn_close, conn);
     /* Replies are written whole; Nagle would only add latency. */
     bev = evhttp_connection_get_bufferevent(evcon);
@@ -782,10 +784,11 @@ reply_stats(struct echo *echo, struct evhttp_request *req)
     evbuffer_add_printf(
         body,
         "{\"requests\":%" PRIu64 ",\"aborted\":%" PRIu64
-        ",\"open_connections\":%" PRIu64 ",\"buffered_bytes\":%" PRIu64
-        ",\"max_buffered_bytes\":%" PRIu64 "}\n",
+        ",\"open_connections\":%" PRIu64 ",\"connections\":%" PRIu64
+        ",\"buffered_bytes\":%" PRIu64 ",\"max_buffered_bytes\":%" PRIu64
+        "}\n",
         echo->requests, echo->aborted, echo->open_connections - 1,
-        echo->buffered, echo->max_buffered);
+        echo->connections - 1, echo->buffered, echo->max_buffered);
     reply_json_text(req, 200, body);
 }
 

@@ -1,11 +1,14 @@
 #!/bin/sh
 # Installs what sluice needs to build, run and test, from Debian's packages.
 # Does nothing when everything is already there; uses sudo when not root.
+#   scripts/install-deps.sh            what building, running and testing need
+#   scripts/install-deps.sh PKG...     those packages instead (e.g. wrk)
 set -eu
 
 PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
 libyaml-dev libpcre2-dev libcriterion-dev libcurl4-openssl-dev redis-server
 curl"
+[ $# -gt 0 ] && PACKAGES="$*"
 
 missing=""
 for p in $PACKAGES; do

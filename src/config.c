@@ -1697,7 +1697,7 @@ config_new(const char *name)
     cfg->redis.timeout_ms = 50;
     cfg->upstream.connect_timeout_ms = 5 * 1000;
     cfg->upstream.response_timeout_ms = 60 * 1000;
-    cfg->upstream.keepalive = 64;
+    cfg->upstream.keepalive = 256;
     cfg->log_level = LOG_INFO;
     return cfg;
 }

@@ -1320,10 +1320,12 @@ echo_stats(uint16_t port, struct echo_stats *out)
         out->requests = stats_field(r.body, "requests");
         out->aborted = stats_field(r.body, "aborted");
         out->open_connections = stats_field(r.body, "open_connections");
+        out->connections = stats_field(r.body, "connections");
         out->buffered_bytes = stats_field(r.body, "buffered_bytes");
         out->max_buffered_bytes = stats_field(r.body, "max_buffered_bytes");
         if (out->requests < 0 || out->aborted < 0 ||
-            out->open_connections < 0 || out->buffered_bytes < 0 ||
+            out->open_connections < 0 || out->connections < 0 ||
+            out->buffered_bytes < 0 ||
             out->max_buffered_bytes < 0) {
             rc = -1;
         }

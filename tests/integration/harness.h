@@ -233,6 +233,7 @@ struct echo_stats {
     long requests;           /* requests seen, /__stats excluded */
     long aborted;            /* clients gone before their reply was done */
     long open_connections;   /* excluding the connection that asked */
+    long connections;        /* ever seen, excluding the one that asked */
     long buffered_bytes;     /* bytes= body bytes queued, not yet written */
     long max_buffered_bytes; /* highest buffered_bytes so far */
 };

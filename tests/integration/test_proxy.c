@@ -747,8 +747,8 @@ Test(proxy, sequential_requests_reuse_one_upstream_connection)
     }
     cr_assert_eq(echo_stats(st.echo_port, &s), 0);
     cr_assert_eq(s.requests, 50);
-    cr_assert_eq(s.open_connections, 1,
+    cr_assert_eq(s.connections, 1,
                  "%ld upstream connections for 50 sequential requests",
-                 s.open_connections);
+                 s.connections);
     stack_stop(&st);
 }

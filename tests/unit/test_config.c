@@ -210,7 +210,7 @@ Test(config, defaults_apply_when_sections_are_absent)
     cr_assert_eq(cfg->redis.timeout_ms, 50);
     cr_assert_eq(cfg->upstream.connect_timeout_ms, 5000);
     cr_assert_eq(cfg->upstream.response_timeout_ms, 60000);
-    cr_assert_eq(cfg->upstream.keepalive, 64);
+    cr_assert_eq(cfg->upstream.keepalive, 256);
     cr_assert_eq(cfg->log_level, LOG_INFO);
     cr_assert_eq(cfg->nroutes, 0);
     config_unref(cfg);
