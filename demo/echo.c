@@ -785,8 +785,7 @@ reply_stats(struct echo *echo, struct evhttp_request *req)
         body,
         "{\"requests\":%" PRIu64 ",\"aborted\":%" PRIu64
         ",\"open_connections\":%" PRIu64 ",\"connections\":%" PRIu64
-        ",\"buffered_bytes\":%" PRIu64 ",\"max_buffered_bytes\":%" PRIu64
-        "}\n",
+        ",\"buffered_bytes\":%" PRIu64 ",\"max_buffered_bytes\":%" PRIu64 "}\n",
         echo->requests, echo->aborted, echo->open_connections - 1,
         echo->connections - 1, echo->buffered, echo->max_buffered);
     reply_json_text(req, 200, body);

@@ -84,8 +84,8 @@ struct config {
     struct admin_conf admin;
     struct redis_conf redis;
     struct upstream_conf upstream;
-    int log_level;         /* enum log_level */
-    struct route *routes;  /* in file order; owned */
+    int log_level;        /* enum log_level */
+    struct route *routes; /* in file order; owned */
     size_t nroutes;
 };
 
@@ -117,7 +117,6 @@ struct config *config_ref(struct config *cfg);
 void config_unref(struct config *cfg);
 
 /* The route called 'id', or NULL. */
-const struct route *config_find_route(const struct config *cfg,
-                                      const char *id);
+const struct route *config_find_route(const struct config *cfg, const char *id);
 
 #endif

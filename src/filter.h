@@ -18,17 +18,17 @@
 struct regexp;
 
 enum filter_kind {
-    FILTER_STRIP_PREFIX,          /* parts */
-    FILTER_PREFIX_PATH,           /* prefix */
-    FILTER_REWRITE_PATH,          /* regexp, replacement */
-    FILTER_SET_PATH,              /* template */
-    FILTER_ADD_REQUEST_HEADER,    /* name, value */
-    FILTER_SET_REQUEST_HEADER,    /* name, value */
-    FILTER_REMOVE_REQUEST_HEADER, /* name */
-    FILTER_ADD_RESPONSE_HEADER,   /* name, value */
-    FILTER_SET_RESPONSE_HEADER,   /* name, value */
+    FILTER_STRIP_PREFIX,           /* parts */
+    FILTER_PREFIX_PATH,            /* prefix */
+    FILTER_REWRITE_PATH,           /* regexp, replacement */
+    FILTER_SET_PATH,               /* template */
+    FILTER_ADD_REQUEST_HEADER,     /* name, value */
+    FILTER_SET_REQUEST_HEADER,     /* name, value */
+    FILTER_REMOVE_REQUEST_HEADER,  /* name */
+    FILTER_ADD_RESPONSE_HEADER,    /* name, value */
+    FILTER_SET_RESPONSE_HEADER,    /* name, value */
     FILTER_REMOVE_RESPONSE_HEADER, /* name */
-    FILTER_PRESERVE_HOST_HEADER,  /* (no arguments) */
+    FILTER_PRESERVE_HOST_HEADER,   /* (no arguments) */
 };
 
 struct filter {

@@ -20,8 +20,7 @@ log_set_level(enum log_level level)
 int
 log_parse_level(const char *name, enum log_level *out)
 {
-    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]);
-         i++) {
+    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
         if (strcmp(name, level_names[i]) == 0) {
             *out = (enum log_level)i;
             return 0;

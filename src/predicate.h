@@ -38,10 +38,10 @@ enum predicate_kind {
 
 struct predicate {
     enum predicate_kind kind;
-    char **values;  /* Path/Host patterns, Method names; owned */
+    char **values; /* Path/Host patterns, Method names; owned */
     size_t nvalues;
-    char *name;     /* Header/Query: the field or parameter name; owned */
-    struct regexp *re; /* Header/Query: value pattern or NULL; owned */
+    char *name;         /* Header/Query: the field or parameter name; owned */
+    struct regexp *re;  /* Header/Query: value pattern or NULL; owned */
     struct cidr *cidrs; /* RemoteAddr blocks; owned */
     size_t ncidrs;
 };

@@ -1325,8 +1325,7 @@ echo_stats(uint16_t port, struct echo_stats *out)
         out->max_buffered_bytes = stats_field(r.body, "max_buffered_bytes");
         if (out->requests < 0 || out->aborted < 0 ||
             out->open_connections < 0 || out->connections < 0 ||
-            out->buffered_bytes < 0 ||
-            out->max_buffered_bytes < 0) {
+            out->buffered_bytes < 0 || out->max_buffered_bytes < 0) {
             rc = -1;
         }
     } else {
