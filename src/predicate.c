@@ -494,7 +494,8 @@ decoded_equals(const char *s, const char *end, const char *want)
 static bool
 value_matches(const struct regexp *re, const char *s, const char *end)
 {
-    char stack[QUERY_VALUE_STACK];
+    /* Initialised only to quiet -Wmaybe-uninitialized at -O2. */
+    char stack[QUERY_VALUE_STACK] = "";
     size_t cap = (size_t)(end - s);
     char *buf = cap <= sizeof(stack) ? stack : xmalloc(cap);
     size_t n = 0;
