@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "filter.h"
+#include "limit.h"
 #include "netaddr.h"
 #include "predicate.h"
 
@@ -39,13 +40,23 @@ struct admin_conf {
 };
 
 struct redis_conf {
-    bool enabled;        /* false when the section is absent */
-    char *host;          /* owned */
-    uint16_t port;       /* default 6379 */
-    unsigned db;         /* SELECT index; default 0 */
-    char *user;          /* ACL user or NULL; owned */
-    char *password;      /* or NULL; owned */
-    uint64_t timeout_ms; /* connect and per-command; default 50 */
+    bool enabled;           /* false when the section is absent */
+    char *host;             /* owned */
+    uint16_t port;          /* default 6379 */
+    unsigned db;            /* SELECT index; default 0 */
+    char *user;             /* ACL user or NULL; owned */
+    char *password;         /* or NULL; owned */
+    uint64_t timeout_ms;    /* connect and per-command; default 50 */
+    char *key_prefix;       /* before every key; default "sluice:"; owned */
+    unsigned max_in_flight; /* commands awaiting a reply, per worker;
+                               default 1024 */
+};
+
+/* Who the caller is, beyond the socket. */
+struct identity_conf {
+    char *user_header;    /* default "X-User-Id"; owned */
+    char *role_header;    /* default "X-User-Role"; owned */
+    unsigned ipv6_prefix; /* IPv6 clients share a key per prefix; 64 */
 };
 
 /* Defaults for every route's upstream, each overridable per route. */
@@ -84,6 +95,9 @@ struct config {
     struct admin_conf admin;
     struct redis_conf redis;
     struct upstream_conf upstream;
+    struct identity_conf identity;
+    struct limiter_def *limiters; /* the named limiters; owned */
+    size_t nlimiters;
     int log_level;        /* enum log_level */
     struct route *routes; /* in file order; owned */
     size_t nroutes;

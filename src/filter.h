@@ -16,6 +16,7 @@
 #include "headers.h"
 
 struct regexp;
+struct rate_limit_conf;
 
 enum filter_kind {
     FILTER_STRIP_PREFIX,           /* parts */
@@ -38,6 +39,7 @@ struct filter {
     char *value;       /* header value, prefix, template or replacement,
                           may hold {var} URI variables; owned */
     struct regexp *re; /* RewritePath pattern; owned */
+    struct rate_limit_conf *rl; /* RequestRateLimiter; owned */
 };
 
 /* The request as it will be sent upstream; filters edit it in place. */

@@ -1334,3 +1334,32 @@ echo_stats(uint16_t port, struct echo_stats *out)
     http_response_free(&r);
     return rc;
 }
+
+void
+redis_start_on(struct proc *p, uint16_t port)
+{
+    const char *bin = getenv("REDIS_SERVER_BIN");
+    char portstr[8];
+    char *argv[] = {(char *)(bin != NULL ? bin : "redis-server"),
+                    "--port", portstr, "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--daemonize", "no",
+                    "--loglevel", "warning", NULL};
+
+    snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
+    if (proc_start(p, argv) < 0) {
+        cr_assert_fail("harness: cannot start redis-server");
+    }
+    if (!proc_wait_port(p, port, 10000)) {
+        char *log = proc_log(p);
+
+        cr_assert_fail("harness: redis-server did not listen on %u:\n%s",
+                       (unsigned)port, log);
+    }
+}
+
+void
+redis_start(struct proc *p, uint16_t *port)
+{
+    *port = harness_free_port();
+    redis_start_on(p, *port);
+}

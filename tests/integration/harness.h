@@ -122,6 +122,17 @@ void gateway_start(struct proc *p, const char *config_path, uint16_t port);
 bool proc_wait_port(struct proc *p, uint16_t port, int timeout_ms);
 
 /*
+ * Starts redis-server on a free port of 127.0.0.1 with persistence off
+ * (found in PATH, or $REDIS_SERVER_BIN), waits until it answers PING, and
+ * stores the port. Fails the test if it cannot be started. Stop it with
+ * proc_stop(p, SIGTERM, ...); its exit status is 0 then.
+ */
+void redis_start(struct proc *p, uint16_t *port);
+
+/* Same, on the given port (to bring a stopped Redis back where it was). */
+void redis_start_on(struct proc *p, uint16_t port);
+
+/*
  * HTTP through libcurl. Every call uses a new connection, ignores proxy
  * settings from the environment, never sends "Expect: 100-continue" and
  * speaks HTTP/1.1.

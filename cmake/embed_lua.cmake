@@ -1,0 +1,22 @@
+# Turns the scripts in lua/ into a C table, so that the binary carries the
+# exact scripts the tests ran. Invoked as:
+#   cmake -DLUA_DIR=... -DOUT=... -P embed_lua.cmake
+file(GLOB scripts ${LUA_DIR}/*.lua)
+list(SORT scripts)
+set(body "/* Generated from the scripts in lua/ by cmake/embed_lua.cmake. */\n#include \"scripts.h\"\n\n")
+set(table "")
+set(count 0)
+foreach(path ${scripts})
+  get_filename_component(name ${path} NAME_WE)
+  file(READ ${path} text)
+  string(REPLACE "\\" "\\\\" text "${text}")
+  string(REPLACE "\"" "\\\"" text "${text}")
+  string(REPLACE "\n" "\\n\"\n    \"" text "${text}")
+  string(APPEND body "static const char script_${name}[] =\n    \"${text}\";\n\n")
+  string(APPEND table "    {\"${name}\", script_${name}, sizeof(script_${name}) - 1},\n")
+  math(EXPR count "${count} + 1")
+endforeach()
+string(APPEND body "const struct lua_script lua_scripts[] = {\n${table}    {NULL, NULL, 0},\n};\n")
+string(APPEND body "const size_t lua_script_count = ${count};\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

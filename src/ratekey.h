@@ -1,0 +1,59 @@
+/*
+ * ratekey.h - which tier of a RequestRateLimiter applies to a caller, and
+ * the Redis key of its bucket:
+ *     <prefix><limiter>:<tag>:{<scope>:<kind>:<value>}
+ * with ":<rule index>" appended per rule, so every key of one decision
+ * shares the hash tag (one Redis Cluster slot). Values are escaped so that
+ * no input can break out of the tag, and hashed (SHA-256, truncated) when
+ * long. Pure: no I/O.
+ */
+#ifndef SLUICE_RATEKEY_H
+#define SLUICE_RATEKEY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "limit.h"
+
+struct headers;
+struct netaddr;
+
+/* The longest key ratekey_build() writes, NUL included. */
+#define RATEKEY_MAX 512
+/* Values longer than this (after escaping) are replaced by a hash. */
+#define RATEKEY_MAX_VALUE 64
+
+/* What is known of the caller. All borrowed. */
+struct caller {
+    const struct netaddr *client;  /* resolved client address */
+    const char *user;              /* user id, or NULL if not believed */
+    const char *role;              /* role, or NULL if not believed */
+    const struct headers *headers; /* request headers */
+    const char *query;             /* raw query string, or NULL */
+    unsigned ipv6_prefix;          /* identity.ipv6_prefix */
+};
+
+/*
+ * The first tier of 'rl' whose 'when' holds for 'who' and whose key
+ * resolves to non-empty values; NULL if none applies.
+ */
+const struct tier *ratekey_tier(const struct rate_limit_conf *rl,
+                                const struct caller *who);
+
+/*
+ * Writes the key of 'tier' (which must have a limiter) for 'who' into
+ * 'buf' (RATEKEY_MAX bytes): "<prefix><limiter>:<tag>:{<scope>:<kind>:
+ * <value>}" where kind is the key's text and value the parts' values
+ * joined with '+'. Returns false if a part resolves to nothing.
+ *   ip      the address; IPv6 masked to the prefix, as "2001:db8::/64"
+ *   user    who->user; role: who->role
+ *   header:NAME / query:NAME / cookie:NAME   the first such value
+ *   route   "-" (one bucket for the scope)
+ * Escaping: bytes outside [A-Za-z0-9._~@-] become %XX; an escaped value
+ * longer than RATEKEY_MAX_VALUE becomes "#" + 32 hex digits of its
+ * SHA-256.
+ */
+bool ratekey_build(const struct tier *tier, const struct caller *who,
+                   const char *prefix, const char *scope, char *buf);
+
+#endif

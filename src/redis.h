@@ -1,0 +1,98 @@
+/*
+ * redis.h - the gateway's Redis client: hiredis async on a worker's
+ * event_base, for running the rate-limit scripts. The only module that
+ * includes hiredis. One client per worker thread, never shared; does I/O.
+ *
+ * hiredis 0.14 has no connect or command timeout: both run on event
+ * timers here. A command past its timeout is answered REDIS_TIMEOUT at
+ * once; the late reply, when it comes, is swallowed. A lost connection is
+ * re-opened from a timer with exponential backoff and jitter, then AUTH,
+ * SELECT and SCRIPT LOAD run again. Scripts run by EVALSHA; a NOSCRIPT
+ * reply (after a restart, a failover or SCRIPT FLUSH) is answered by
+ * resending the script with EVAL, which also caches it, so no caller ever
+ * sees NOSCRIPT.
+ */
+#ifndef SLUICE_REDIS_H
+#define SLUICE_REDIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct lua_script;
+struct redis_conf;
+struct redis_client; /* opaque */
+struct redis_call;   /* opaque: one pending script call */
+
+enum redis_status {
+    REDIS_OK,         /* the script answered: 'ints' holds its array */
+    REDIS_TIMEOUT,    /* no answer within redis.timeout */
+    REDIS_DOWN,       /* not connected (connecting, or reconnecting) */
+    REDIS_ERROR,      /* an error reply, or a reply of the wrong shape */
+    REDIS_OVERLOADED, /* too many commands already in flight */
+};
+
+#define REDIS_MAX_INTS 8
+
+/*
+ * The outcome of one script call. 'ints' are the integers of the array
+ * the script returned (at most REDIS_MAX_INTS; REDIS_ERROR if it returned
+ * anything else); 'error' is the error text for REDIS_ERROR, else NULL.
+ * Both are valid only during the callback.
+ */
+typedef void redis_script_cb(enum redis_status status, const long long *ints,
+                             size_t nints, const char *error, void *arg);
+
+/* Counters for /metrics; read from the client's own thread. */
+struct redis_stats {
+    uint64_t calls;      /* script calls started */
+    uint64_t errors;     /* REDIS_ERROR answers */
+    uint64_t timeouts;   /* REDIS_TIMEOUT answers */
+    uint64_t down;       /* REDIS_DOWN and REDIS_OVERLOADED answers */
+    uint64_t reconnects; /* connections re-established */
+    uint64_t noscript;   /* NOSCRIPT replies recovered by EVAL */
+};
+
+/*
+ * Creates a client on 'base' (borrowed) for 'conf' (copied) and starts
+ * connecting; failures are retried forever with backoff. 'scripts' (an
+ * array of 'nscripts', borrowed, must outlive the client) are the scripts
+ * it may run. 'max_in_flight' caps commands awaiting a reply.
+ */
+struct redis_client *redis_client_new(struct event_base *base,
+                                      const struct redis_conf *conf,
+                                      const struct lua_script *scripts,
+                                      size_t nscripts, size_t max_in_flight);
+/*
+ * Disconnects and frees. Calls still pending get their callback with
+ * REDIS_DOWN first. NULL is a no-op.
+ */
+void redis_client_free(struct redis_client *c);
+
+/* True while connected, authenticated and with the database selected. */
+bool redis_client_ready(const struct redis_client *c);
+
+const struct redis_stats *redis_client_stats(const struct redis_client *c);
+
+/*
+ * Runs 'script' (one of the client's) with 'keys' and 'args' (borrowed;
+ * copied before the call returns). 'cb' runs exactly once, always later
+ * from the event loop, never inside this call: with the result, or with a
+ * failure status no later than the configured timeout. Returns a handle
+ * for redis_call_cancel(), valid until the callback has run.
+ */
+struct redis_call *redis_client_eval(struct redis_client *c,
+                                     const struct lua_script *script,
+                                     const char *const *keys, size_t nkeys,
+                                     const char *const *args, size_t nargs,
+                                     redis_script_cb *cb, void *arg);
+
+/*
+ * The caller has gone: 'cb' will not run. Whatever hiredis still owes
+ * for the call is received and dropped. Must not be called once the
+ * callback has run.
+ */
+void redis_call_cancel(struct redis_call *call);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * rlheaders.h - what a rate-limit decision tells the client: the IETF
+ * httpapi draft's RateLimit-Policy and RateLimit fields, the legacy
+ * X-RateLimit-* fields, Retry-After, and the application/problem+json body
+ * of a refusal. Pure: writes into a header list and a string, no I/O.
+ */
+#ifndef SLUICE_RLHEADERS_H
+#define SLUICE_RLHEADERS_H
+
+#include <stdbool.h>
+
+#include "limit.h"
+
+struct headers;
+
+/*
+ * Adds the fields 'style' asks for, for limiter 'lim' after decision 'r':
+ *   RateLimit-Policy: "<name>";q=<quota>;w=<window s>   one item per rule,
+ *                     items after the first named "<name>/<i>"
+ *   RateLimit:        "<name>";r=<remaining>;t=<s>      the deciding rule
+ *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds)
+ *   Retry-After (whole seconds, rounded up, at least 1) when !r->allowed
+ * Quota is the limit (windows) or the burst (buckets); the window is W for
+ * windows and the time to fill the bucket, burst * W / limit, for buckets,
+ * both in whole seconds rounded up. t is the seconds until r->reset_ms,
+ * or until r->retry_after_ms when denied, rounded up. Fields already
+ * present (from another limiter on the same route) are appended to, as
+ * lists, for the IETF fields; the legacy fields keep the tightest.
+ */
+void rlheaders_add(struct headers *h, enum rl_headers style,
+                   const struct limiter_def *lim, const struct limit_result *r);
+
+/*
+ * The problem+json body of a refusal by 'lim' with 'status' (429 unless
+ * configured): title, status, detail naming the policy and the retry
+ * time, "instance" (the request target, may be NULL), and extension
+ * members "policy" (the limiter's name) and "retry_after_ms". A new
+ * string the caller frees.
+ */
+char *rlheaders_problem(int status, const struct limiter_def *lim,
+                        const struct limit_result *r, const char *instance);
+
+#endif
