@@ -4,7 +4,7 @@
  * includes hiredis. One client per worker thread, never shared; does I/O.
  *
  * hiredis 0.14 has no connect or command timeout: both run on event
- * timers here. A command past its timeout is answered REDIS_TIMEOUT at
+ * timers here. A command past its timeout is answered REDIS_CALL_TIMEOUT at
  * once; the late reply, when it comes, is swallowed. A lost connection is
  * re-opened from a timer with exponential backoff and jitter, then AUTH,
  * SELECT and SCRIPT LOAD run again. Scripts run by EVALSHA; a NOSCRIPT
@@ -26,19 +26,19 @@ struct redis_client; /* opaque */
 struct redis_call;   /* opaque: one pending script call */
 
 enum redis_status {
-    REDIS_OK,         /* the script answered: 'ints' holds its array */
-    REDIS_TIMEOUT,    /* no answer within redis.timeout */
-    REDIS_DOWN,       /* not connected (connecting, or reconnecting) */
-    REDIS_ERROR,      /* an error reply, or a reply of the wrong shape */
-    REDIS_OVERLOADED, /* too many commands already in flight */
+    REDIS_CALL_OK,         /* the script answered: 'ints' holds its array */
+    REDIS_CALL_TIMEOUT,    /* no answer within redis.timeout */
+    REDIS_CALL_DOWN,       /* not connected (connecting, or reconnecting) */
+    REDIS_CALL_ERROR,      /* an error reply, or a reply of the wrong shape */
+    REDIS_CALL_OVERLOADED, /* too many commands already in flight */
 };
 
 #define REDIS_MAX_INTS 8
 
 /*
  * The outcome of one script call. 'ints' are the integers of the array
- * the script returned (at most REDIS_MAX_INTS; REDIS_ERROR if it returned
- * anything else); 'error' is the error text for REDIS_ERROR, else NULL.
+ * the script returned (at most REDIS_MAX_INTS; REDIS_CALL_ERROR if it returned
+ * anything else); 'error' is the error text for REDIS_CALL_ERROR, else NULL.
  * Both are valid only during the callback.
  */
 typedef void redis_script_cb(enum redis_status status, const long long *ints,
@@ -47,9 +47,9 @@ typedef void redis_script_cb(enum redis_status status, const long long *ints,
 /* Counters for /metrics; read from the client's own thread. */
 struct redis_stats {
     uint64_t calls;      /* script calls started */
-    uint64_t errors;     /* REDIS_ERROR answers */
-    uint64_t timeouts;   /* REDIS_TIMEOUT answers */
-    uint64_t down;       /* REDIS_DOWN and REDIS_OVERLOADED answers */
+    uint64_t errors;     /* REDIS_CALL_ERROR answers */
+    uint64_t timeouts;   /* REDIS_CALL_TIMEOUT answers */
+    uint64_t down;       /* REDIS_CALL_DOWN and REDIS_CALL_OVERLOADED answers */
     uint64_t reconnects; /* connections re-established */
     uint64_t noscript;   /* NOSCRIPT replies recovered by EVAL */
 };
@@ -66,7 +66,7 @@ struct redis_client *redis_client_new(struct event_base *base,
                                       size_t nscripts, size_t max_in_flight);
 /*
  * Disconnects and frees. Calls still pending get their callback with
- * REDIS_DOWN first. NULL is a no-op.
+ * REDIS_CALL_DOWN first. NULL is a no-op.
  */
 void redis_client_free(struct redis_client *c);
 

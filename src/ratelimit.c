@@ -1,0 +1,390 @@
+#include "ratelimit.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "filter.h"
+#include "limit.h"
+#include "local_store.h"
+#include "log.h"
+#include "problem.h"
+#include "ratekey.h"
+#include "redis.h"
+#include "rlheaders.h"
+#include "scripts.h"
+#include "xmalloc.h"
+
+/* Script arguments before the per-rule triples (see lua/README.md). */
+#define SCRIPT_FIXED_ARGS 5
+#define SCRIPT_MAX_ARGS (SCRIPT_FIXED_ARGS + 3 * LIMIT_MAX_RULES)
+#define ARG_LEN 24
+
+struct ratelimit {
+    struct event_base *base;    /* borrowed */
+    struct redis_client *redis; /* NULL without a redis: section */
+    struct local_store *store;  /* borrowed; shared by the workers */
+    char id_prefix[40];         /* makes request ids unique across
+                                   processes, hosts and workers */
+    uint64_t seq;               /* request ids issued */
+};
+
+struct ratelimit_check;
+
+/* One RequestRateLimiter filter's part of a check. */
+struct part {
+    struct ratelimit_check *check;      /* the owner */
+    const struct rate_limit_conf *conf; /* borrowed from the config */
+    const struct tier *tier;            /* NULL: no tier applied */
+    char key[RATEKEY_MAX];              /* the tier's key, if limited */
+    struct redis_call *call;            /* pending script call, or NULL */
+    enum ratelimit_source source;       /* how it was decided */
+    bool decided;                       /* 'res' holds a decision */
+    bool forbidden;                     /* no key and empty_key: deny */
+    bool unavailable;                   /* Redis failed, policy deny */
+    struct limit_result res;            /* the decision */
+};
+
+struct ratelimit_check {
+    struct ratelimit *rl;  /* borrowed */
+    ratelimit_done_cb *cb; /* called once when all parts are in */
+    void *arg;             /* for 'cb' */
+    const char *instance;  /* borrowed: the request target */
+    size_t pending;        /* parts awaiting Redis */
+    size_t nparts;         /* entries in 'parts' */
+    struct part parts[];   /* one per RequestRateLimiter filter */
+};
+
+static uint64_t
+wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct ratelimit *
+ratelimit_new(struct event_base *base, const struct config *cfg,
+              struct local_store *store, unsigned worker)
+{
+    struct ratelimit *rl = xcalloc(1, sizeof(*rl));
+    uint64_t nonce = 0;
+
+    rl->base = base;
+    rl->store = store;
+    if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
+        nonce = (uint64_t)wall_ms() ^ ((uint64_t)getpid() << 32);
+    }
+    snprintf(rl->id_prefix, sizeof(rl->id_prefix), "%016" PRIx64 "-%u", nonce,
+             worker);
+    if (cfg->redis.enabled) {
+        rl->redis =
+            redis_client_new(base, &cfg->redis, lua_scripts, lua_script_count,
+                             cfg->redis.max_in_flight);
+    }
+    return rl;
+}
+
+void
+ratelimit_free(struct ratelimit *rl)
+{
+    if (rl == NULL) {
+        return;
+    }
+    redis_client_free(rl->redis);
+    free(rl);
+}
+
+bool
+ratelimit_ready(const struct ratelimit *rl)
+{
+    return rl->redis == NULL || redis_client_ready(rl->redis);
+}
+
+bool
+ratelimit_route_limited(const struct route *route)
+{
+    for (size_t i = 0; i < route->nfilters; i++) {
+        if (route->filters[i].kind == FILTER_REQUEST_RATE_LIMITER) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+ratelimit_outcome_deinit(struct ratelimit_outcome *o)
+{
+    headers_deinit(&o->headers);
+    free(o->body);
+    o->body = NULL;
+}
+
+/* ---- deciding one part ---- */
+
+static void
+decide_locally(struct ratelimit *rl, struct part *pt,
+               enum ratelimit_source source)
+{
+    const struct limiter_def *lim = pt->tier->limiter;
+
+    if (local_store_decide(rl->store, pt->key, lim, pt->conf->cost, wall_ms(),
+                           &pt->res) == 0) {
+        pt->decided = true;
+        pt->source = source;
+    } else {
+        /* Config validation keeps cost within every rule; be safe. */
+        log_error("ratelimit: limiter %s: cost %" PRIu64 " is invalid",
+                  lim->name, pt->conf->cost);
+        pt->unavailable = true;
+    }
+}
+
+/* Redis failed for 'pt': the filter's on_redis_error decides. */
+static void
+apply_failure_policy(struct ratelimit *rl, struct part *pt)
+{
+    switch (pt->conf->on_redis_error) {
+    case REDIS_FAILURE_LOCAL:
+        decide_locally(rl, pt, RATELIMIT_FALLBACK);
+        break;
+    case REDIS_FAILURE_ALLOW:
+        pt->source = RATELIMIT_POLICY;
+        break;
+    case REDIS_FAILURE_DENY:
+        pt->source = RATELIMIT_POLICY;
+        pt->unavailable = true;
+        break;
+    }
+}
+
+static void assemble(struct ratelimit_check *c, struct ratelimit_outcome *o);
+
+static void
+on_script_reply(enum redis_status status, const long long *ints, size_t n,
+                const char *error, void *arg)
+{
+    struct part *pt = arg;
+    struct ratelimit_check *c = pt->check;
+    struct ratelimit_outcome o;
+
+    pt->call = NULL;
+    if (status == REDIS_CALL_OK && n >= 6) {
+        pt->decided = true;
+        pt->source = RATELIMIT_REDIS;
+        pt->res.allowed = ints[0] == 1;
+        pt->res.remaining = ints[1] > 0 ? ints[1] : 0;
+        pt->res.retry_after_ms = ints[2] > 0 ? (uint64_t)ints[2] : 0;
+        pt->res.reset_ms = ints[3] > 0 ? (uint64_t)ints[3] : 0;
+        pt->res.delay_ms = ints[4] > 0 ? (uint64_t)ints[4] : 0;
+        pt->res.rule = ints[5] > 0 ? (unsigned)ints[5] : 0;
+    } else {
+        if (status == REDIS_CALL_ERROR) {
+            log_warn("ratelimit: limiter %s: redis: %s",
+                     pt->tier->limiter->name,
+                     error != NULL ? error : "unexpected reply");
+        }
+        apply_failure_policy(c->rl, pt);
+    }
+    if (--c->pending > 0) {
+        return;
+    }
+    assemble(c, &o);
+    c->cb(&o, c->arg);
+    free(c);
+}
+
+/* Sends the script call for 'pt'; on failure the policy decides now. */
+static void
+start_redis(struct ratelimit *rl, struct part *pt)
+{
+    const struct limiter_def *lim = pt->tier->limiter;
+    const struct lua_script *script =
+        scripts_find(limit_algorithm_name(lim->algorithm));
+    char keybuf[LIMIT_MAX_RULES][RATEKEY_MAX + 8];
+    char argbuf[SCRIPT_MAX_ARGS][ARG_LEN];
+    char reqid[sizeof(rl->id_prefix) + ARG_LEN];
+    const char *keys[LIMIT_MAX_RULES];
+    const char *args[SCRIPT_MAX_ARGS];
+    size_t na = 0;
+
+    if (script == NULL) {
+        log_error("ratelimit: no script for %s",
+                  limit_algorithm_name(lim->algorithm));
+        apply_failure_policy(rl, pt);
+        return;
+    }
+    for (size_t i = 0; i < lim->nrules; i++) {
+        /* i < LIMIT_MAX_RULES: one digit; the key fits RATEKEY_MAX. */
+        snprintf(keybuf[i], sizeof(keybuf[i]), "%s:%u", pt->key,
+                 (unsigned)(i % 10));
+        keys[i] = keybuf[i];
+    }
+    snprintf(reqid, sizeof(reqid), "%s-%" PRIu64, rl->id_prefix, ++rl->seq);
+    /* The time override is always "0": only tests inject a time. */
+    snprintf(argbuf[na++], ARG_LEN, "0");
+    snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, pt->conf->cost);
+    snprintf(argbuf[na++], ARG_LEN, "%d", lim->delay ? 1 : 0);
+    snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->max_delay_ms);
+    na++; /* the request id, below */
+    for (size_t i = 0; i < lim->nrules; i++) {
+        snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->rules[i].limit);
+        snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->rules[i].window_ms);
+        snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->rules[i].burst);
+    }
+    for (size_t i = 0; i < na; i++) {
+        args[i] = argbuf[i];
+    }
+    args[4] = reqid;
+    pt->call = redis_client_eval(rl->redis, script, keys, lim->nrules, args, na,
+                                 on_script_reply, pt);
+    pt->check->pending++;
+}
+
+/* ---- the whole check ---- */
+
+static void
+problem_into(struct ratelimit_outcome *o, int status, const char *detail,
+             const char *instance)
+{
+    o->verdict = RATELIMIT_DENY;
+    o->status = status;
+    o->body = problem_json(status, problem_reason(status), detail, instance);
+}
+
+/*
+ * Combines the parts: the first refusal, in filter order, decides the
+ * answer; the fields of every decided part go on the response; a pass is
+ * held for the longest delay any part asked for.
+ */
+static void
+assemble(struct ratelimit_check *c, struct ratelimit_outcome *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->verdict = RATELIMIT_PASS;
+    headers_init(&o->headers);
+    for (size_t i = 0; i < c->nparts; i++) {
+        const struct part *pt = &c->parts[i];
+        const struct rate_limit_conf *conf = pt->conf;
+        bool first_denial = o->verdict == RATELIMIT_PASS;
+
+        if (pt->tier != NULL && o->source == RATELIMIT_NONE) {
+            o->source = pt->source;
+            o->limiter = pt->tier->limiter ? pt->tier->limiter->name : NULL;
+            o->tier = pt->tier->label;
+        }
+        if (pt->forbidden) {
+            if (first_denial) {
+                problem_into(o, 403, "no rate-limit key applies to this caller",
+                             c->instance);
+            }
+            continue;
+        }
+        if (pt->unavailable) {
+            if (first_denial) {
+                problem_into(o, 503, "the rate limiter is unavailable",
+                             c->instance);
+                o->source = pt->source;
+                o->limiter = pt->tier->limiter->name;
+                o->tier = pt->tier->label;
+            }
+            continue;
+        }
+        if (!pt->decided) {
+            continue;
+        }
+        rlheaders_add(&o->headers, conf->headers, pt->tier->limiter, &pt->res);
+        if (pt->res.allowed) {
+            if (!conf->dry_run && pt->res.delay_ms > o->delay_ms) {
+                o->delay_ms = pt->res.delay_ms;
+            }
+        } else if (conf->dry_run) {
+            o->dry_run_denied = true;
+        } else if (first_denial) {
+            o->verdict = RATELIMIT_DENY;
+            o->status = conf->deny_status;
+            o->body = rlheaders_problem(conf->deny_status, pt->tier->limiter,
+                                        &pt->res, c->instance);
+            o->source = pt->source;
+            o->limiter = pt->tier->limiter->name;
+            o->tier = pt->tier->label;
+        }
+    }
+    if (o->verdict == RATELIMIT_DENY) {
+        o->delay_ms = 0;
+    }
+}
+
+struct ratelimit_check *
+ratelimit_check(struct ratelimit *rl, const struct config *cfg,
+                const struct route *route, const struct caller *who,
+                const char *instance, ratelimit_done_cb *cb, void *arg,
+                struct ratelimit_outcome *now)
+{
+    struct ratelimit_check *c;
+    size_t n = 0;
+
+    for (size_t i = 0; i < route->nfilters; i++) {
+        n += route->filters[i].kind == FILTER_REQUEST_RATE_LIMITER;
+    }
+    c = xcalloc(1, sizeof(*c) + n * sizeof(c->parts[0]));
+    c->rl = rl;
+    c->cb = cb;
+    c->arg = arg;
+    c->instance = instance;
+    for (size_t i = 0; i < route->nfilters; i++) {
+        const struct filter *f = &route->filters[i];
+        struct part *pt;
+
+        if (f->kind != FILTER_REQUEST_RATE_LIMITER) {
+            continue;
+        }
+        pt = &c->parts[c->nparts++];
+        pt->check = c;
+        pt->conf = f->rl;
+        pt->tier = ratekey_tier(f->rl, who);
+        if (pt->tier == NULL) {
+            pt->forbidden = !f->rl->empty_key_allow;
+            continue;
+        }
+        if (pt->tier->limiter == NULL) {
+            continue;
+        }
+        if (!ratekey_build(pt->tier, who,
+                           cfg->redis.key_prefix != NULL ? cfg->redis.key_prefix
+                                                         : "sluice:",
+                           f->rl->scope, pt->key)) {
+            pt->forbidden = !f->rl->empty_key_allow;
+            pt->tier = NULL;
+            continue;
+        }
+        if (f->rl->local || rl->redis == NULL) {
+            decide_locally(rl, pt, RATELIMIT_LOCAL);
+        } else {
+            start_redis(rl, pt);
+        }
+    }
+    if (c->pending > 0) {
+        return c;
+    }
+    assemble(c, now);
+    free(c);
+    return NULL;
+}
+
+void
+ratelimit_cancel(struct ratelimit_check *c)
+{
+    for (size_t i = 0; i < c->nparts; i++) {
+        if (c->parts[i].call != NULL) {
+            redis_call_cancel(c->parts[i].call);
+        }
+    }
+    free(c);
+}

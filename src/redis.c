@@ -1,0 +1,1004 @@
+/*
+ * redis.c - hiredis 0.14 async on libevent, with the timers, reconnects
+ * and script caching that hiredis leaves to its user (see TRAPS.md §2).
+ *
+ * Lifetimes. A hiredis context ('ac') belongs to the client until the
+ * client stops pointing at it: every teardown first sets c->ac to NULL,
+ * so that whatever callbacks that context still runs (NULL replies, its
+ * disconnect callback) recognise it as stale and only release what they
+ * hold. redisAsyncFree() is never called from the connect or disconnect
+ * callbacks (a SEGV in 0.14; hiredis frees the context itself there), only
+ * from our own timers, from redis_client_free(), and from reply callbacks,
+ * where hiredis defers the free until the callback returns.
+ *
+ * A call record lives until both its caller is done with it (answered or
+ * cancelled) and hiredis is done with it (it delivered a reply or NULL to
+ * on_call_reply): after a timeout hiredis still holds the record as its
+ * privdata. The caller is always answered from the record's own event,
+ * never from inside hiredis, so that a caller may free the client from its
+ * callback.
+ */
+#include "redis.h"
+
+#include "config.h"
+#include "log.h"
+#include "scripts.h"
+#include "xmalloc.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+/* Connecting covers the name lookup, TCP and the AUTH / SELECT / SCRIPT
+ * LOAD round trip. Nothing waits on it (calls are answered REDIS_CALL_DOWN
+ * until the client is ready), so it can be generous; a tight per-command
+ * timeout must not make a distant Redis unreachable. */
+#define CONNECT_TIMEOUT_MIN_MS 1000
+#define RESOLVE_MAX_ADDRS 8
+#define SHA1_HEX 40
+
+enum conn_state {
+    CONN_WAITING,    /* nothing open; the retry timer is armed */
+    CONN_RESOLVING,  /* host name lookup on the resolver thread */
+    CONN_CONNECTING, /* TCP connect in progress */
+    CONN_HANDSHAKE,  /* AUTH, SELECT and SCRIPT LOAD sent */
+    CONN_READY,      /* calls go out */
+};
+
+/* What a handshake reply answers; SCRIPT LOAD of script i is
+ * STEP_LOAD + i. Passed to hiredis as the privdata. */
+enum handshake_step {
+    STEP_AUTH,
+    STEP_SELECT,
+    STEP_LOAD,
+};
+
+/*
+ * A host name lookup on a thread of its own: getaddrinfo() blocks, and a
+ * worker must not stall on a slow resolver while it reconnects. The
+ * thread and the client share the job; whoever lets go last frees it,
+ * so the client can give up on a lookup without waiting for it.
+ */
+struct resolve_job {
+    atomic_int refs;  /* 2 while both the thread and the client hold it */
+    atomic_bool done; /* results below are written */
+    int fds[2];       /* pipe: the thread writes one byte when done */
+    char *host;       /* owned */
+    int err;          /* getaddrinfo()'s result */
+    size_t naddrs;    /* numeric addresses found */
+    char addrs[RESOLVE_MAX_ADDRS][INET6_ADDRSTRLEN]; /* in resolver order */
+};
+
+struct redis_call {
+    TAILQ_ENTRY(redis_call) link;   /* in the client's list */
+    struct redis_client *client;    /* borrowed */
+    size_t script;                  /* index into client->scripts */
+    redis_script_cb *cb;            /* the caller's */
+    void *arg;                      /* the caller's; borrowed */
+    struct event *ev;               /* the deadline; then the delivery of
+                                       the answer; owned */
+    int argc;                       /* of argv */
+    const char **argv;              /* command; [0] and [1] are set when
+                                       sent; owned, in one block with
+                                       argvlen and the key / arg bytes */
+    size_t *argvlen;                /* byte lengths of argv */
+    char nkeys[24];                 /* argv[2] */
+    bool in_hiredis;                /* hiredis owes on_call_reply */
+    bool finished;                  /* answered or cancelled: the caller
+                                       is done with it */
+    bool resent;                    /* NOSCRIPT already answered with EVAL */
+    bool has_result;                /* status..error hold the answer */
+    enum redis_status status;       /* the answer, once has_result */
+    long long ints[REDIS_MAX_INTS]; /* REDIS_CALL_OK: the script's array */
+    size_t nints;                   /* of ints */
+    char *error;                    /* REDIS_CALL_ERROR: the text; owned */
+};
+
+TAILQ_HEAD(call_list, redis_call);
+
+struct redis_client {
+    struct event_base *base;          /* borrowed */
+    char *host;                       /* owned */
+    uint16_t port;                    /* TCP port */
+    unsigned db;                      /* SELECT index */
+    char *user;                       /* ACL user or NULL; owned */
+    char *password;                   /* or NULL; owned */
+    uint64_t timeout_ms;              /* per command */
+    uint64_t connect_timeout_ms;      /* connect, handshake; also how
+                                         long a READY connection may go
+                                         without answering anything */
+    bool numeric_host;                /* 'host' is an IP address */
+    const struct lua_script *scripts; /* borrowed */
+    size_t nscripts;                  /* of scripts */
+    char (*shas)[SHA1_HEX + 1];       /* per script, "" until SCRIPT LOAD
+                                         answered; owned */
+    size_t max_in_flight;             /* cap on calls awaiting a reply */
+    size_t in_flight;                 /* calls awaiting a reply */
+    enum conn_state state;            /* of the connection */
+    redisAsyncContext *ac;            /* NULL unless CONNECTING,
+                                         HANDSHAKE or READY */
+    char addr[INET6_ADDRSTRLEN];      /* address being connected to */
+    size_t handshake_left;            /* replies still due */
+    struct event *connect_timer;      /* connect + handshake deadline;
+                                         owned */
+    struct event *retry_timer;        /* next attempt; owned */
+    uint64_t backoff_ms;              /* next retry delay, before jitter */
+    unsigned failures;                /* attempts failed in a row; picks
+                                         the address to try */
+    bool failing;                     /* a failure was logged since the
+                                         last success: later ones are
+                                         debug, not warn */
+    bool readonly;                    /* dropped for READONLY, and no
+                                         script has run since: keep
+                                         backing off */
+    bool was_ready;                   /* ready once: the next ready is a
+                                         reconnect */
+    struct resolve_job *job;          /* lookup in progress, or NULL */
+    struct event *job_ev;             /* reads job->fds[0]; owned */
+    uint64_t rng;                     /* xorshift state for jitter */
+    int64_t progress_ms;              /* last reply, or the first send
+                                         after an idle spell */
+    struct call_list calls;           /* every live record */
+    struct redis_stats stats;         /* for /metrics */
+    bool freeing;                     /* in redis_client_free() */
+};
+
+static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata);
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timeval
+ms_to_tv(uint64_t ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
+                         .tv_usec = (suseconds_t)(ms % 1000 * 1000)};
+
+    return tv;
+}
+
+static uint64_t
+next_random(struct redis_client *c)
+{
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    return c->rng;
+}
+
+/*
+ * Resolver thread.
+ */
+
+static void
+job_release(struct resolve_job *job)
+{
+    if (atomic_fetch_sub(&job->refs, 1) != 1) {
+        return;
+    }
+    close(job->fds[0]);
+    close(job->fds[1]);
+    free(job->host);
+    free(job);
+}
+
+static void *
+resolve_main(void *arg)
+{
+    struct resolve_job *job = arg;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    char one = 1;
+
+    job->err = getaddrinfo(job->host, NULL, &hints, &res);
+    for (struct addrinfo *ai = res;
+         ai != NULL && job->naddrs < RESOLVE_MAX_ADDRS; ai = ai->ai_next) {
+        char *dst = job->addrs[job->naddrs];
+        bool dup = false;
+
+        if (getnameinfo(ai->ai_addr, ai->ai_addrlen, dst, INET6_ADDRSTRLEN,
+                        NULL, 0, NI_NUMERICHOST) != 0) {
+            continue;
+        }
+        for (size_t i = 0; i < job->naddrs; i++) {
+            dup = dup || strcmp(job->addrs[i], dst) == 0;
+        }
+        if (!dup) {
+            job->naddrs++;
+        }
+    }
+    if (res != NULL) {
+        freeaddrinfo(res);
+    }
+    atomic_store(&job->done, true);
+    /* The pipe outlives this write: the job holds both ends until the
+     * last reference goes. A failed write leaves the client to its
+     * connect timeout. */
+    if (write(job->fds[1], &one, 1) < 0) {
+        (void)0;
+    }
+    job_release(job);
+    return NULL;
+}
+
+/* Starts a lookup of c->host; false if no thread could be started. */
+static bool
+job_start(struct redis_client *c,
+          void (*on_done)(evutil_socket_t, short, void *))
+{
+    struct resolve_job *job = xcalloc(1, sizeof(*job));
+    pthread_attr_t attr;
+    pthread_t tid;
+    int rc;
+
+    if (pipe(job->fds) < 0) {
+        free(job);
+        return false;
+    }
+    fcntl(job->fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(job->fds[1], F_SETFD, FD_CLOEXEC);
+    job->host = xstrdup(c->host);
+    atomic_init(&job->refs, 2);
+    atomic_init(&job->done, false);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&tid, &attr, resolve_main, job);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        atomic_store(&job->refs, 1);
+        job_release(job);
+        return false;
+    }
+    c->job = job;
+    c->job_ev =
+        event_new(c->base, job->fds[0], EV_READ | EV_PERSIST, on_done, c);
+    event_add(c->job_ev, NULL);
+    return true;
+}
+
+static void
+job_abandon(struct redis_client *c)
+{
+    if (c->job == NULL) {
+        return;
+    }
+    event_free(c->job_ev);
+    c->job_ev = NULL;
+    job_release(c->job);
+    c->job = NULL;
+}
+
+/*
+ * Connection state.
+ */
+
+static void
+schedule_retry(struct redis_client *c)
+{
+    uint64_t half = c->backoff_ms / 2;
+    struct timeval tv;
+
+    c->state = CONN_WAITING;
+    evtimer_del(c->connect_timer);
+    /* Half the backoff plus up to as much again at random: workers and
+     * gateways that lost Redis together do not all come back at once. */
+    tv = ms_to_tv(half + next_random(c) % (half + 1));
+    evtimer_add(c->retry_timer, &tv);
+    c->backoff_ms *= 2;
+    if (c->backoff_ms > BACKOFF_MAX_MS) {
+        c->backoff_ms = BACKOFF_MAX_MS;
+    }
+}
+
+/* One attempt failed: say why (only the first time in a row, so that a
+ * Redis that stays down costs one line, not one per retry) and retry.
+ * The caller has already let go of c->ac. */
+static void
+attempt_failed(struct redis_client *c, const char *what, const char *why)
+{
+    const char *via = c->numeric_host || c->addr[0] == '\0' ? "" : c->addr;
+
+    log_msg(c->failing ? LOG_DEBUG : LOG_WARN, "redis: %s %s:%u%s%s%s: %s",
+            what, c->host, (unsigned)c->port, *via ? " (" : "", via,
+            *via ? ")" : "", why);
+    c->failing = true;
+    c->failures++;
+    schedule_retry(c);
+}
+
+/* Lets go of the connection from outside hiredis's connect and
+ * disconnect callbacks; its pending calls get NULL replies (REDIS_CALL_DOWN).
+ */
+static void
+drop_connection(struct redis_client *c)
+{
+    redisAsyncContext *ac = c->ac;
+
+    c->ac = NULL;
+    if (ac != NULL) {
+        redisAsyncFree(ac);
+    }
+}
+
+static void
+became_ready(struct redis_client *c)
+{
+    evtimer_del(c->connect_timer);
+    c->state = CONN_READY;
+    if (!c->readonly) {
+        c->backoff_ms = BACKOFF_MIN_MS;
+    }
+    c->failures = 0;
+    c->failing = false;
+    if (c->was_ready) {
+        c->stats.reconnects++;
+    }
+    c->was_ready = true;
+    log_info("redis: connected to %s:%u, db %u", c->host, (unsigned)c->port,
+             c->db);
+}
+
+static void
+on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct redis_client *c = ac->data;
+    redisReply *reply = r;
+    uintptr_t step = (uintptr_t)privdata;
+    const char *what;
+    char why[256];
+
+    /* NULL: the connection is going away, and the disconnect callback or
+     * whoever freed it deals with that. */
+    if (reply == NULL || ac != c->ac) {
+        return;
+    }
+    if (step >= STEP_LOAD && reply->type == REDIS_REPLY_STRING &&
+        reply->len == SHA1_HEX) {
+        memcpy(c->shas[step - STEP_LOAD], reply->str, SHA1_HEX + 1);
+    } else if (reply->type == REDIS_REPLY_ERROR ||
+               (step >= STEP_LOAD && reply->type != REDIS_REPLY_STRING)) {
+        /* Wrong password, NOAUTH, a database that does not exist, a
+         * server still loading its data, a script that does not compile:
+         * this connection cannot serve; a later one may. */
+        what = step == STEP_AUTH     ? "AUTH"
+               : step == STEP_SELECT ? "SELECT"
+                                     : "SCRIPT LOAD";
+        snprintf(why, sizeof(why), "%s%s%s",
+                 step >= STEP_LOAD ? c->scripts[step - STEP_LOAD].name : "",
+                 step >= STEP_LOAD ? ": " : "",
+                 reply->type == REDIS_REPLY_ERROR ? reply->str
+                                                  : "unexpected reply");
+        drop_connection(c);
+        attempt_failed(c, what, why);
+        return;
+    }
+    if (--c->handshake_left == 0) {
+        became_ready(c);
+    }
+}
+
+static bool
+send_handshake(struct redis_client *c)
+{
+    redisAsyncContext *ac = c->ac;
+    char db[24];
+    const char *argv[3];
+    size_t len[3];
+    int rc;
+
+    c->handshake_left = 0;
+    if (c->password != NULL) {
+        int n = 0;
+
+        argv[n++] = "AUTH";
+        if (c->user != NULL) {
+            argv[n++] = c->user;
+        }
+        argv[n++] = c->password;
+        for (int i = 0; i < n; i++) {
+            len[i] = strlen(argv[i]);
+        }
+        rc = redisAsyncCommandArgv(ac, on_handshake_reply,
+                                   (void *)(uintptr_t)STEP_AUTH, n, argv, len);
+        if (rc == REDIS_ERR) {
+            return false;
+        }
+        c->handshake_left++;
+    }
+    /* SELECT even db 0: a server that wants a password we lack answers
+     * NOAUTH here, and the connection never counts as ready. */
+    snprintf(db, sizeof(db), "%u", c->db);
+    argv[0] = "SELECT";
+    argv[1] = db;
+    len[0] = 6;
+    len[1] = strlen(db);
+    rc = redisAsyncCommandArgv(ac, on_handshake_reply,
+                               (void *)(uintptr_t)STEP_SELECT, 2, argv, len);
+    if (rc == REDIS_ERR) {
+        return false;
+    }
+    c->handshake_left++;
+    for (size_t i = 0; i < c->nscripts; i++) {
+        argv[0] = "SCRIPT";
+        argv[1] = "LOAD";
+        argv[2] = c->scripts[i].source;
+        len[0] = 6;
+        len[1] = 4;
+        len[2] = c->scripts[i].len;
+        rc = redisAsyncCommandArgv(ac, on_handshake_reply,
+                                   (void *)(uintptr_t)(STEP_LOAD + i), 3, argv,
+                                   len);
+        if (rc == REDIS_ERR) {
+            return false;
+        }
+        c->handshake_left++;
+    }
+    return true;
+}
+
+static void
+on_connect(const redisAsyncContext *cac, int status)
+{
+    struct redis_client *c = cac->data;
+
+    if (cac != c->ac) {
+        return;
+    }
+    if (status == REDIS_ERR) {
+        /* hiredis frees the context when this returns; ac->err is not
+         * set yet, the reason is in the inner context. */
+        c->ac = NULL;
+        attempt_failed(c, "connect", cac->c.errstr);
+        return;
+    }
+    c->state = CONN_HANDSHAKE;
+    if (!send_handshake(c)) {
+        /* Cannot happen on a fresh context; if it does, the connect
+         * timer takes the connection down (not from here: see top). */
+        log_error("redis: %s:%u: cannot send the handshake", c->host,
+                  (unsigned)c->port);
+    }
+}
+
+static void
+on_disconnect(const redisAsyncContext *cac, int status)
+{
+    struct redis_client *c = cac->data;
+    const char *why = cac->errstr != NULL ? cac->errstr : "closed";
+
+    (void)status;
+    if (cac != c->ac) {
+        return;
+    }
+    c->ac = NULL;
+    if (c->state == CONN_READY) {
+        log_warn("redis: connection to %s:%u lost: %s", c->host,
+                 (unsigned)c->port, why);
+        c->backoff_ms = BACKOFF_MIN_MS;
+        schedule_retry(c);
+    } else {
+        attempt_failed(c, "connect", why);
+    }
+}
+
+static void
+connect_to(struct redis_client *c, const char *ip)
+{
+    redisAsyncContext *ac;
+
+    snprintf(c->addr, sizeof(c->addr), "%s", ip);
+    c->state = CONN_CONNECTING;
+    ac = redisAsyncConnect(ip, c->port);
+    if (ac == NULL || ac->err != 0) {
+        char why[128];
+
+        snprintf(why, sizeof(why), "%s",
+                 ac != NULL ? ac->errstr : "cannot allocate a context");
+        if (ac != NULL) {
+            redisAsyncFree(ac);
+        }
+        attempt_failed(c, "connect", why);
+        return;
+    }
+    ac->data = c;
+    c->ac = ac;
+    /* An idle connection to a host that vanished is noticed before the
+     * next call has to find out. */
+    redisEnableKeepAlive(&ac->c);
+    redisLibeventAttach(ac, c->base);
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+}
+
+static void
+on_resolved(evutil_socket_t fd, short what, void *arg)
+{
+    struct redis_client *c = arg;
+    struct resolve_job *job = c->job;
+    char ip[INET6_ADDRSTRLEN];
+    char byte;
+    int err;
+    size_t n;
+
+    (void)fd;
+    (void)what;
+    if (!atomic_load(&job->done)) {
+        return; /* spurious wakeup: wait for the byte */
+    }
+    if (read(job->fds[0], &byte, 1) < 0) {
+        (void)0;
+    }
+    err = job->err;
+    n = job->naddrs;
+    if (n > 0) {
+        /* Rotate through the addresses as attempts fail: a name with an
+         * IPv6 and an IPv4 address reaches a server on either. */
+        memcpy(ip, job->addrs[c->failures % n], sizeof(ip));
+    }
+    job_abandon(c);
+    if (c->state != CONN_RESOLVING) {
+        return; /* that attempt timed out; the next one looks up again */
+    }
+    if (n == 0) {
+        attempt_failed(c, "resolve",
+                       err != 0 ? gai_strerror(err) : "no address");
+        return;
+    }
+    connect_to(c, ip);
+}
+
+static void
+start_attempt(struct redis_client *c)
+{
+    struct timeval tv = ms_to_tv(c->connect_timeout_ms);
+
+    c->addr[0] = '\0';
+    evtimer_add(c->connect_timer, &tv);
+    if (c->numeric_host) {
+        connect_to(c, c->host);
+        return;
+    }
+    /* Looked up again on every attempt: after a failover the name may
+     * point elsewhere. A lookup still running from an attempt that timed
+     * out is waited for, not duplicated. */
+    c->state = CONN_RESOLVING;
+    if (c->job != NULL || job_start(c, on_resolved)) {
+        return;
+    }
+    /* No thread: look up in line, blocking this worker for once. */
+    connect_to(c, c->host);
+}
+
+static void
+on_retry_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    start_attempt(arg);
+}
+
+static void
+on_connect_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct redis_client *c = arg;
+    const char *phase = c->state == CONN_RESOLVING ? "resolve" : "connect";
+
+    (void)fd;
+    (void)what;
+    drop_connection(c);
+    attempt_failed(c, phase, "timed out");
+}
+
+/*
+ * Calls.
+ */
+
+static void
+call_release(struct redis_call *call)
+{
+    if (!call->finished || call->in_hiredis || call->client->freeing) {
+        return;
+    }
+    TAILQ_REMOVE(&call->client->calls, call, link);
+    event_free(call->ev);
+    free(call->error);
+    free(call->argv);
+    free(call);
+}
+
+/* Records the answer; the caller gets it from the event loop. */
+static void
+call_answer(struct redis_call *call, enum redis_status status,
+            const char *error)
+{
+    struct redis_stats *st = &call->client->stats;
+
+    call->has_result = true;
+    call->status = status;
+    if (status == REDIS_CALL_ERROR) {
+        call->error = xstrdup(error);
+        st->errors++;
+    } else if (status == REDIS_CALL_DOWN || status == REDIS_CALL_OVERLOADED) {
+        st->down++;
+    }
+    evtimer_del(call->ev);
+    event_active(call->ev, EV_TIMEOUT, 1);
+}
+
+/* A READY connection that has answered nothing for a long while although
+ * commands wait (a partition, a host gone without a RST) is given up:
+ * TCP alone would take minutes to notice. */
+static void
+check_stall(struct redis_client *c)
+{
+    int64_t idle = now_ms() - c->progress_ms;
+
+    if (c->state != CONN_READY || c->in_flight == 0 ||
+        idle < (int64_t)c->connect_timeout_ms) {
+        return;
+    }
+    log_warn("redis: %s:%u: no reply for %lld ms: reconnecting", c->host,
+             (unsigned)c->port, (long long)idle);
+    c->backoff_ms = BACKOFF_MIN_MS;
+    schedule_retry(c);
+    drop_connection(c);
+}
+
+static void
+on_call_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct redis_call *call = arg;
+    struct redis_client *c = call->client;
+    redis_script_cb *cb = call->cb;
+    void *cb_arg = call->arg;
+    long long ints[REDIS_MAX_INTS];
+    size_t nints = call->nints;
+    enum redis_status status = call->status;
+    char *error = call->error;
+    bool timed_out = !call->has_result;
+
+    (void)fd;
+    (void)what;
+    if (timed_out) {
+        status = REDIS_CALL_TIMEOUT;
+        nints = 0;
+        c->stats.timeouts++;
+    }
+    memcpy(ints, call->ints, nints * sizeof(ints[0]));
+    call->error = NULL;
+    call->finished = true;
+    /* After this the record may be gone (hiredis may still hold it):
+     * only the copies above are used. */
+    call_release(call);
+    if (timed_out) {
+        check_stall(c);
+    }
+    cb(status, nints > 0 ? ints : NULL, nints,
+       status == REDIS_CALL_ERROR ? error : NULL, cb_arg);
+    free(error);
+}
+
+static bool
+send_call(struct redis_client *c, struct redis_call *call)
+{
+    const struct lua_script *s = &c->scripts[call->script];
+    bool by_sha = !call->resent && c->shas[call->script][0] != '\0';
+    int rc;
+
+    call->argv[0] = by_sha ? "EVALSHA" : "EVAL";
+    call->argvlen[0] = by_sha ? 7 : 4;
+    call->argv[1] = by_sha ? c->shas[call->script] : s->source;
+    call->argvlen[1] = by_sha ? SHA1_HEX : s->len;
+    rc = redisAsyncCommandArgv(c->ac, on_call_reply, call, call->argc,
+                               call->argv, call->argvlen);
+    if (rc == REDIS_ERR) {
+        return false;
+    }
+    if (c->in_flight++ == 0) {
+        c->progress_ms = now_ms();
+    }
+    call->in_hiredis = true;
+    return true;
+}
+
+static void
+parse_reply(struct redis_call *call, const redisReply *reply)
+{
+    if (reply->type == REDIS_REPLY_ERROR) {
+        call_answer(call, REDIS_CALL_ERROR, reply->str);
+        return;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements > REDIS_MAX_INTS) {
+        call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+        return;
+    }
+    for (size_t i = 0; i < reply->elements; i++) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+            return;
+        }
+        call->ints[i] = reply->element[i]->integer;
+    }
+    call->nints = reply->elements;
+    call_answer(call, REDIS_CALL_OK, NULL);
+}
+
+static void
+on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct redis_call *call = privdata;
+    struct redis_client *c = call->client;
+    redisReply *reply = r;
+
+    call->in_hiredis = false;
+    c->in_flight--;
+    if (reply != NULL) {
+        c->progress_ms = now_ms();
+    }
+    if (call->finished) {
+        call_release(call); /* a late reply, or a cancelled call */
+        return;
+    }
+    if (reply == NULL) {
+        call_answer(call, REDIS_CALL_DOWN, NULL);
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && !call->resent &&
+        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        /* The server forgot the script (restart, failover, SCRIPT
+         * FLUSH): send it whole, which caches it again. Same deadline. */
+        call->resent = true;
+        c->stats.noscript++;
+        if (ac != c->ac || !send_call(c, call)) {
+            call_answer(call, REDIS_CALL_DOWN, NULL);
+        }
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR &&
+        strncmp(reply->str, "READONLY", 8) == 0 && ac == c->ac) {
+        /* The server was demoted to a replica (a failover): the name may
+         * point at the new primary now. */
+        log_warn("redis: %s:%u: READONLY, a replica now: reconnecting", c->host,
+                 (unsigned)c->port);
+        c->readonly = true;
+        schedule_retry(c);
+        drop_connection(c); /* hiredis frees it once this returns */
+    } else if (reply->type != REDIS_REPLY_ERROR && c->readonly) {
+        c->readonly = false;
+        c->backoff_ms = BACKOFF_MIN_MS;
+    }
+    parse_reply(call, reply);
+}
+
+static const char *
+copy_strings(const char *const *v, size_t n, char *dst, const char **argv,
+             size_t *argvlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(v[i]);
+
+        memcpy(dst, v[i], len + 1);
+        argv[i] = dst;
+        argvlen[i] = len;
+        dst += len + 1;
+    }
+    return dst;
+}
+
+static struct redis_call *
+call_new(struct redis_client *c, size_t script, const char *const *keys,
+         size_t nkeys, const char *const *args, size_t nargs,
+         redis_script_cb *cb, void *arg)
+{
+    struct redis_call *call = xcalloc(1, sizeof(*call));
+    size_t argc = 3 + nkeys + nargs;
+    size_t bytes = argc * (sizeof(char *) + sizeof(size_t));
+    char *p;
+
+    for (size_t i = 0; i < nkeys; i++) {
+        bytes += strlen(keys[i]) + 1;
+    }
+    for (size_t i = 0; i < nargs; i++) {
+        bytes += strlen(args[i]) + 1;
+    }
+    call->client = c;
+    call->script = script;
+    call->cb = cb;
+    call->arg = arg;
+    call->ev = evtimer_new(c->base, on_call_event, call);
+    call->argc = (int)argc;
+    call->argv = xmalloc(bytes);
+    call->argvlen = (size_t *)(call->argv + argc);
+    p = (char *)(call->argvlen + argc);
+    snprintf(call->nkeys, sizeof(call->nkeys), "%zu", nkeys);
+    call->argv[2] = call->nkeys;
+    call->argvlen[2] = strlen(call->nkeys);
+    p = (char *)copy_strings(keys, nkeys, p, call->argv + 3, call->argvlen + 3);
+    copy_strings(args, nargs, p, call->argv + 3 + nkeys,
+                 call->argvlen + 3 + nkeys);
+    TAILQ_INSERT_TAIL(&c->calls, call, link);
+    return call;
+}
+
+static size_t
+script_index(const struct redis_client *c, const struct lua_script *s)
+{
+    if (s >= c->scripts && s < c->scripts + c->nscripts) {
+        return (size_t)(s - c->scripts);
+    }
+    for (size_t i = 0; i < c->nscripts; i++) {
+        if (strcmp(c->scripts[i].name, s->name) == 0) {
+            return i;
+        }
+    }
+    return c->nscripts;
+}
+
+struct redis_call *
+redis_client_eval(struct redis_client *c, const struct lua_script *script,
+                  const char *const *keys, size_t nkeys,
+                  const char *const *args, size_t nargs, redis_script_cb *cb,
+                  void *arg)
+{
+    size_t idx = script_index(c, script);
+    struct redis_call *call;
+    struct timeval tv;
+
+    /* Not from a callback that redis_client_free() is running. */
+    assert(!c->freeing);
+    c->stats.calls++;
+    call = call_new(c, idx < c->nscripts ? idx : 0, keys, nkeys, args, nargs,
+                    cb, arg);
+    if (idx == c->nscripts) {
+        call_answer(call, REDIS_CALL_ERROR, "unknown script");
+        return call;
+    }
+    if (c->state == CONN_READY && c->in_flight >= c->max_in_flight) {
+        check_stall(c);
+        if (c->state == CONN_READY) {
+            call_answer(call, REDIS_CALL_OVERLOADED, NULL);
+            return call;
+        }
+    }
+    if (c->state != CONN_READY || !send_call(c, call)) {
+        call_answer(call, REDIS_CALL_DOWN, NULL);
+        return call;
+    }
+    tv = ms_to_tv(c->timeout_ms);
+    evtimer_add(call->ev, &tv);
+    return call;
+}
+
+void
+redis_call_cancel(struct redis_call *call)
+{
+    assert(!call->finished);
+    call->finished = true;
+    event_del(call->ev);
+    call_release(call);
+}
+
+/*
+ * The client.
+ */
+
+static bool
+is_numeric_host(const char *host)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    return inet_pton(AF_INET, host, buf) == 1 ||
+           inet_pton(AF_INET6, host, buf) == 1;
+}
+
+struct redis_client *
+redis_client_new(struct event_base *base, const struct redis_conf *conf,
+                 const struct lua_script *scripts, size_t nscripts,
+                 size_t max_in_flight)
+{
+    struct redis_client *c = xcalloc(1, sizeof(*c));
+
+    c->base = base;
+    c->host = xstrdup(conf->host != NULL ? conf->host : "127.0.0.1");
+    c->port = conf->port;
+    c->db = conf->db;
+    c->user = conf->user != NULL ? xstrdup(conf->user) : NULL;
+    c->password = conf->password != NULL ? xstrdup(conf->password) : NULL;
+    c->timeout_ms = conf->timeout_ms;
+    c->connect_timeout_ms = conf->timeout_ms > CONNECT_TIMEOUT_MIN_MS
+                                ? conf->timeout_ms
+                                : CONNECT_TIMEOUT_MIN_MS;
+    c->numeric_host = is_numeric_host(c->host);
+    c->scripts = scripts;
+    c->nscripts = nscripts;
+    c->shas = xcalloc(nscripts > 0 ? nscripts : 1, sizeof(*c->shas));
+    /* 0 would refuse every call: read it as "no cap". */
+    c->max_in_flight = max_in_flight > 0 ? max_in_flight : SIZE_MAX;
+    c->connect_timer = evtimer_new(base, on_connect_timeout, c);
+    c->retry_timer = evtimer_new(base, on_retry_timer, c);
+    c->backoff_ms = BACKOFF_MIN_MS;
+    c->rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)now_ms() << 20 ^
+              (uint64_t)getpid() << 40) |
+             1;
+    TAILQ_INIT(&c->calls);
+    start_attempt(c);
+    return c;
+}
+
+void
+redis_client_free(struct redis_client *c)
+{
+    struct redis_call *call;
+
+    if (c == NULL) {
+        return;
+    }
+    /* While set, records are only marked, never freed: the loop below
+     * calls out, and a callback may cancel another call. */
+    c->freeing = true;
+    TAILQ_FOREACH (call, &c->calls, link) {
+        if (call->finished) {
+            continue;
+        }
+        call->finished = true;
+        event_del(call->ev);
+        c->stats.down++;
+        call->cb(REDIS_CALL_DOWN, NULL, 0, NULL, call->arg);
+    }
+    /* Outside any hiredis callback: hiredis hands every record it holds
+     * back to on_call_reply (NULL) and runs on_disconnect, which see that
+     * c->ac is no longer theirs. */
+    drop_connection(c);
+    job_abandon(c);
+    while ((call = TAILQ_FIRST(&c->calls)) != NULL) {
+        TAILQ_REMOVE(&c->calls, call, link);
+        event_free(call->ev);
+        free(call->error);
+        free(call->argv);
+        free(call);
+    }
+    event_free(c->connect_timer);
+    event_free(c->retry_timer);
+    free(c->shas);
+    free(c->host);
+    free(c->user);
+    free(c->password);
+    free(c);
+}
+
+bool
+redis_client_ready(const struct redis_client *c)
+{
+    return c->state == CONN_READY;
+}
+
+const struct redis_stats *
+redis_client_stats(const struct redis_client *c)
+{
+    return &c->stats;
+}

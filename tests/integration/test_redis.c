@@ -1,0 +1,910 @@
+/*
+ * The Redis client (src/redis.c) against a real redis-server: each test
+ * starts its own Redis on a free port, drives the client from an event
+ * loop of its own until a condition holds or a deadline passes, frees the
+ * client and stops Redis with SIGTERM, which must exit 0. The scripts are
+ * tiny ones of the test's own, so that only the client is under test.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "harness.h"
+#include "redis.h"
+#include "scripts.h"
+
+#include <hiredis/hiredis.h>
+
+#define SCRIPT(name, src)                                                      \
+    {                                                                          \
+        name, src, sizeof(src) - 1                                             \
+    }
+
+static const struct lua_script test_scripts[] = {
+    SCRIPT("echo_keys", "return {#KEYS, tonumber(ARGV[1])}"),
+    SCRIPT("incr_key", "return {redis.call('INCR', KEYS[1])}"),
+    SCRIPT("fails", "return redis.error_reply('boom')"),
+    SCRIPT("string", "return 'hello'"),
+};
+
+#define ECHO_KEYS (&test_scripts[0])
+#define INCR_KEY (&test_scripts[1])
+#define FAILS (&test_scripts[2])
+#define STRING (&test_scripts[3])
+
+struct fx {
+    struct proc redis;       /* the server; pid 0 once stopped */
+    uint16_t port;           /* where it listens */
+    struct event_base *base; /* the client's loop */
+    struct event *tick;      /* keeps each loop turn short */
+    struct redis_client *c;  /* under test */
+    struct redis_conf conf;  /* strings borrowed from literals */
+    size_t max_in_flight;    /* for fx_client() */
+};
+
+/* What one call was answered. */
+struct answer {
+    int count;                      /* callbacks run: must end as 1 */
+    enum redis_status status;       /* of the last one */
+    long long ints[REDIS_MAX_INTS]; /* copied out */
+    size_t nints;                   /* of ints */
+    char error[128];                /* copied out, or "" */
+    int64_t sent_ms;                /* harness_now_ms() at the call */
+    int64_t at_ms;                  /* harness_now_ms() at the answer */
+};
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+static void
+fx_init(struct fx *f)
+{
+    struct timeval tv = {0, 5000};
+
+    memset(f, 0, sizeof(*f));
+    /* hiredis writes with write(2); the gateway ignores SIGPIPE too. */
+    signal(SIGPIPE, SIG_IGN);
+    f->base = event_base_new();
+    f->tick = event_new(f->base, -1, EV_PERSIST, on_tick, NULL);
+    event_add(f->tick, &tv);
+    f->conf.enabled = true;
+    f->conf.host = "127.0.0.1";
+    f->conf.timeout_ms = 200;
+    f->max_in_flight = 1024;
+}
+
+static void
+fx_start_redis(struct fx *f)
+{
+    redis_start(&f->redis, &f->port);
+    f->conf.port = f->port;
+}
+
+static void
+fx_client(struct fx *f)
+{
+    f->c = redis_client_new(f->base, &f->conf, test_scripts,
+                            sizeof(test_scripts) / sizeof(test_scripts[0]),
+                            f->max_in_flight);
+}
+
+/* Frees the client and the loop; stops Redis, which must exit 0. */
+static void
+fx_fini(struct fx *f)
+{
+    int st = 0;
+
+    redis_client_free(f->c);
+    event_free(f->tick);
+    event_base_free(f->base);
+    if (f->redis.pid != 0) {
+        st = proc_stop(&f->redis, SIGTERM, 5000);
+    }
+    cr_assert_eq(st, 0, "redis-server exited with %d", st);
+}
+
+/* Runs the loop until 'cond(arg)' holds; false if 'timeout_ms' passes. */
+static bool
+run_until(struct fx *f, bool (*cond)(void *), void *arg, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+
+    while (!cond(arg)) {
+        if (harness_now_ms() >= deadline) {
+            return false;
+        }
+        event_base_loop(f->base, EVLOOP_ONCE);
+    }
+    return true;
+}
+
+static bool
+is_ready(void *arg)
+{
+    return redis_client_ready(arg);
+}
+
+static bool
+is_answered(void *arg)
+{
+    return ((struct answer *)arg)->count > 0;
+}
+
+static bool
+is_past(void *arg)
+{
+    return harness_now_ms() >= *(int64_t *)arg;
+}
+
+/* Runs the loop for 'ms' whatever happens. */
+static void
+run_for(struct fx *f, int ms)
+{
+    int64_t until = harness_now_ms() + ms;
+
+    run_until(f, is_past, &until, ms + 1000);
+}
+
+struct answers {
+    struct answer *v; /* borrowed */
+    size_t n;         /* of v */
+};
+
+static bool
+all_answered(void *arg)
+{
+    struct answers *a = arg;
+
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->v[i].count == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void
+on_answer(enum redis_status status, const long long *ints, size_t nints,
+          const char *error, void *arg)
+{
+    struct answer *a = arg;
+
+    a->count++;
+    a->status = status;
+    a->nints = nints;
+    if (nints > 0) {
+        memcpy(a->ints, ints, nints * sizeof(ints[0]));
+    }
+    snprintf(a->error, sizeof(a->error), "%s", error != NULL ? error : "");
+    a->at_ms = harness_now_ms();
+}
+
+static struct redis_call *
+eval(struct fx *f, const struct lua_script *s, const char *key, const char *arg,
+     struct answer *a)
+{
+    const char *keys[] = {key};
+    const char *args[] = {arg};
+
+    memset(a, 0, sizeof(*a));
+    a->sent_ms = harness_now_ms();
+    return redis_client_eval(f->c, s, keys, key != NULL ? 1 : 0, args,
+                             arg != NULL ? 1 : 0, on_answer, a);
+}
+
+static void
+wait_ready(struct fx *f)
+{
+    cr_assert(run_until(f, is_ready, f->c, 5000),
+              "the client did not become ready");
+}
+
+static void
+wait_answered(struct fx *f, struct answer *a)
+{
+    cr_assert(run_until(f, is_answered, a, 5000), "a call was never answered");
+}
+
+static const char *
+status_name(enum redis_status s)
+{
+    static const char *const names[] = {"OK", "TIMEOUT", "DOWN", "ERROR",
+                                        "OVERLOADED"};
+
+    return (unsigned)s < 5 ? names[s] : "?";
+}
+
+/* A synchronous connection for setting the scene; fails the test. */
+static redisContext *
+sync_connect(uint16_t port)
+{
+    redisContext *rc = redisConnect("127.0.0.1", port);
+
+    cr_assert(rc != NULL && rc->err == 0, "cannot connect to the test Redis");
+    return rc;
+}
+
+/* Runs one command on a new connection (after AUTH 'password' if not
+ * NULL); returns the reply's string or integer as text (the caller frees
+ * it). Fails the test on an error reply. */
+static char *
+sync_cmd(uint16_t port, const char *password, const char *const *argv, int argc)
+{
+    redisContext *rc = sync_connect(port);
+    redisReply *rep;
+    char *out;
+
+    if (password != NULL) {
+        rep = redisCommand(rc, "AUTH %s", password);
+        freeReplyObject(rep);
+    }
+    rep = redisCommandArgv(rc, argc, (const char **)argv, NULL);
+    cr_assert(rep != NULL, "no reply to %s", argv[0]);
+    cr_assert(rep->type != REDIS_REPLY_ERROR, "%s: %s", argv[0], rep->str);
+    if (rep->type == REDIS_REPLY_INTEGER) {
+        out = harness_strf("%lld", rep->integer);
+    } else if (rep->type == REDIS_REPLY_NIL) {
+        out = harness_strf("(nil)");
+    } else {
+        out = harness_strf("%s", rep->str != NULL ? rep->str : "");
+    }
+    freeReplyObject(rep);
+    redisFree(rc);
+    return out;
+}
+
+#define SYNC(f, ...)                                                           \
+    do {                                                                       \
+        const char *argv_[] = {__VA_ARGS__};                                   \
+        free(sync_cmd((f)->port, NULL, argv_,                                  \
+                      (int)(sizeof(argv_) / sizeof(argv_[0]))));               \
+    } while (0)
+
+TestSuite(redis, .timeout = 30);
+
+Test(redis, runs_a_script_and_returns_its_integers)
+{
+    struct fx f;
+    struct answer a, err, shape;
+    const char *keys[] = {"{t}a", "{t}b", "{t}c"};
+    const char *args[] = {"42"};
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    cr_assert_not(redis_client_ready(f.c), "ready before the loop ran");
+    wait_ready(&f);
+
+    memset(&a, 0, sizeof(a));
+    redis_client_eval(f.c, ECHO_KEYS, keys, 3, args, 1, on_answer, &a);
+    cr_assert_eq(a.count, 0, "the callback ran inside redis_client_eval");
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "status %s: %s",
+                 status_name(a.status), a.error);
+    cr_assert_eq(a.nints, 2);
+    cr_assert_eq(a.ints[0], 3);
+    cr_assert_eq(a.ints[1], 42);
+
+    eval(&f, FAILS, NULL, NULL, &err);
+    eval(&f, STRING, NULL, NULL, &shape);
+    wait_answered(&f, &err);
+    wait_answered(&f, &shape);
+    cr_assert_eq(err.status, REDIS_CALL_ERROR);
+    cr_assert(strstr(err.error, "boom") != NULL, "error text: %s", err.error);
+    cr_assert_eq(shape.status, REDIS_CALL_ERROR);
+    cr_assert_str_eq(shape.error, "unexpected reply");
+
+    run_for(&f, 20);
+    cr_assert_eq(a.count, 1);
+    cr_assert_eq(err.count, 1);
+    cr_assert_eq(shape.count, 1);
+    cr_assert_eq(redis_client_stats(f.c)->calls, 3);
+    cr_assert_eq(redis_client_stats(f.c)->errors, 2);
+    cr_assert_eq(redis_client_stats(f.c)->noscript, 0,
+                 "the scripts were loaded at connect: no NOSCRIPT");
+    fx_fini(&f);
+}
+
+Test(redis, answers_every_call_of_a_pipeline)
+{
+    enum { N = 300 };
+    struct fx f;
+    struct answer a[N];
+    struct answers all = {a, N};
+    char arg[N][16];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    for (size_t i = 0; i < N; i++) {
+        snprintf(arg[i], sizeof(arg[i]), "%zu", i * 7);
+        eval(&f, ECHO_KEYS, "{t}k", arg[i], &a[i]);
+    }
+    cr_assert(run_until(&f, all_answered, &all, 5000));
+    for (size_t i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1);
+        cr_assert_eq(a[i].status, REDIS_CALL_OK, "call %zu: %s %s", i,
+                     status_name(a[i].status), a[i].error);
+        cr_assert_eq(a[i].ints[0], 1);
+        cr_assert_eq(a[i].ints[1], (long long)i * 7);
+    }
+    fx_fini(&f);
+}
+
+Test(redis, authenticates_with_a_password)
+{
+    struct fx f;
+    struct answer a;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    SYNC(&f, "CONFIG", "SET", "requirepass", "s3cret");
+    f.conf.password = "s3cret";
+    fx_client(&f);
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    cr_assert_eq(a.ints[0], 1);
+    fx_fini(&f);
+}
+
+Test(redis, authenticates_as_an_acl_user)
+{
+    struct fx f;
+    struct answer a;
+    const char *get[] = {"GET", "{t}n"};
+    char *v;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    SYNC(&f, "ACL", "SETUSER", "alice", "on", ">wonderland", "~*", "+@all");
+    /* The default user gets another password: only "AUTH alice ..." can
+     * get in with alice's. */
+    SYNC(&f, "CONFIG", "SET", "requirepass", "default-pw");
+    f.conf.user = "alice";
+    f.conf.password = "wonderland";
+    fx_client(&f);
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    v = sync_cmd(f.port, "default-pw", get, 2);
+    cr_assert_str_eq(v, "1");
+    free(v);
+    fx_fini(&f);
+}
+
+Test(redis, a_wrong_password_never_gets_ready_and_calls_are_down)
+{
+    struct fx f;
+    struct answer a;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    SYNC(&f, "CONFIG", "SET", "requirepass", "right");
+    f.conf.password = "wrong";
+    fx_client(&f);
+    cr_assert_not(run_until(&f, is_ready, f.c, 500),
+                  "ready with a wrong password");
+    eval(&f, ECHO_KEYS, "{t}k", "1", &a);
+    cr_assert_eq(a.count, 0, "the callback ran inside redis_client_eval");
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_DOWN);
+    cr_assert_lt(a.at_ms - a.sent_ms, 50, "DOWN took %lld ms",
+                 (long long)(a.at_ms - a.sent_ms));
+    cr_assert_eq(redis_client_stats(f.c)->down, 1);
+    fx_fini(&f);
+}
+
+Test(redis, selects_the_database_of_the_url)
+{
+    struct fx f;
+    struct answer a;
+    const char *get[] = {"GET", "{t}n"};
+    redisContext *rc;
+    redisReply *rep;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.db = 5;
+    fx_client(&f);
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+
+    rc = sync_connect(f.port);
+    rep = redisCommandArgv(rc, 2, get, NULL);
+    cr_assert_eq(rep->type, REDIS_REPLY_NIL, "the write landed in db 0");
+    freeReplyObject(rep);
+    freeReplyObject(redisCommand(rc, "SELECT 5"));
+    rep = redisCommandArgv(rc, 2, get, NULL);
+    cr_assert_eq(rep->type, REDIS_REPLY_STRING);
+    cr_assert_str_eq(rep->str, "1");
+    freeReplyObject(rep);
+    redisFree(rc);
+    fx_fini(&f);
+}
+
+Test(redis, a_slow_reply_is_a_timeout_and_the_late_reply_is_swallowed)
+{
+    struct fx f;
+    struct answer a, b;
+    int64_t paused_at;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.timeout_ms = 100;
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "CLIENT", "PAUSE", "500");
+    paused_at = harness_now_ms();
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_TIMEOUT, "%s", status_name(a.status));
+    cr_assert_geq(a.at_ms - a.sent_ms, 95, "timed out after %lld ms",
+                  (long long)(a.at_ms - a.sent_ms));
+    cr_assert_lt(a.at_ms - paused_at, 450,
+                 "answered at %lld ms, after the pause ended",
+                 (long long)(a.at_ms - paused_at));
+
+    /* After the pause (the PING returns when it ends), the first INCR
+     * runs late; a second call queued behind it proves that its reply has
+     * come and gone. */
+    SYNC(&f, "PING");
+    eval(&f, INCR_KEY, "{t}n", NULL, &b);
+    wait_answered(&f, &b);
+    cr_assert_eq(b.status, REDIS_CALL_OK, "%s %s", status_name(b.status),
+                 b.error);
+    cr_assert_eq(b.ints[0], 2, "the timed-out INCR still ran on the server");
+    cr_assert_eq(a.count, 1, "the late reply reached the caller");
+    cr_assert_eq(redis_client_stats(f.c)->timeouts, 1);
+    fx_fini(&f);
+}
+
+Test(redis, survives_redis_being_killed_and_reconnects_when_it_is_back)
+{
+    struct fx f;
+    struct answer a;
+    int st;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.timeout_ms = 100;
+    fx_client(&f);
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK);
+
+    st = proc_stop(&f.redis, SIGKILL, 5000);
+    cr_assert_eq(st, 128 + SIGKILL);
+    /* Calls while Redis is gone: answered, and never later than the
+     * timeout. */
+    for (int i = 0; i < 10; i++) {
+        eval(&f, INCR_KEY, "{t}n", NULL, &a);
+        wait_answered(&f, &a);
+        cr_assert(a.status == REDIS_CALL_DOWN || a.status == REDIS_CALL_TIMEOUT,
+                  "status %s", status_name(a.status));
+        cr_assert_leq(a.at_ms - a.sent_ms, 100 + 30, "answered after %lld ms",
+                      (long long)(a.at_ms - a.sent_ms));
+        run_for(&f, 20);
+    }
+    cr_assert_not(redis_client_ready(f.c));
+
+    redis_start_on(&f.redis, f.port);
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    cr_assert_eq(a.ints[0], 1, "a new, empty Redis");
+    cr_assert_eq(redis_client_stats(f.c)->reconnects, 1);
+    fx_fini(&f);
+}
+
+Test(redis, script_flush_costs_no_call)
+{
+    enum { ROUNDS = 60, BATCH = 8 };
+    struct fx f;
+    struct answer a[BATCH];
+    struct answers all = {a, BATCH};
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r % 10 == 5) {
+            SYNC(&f, "SCRIPT", "FLUSH");
+        }
+        for (int i = 0; i < BATCH; i++) {
+            eval(&f, r % 2 ? ECHO_KEYS : INCR_KEY, "{t}n", "5", &a[i]);
+        }
+        cr_assert(run_until(&f, all_answered, &all, 5000));
+        for (int i = 0; i < BATCH; i++) {
+            cr_assert_eq(a[i].status, REDIS_CALL_OK, "round %d: %s %s", r,
+                         status_name(a[i].status), a[i].error);
+        }
+    }
+    cr_assert_gt(redis_client_stats(f.c)->noscript, 0);
+    cr_assert_eq(redis_client_stats(f.c)->errors, 0);
+    fx_fini(&f);
+}
+
+/*
+ * A listener whose accept queue is full: with a backlog of 0 Linux queues
+ * one connection, and drops the SYNs of later ones, so their connect()
+ * hangs.
+ */
+static int
+full_listener(uint16_t *port, int *filler)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(fd >= 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fd, 0), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    *port = ntohs(sa.sin_port);
+    *filler = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_eq(connect(*filler, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* The client's log, which goes to stderr, captured in a file. */
+struct capture {
+    int saved;  /* the real stderr */
+    char *path; /* owned */
+};
+
+static void
+capture_start(struct capture *cap)
+{
+    int fd;
+
+    cap->path = harness_write_temp("");
+    fd = open(cap->path, O_WRONLY | O_APPEND);
+    cr_assert(fd >= 0);
+    cap->saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+}
+
+static bool
+capture_has(void *arg)
+{
+    const char **needle = arg;
+    FILE *fp = fopen(needle[0], "r");
+    char buf[8192];
+    size_t n;
+
+    if (fp == NULL) {
+        return false;
+    }
+    n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    return strstr(buf, needle[1]) != NULL;
+}
+
+static void
+capture_stop(struct capture *cap)
+{
+    dup2(cap->saved, STDERR_FILENO);
+    close(cap->saved);
+    unlink(cap->path);
+    free(cap->path);
+}
+
+Test(redis, a_connect_that_hangs_times_out_and_calls_are_down_at_once)
+{
+    struct fx f;
+    struct answer a;
+    struct capture cap;
+    int filler, lfd;
+    char *needle;
+    const char *has[2];
+    bool logged;
+    int64_t t0;
+
+    fx_init(&f);
+    lfd = full_listener(&f.conf.port, &filler);
+    f.conf.timeout_ms = 50;
+    capture_start(&cap);
+    t0 = harness_now_ms();
+    fx_client(&f);
+    needle = harness_strf("redis: connect 127.0.0.1:%u: timed out",
+                          (unsigned)f.conf.port);
+    has[0] = cap.path;
+    has[1] = needle;
+    logged = run_until(&f, capture_has, has, 3000);
+    capture_stop(&cap);
+    cr_assert(logged, "no connect timeout was logged");
+    cr_assert_geq(harness_now_ms() - t0, 950, "the connect timeout is 1 s");
+    cr_assert_not(redis_client_ready(f.c));
+
+    eval(&f, ECHO_KEYS, "{t}k", "1", &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_DOWN);
+    cr_assert_lt(a.at_ms - a.sent_ms, 30);
+    t0 = harness_now_ms();
+    redis_client_free(f.c);
+    f.c = NULL;
+    cr_assert_lt(harness_now_ms() - t0, 50, "freeing waited");
+    close(filler);
+    close(lfd);
+    free(needle);
+    fx_fini(&f);
+}
+
+Test(redis, caps_the_calls_in_flight)
+{
+    enum { N = 10 };
+    struct fx f;
+    struct answer a[N], late;
+    struct answers all = {a, N};
+    int overloaded = 0, timeouts = 0;
+    int64_t late_deadline;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.max_in_flight = 4;
+    f.conf.timeout_ms = 100;
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "CLIENT", "PAUSE", "400");
+    late_deadline = harness_now_ms() + 3000;
+    for (int i = 0; i < N; i++) {
+        eval(&f, INCR_KEY, "{t}n", NULL, &a[i]);
+    }
+    cr_assert(run_until(&f, all_answered, &all, 2000));
+    for (int i = 0; i < N; i++) {
+        overloaded += a[i].status == REDIS_CALL_OVERLOADED;
+        timeouts += a[i].status == REDIS_CALL_TIMEOUT;
+        cr_assert_eq(a[i].count, 1);
+    }
+    cr_assert_eq(overloaded, 6);
+    cr_assert_eq(timeouts, 4);
+    cr_assert_eq(redis_client_stats(f.c)->down, 6);
+
+    /* Once the late replies are in, calls go out again. The PING returns
+     * when the pause ends (Redis ends it on its next cron tick). */
+    SYNC(&f, "PING");
+    do {
+        run_for(&f, 10);
+        eval(&f, INCR_KEY, "{t}n", NULL, &late);
+        wait_answered(&f, &late);
+    } while (late.status == REDIS_CALL_OVERLOADED &&
+             harness_now_ms() < late_deadline);
+    cr_assert_eq(late.status, REDIS_CALL_OK, "%s", status_name(late.status));
+    cr_assert_eq(late.ints[0], 5, "only 4 of 10 INCRs reached Redis");
+    fx_fini(&f);
+}
+
+Test(redis, a_cancelled_call_is_never_answered)
+{
+    struct fx f;
+    struct answer a, b, d;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    /* Not ready yet: its REDIS_CALL_DOWN was due from the loop. */
+    redis_call_cancel(eval(&f, ECHO_KEYS, "{t}k", "1", &d));
+    wait_ready(&f);
+    redis_call_cancel(eval(&f, INCR_KEY, "{t}n", NULL, &a));
+    eval(&f, INCR_KEY, "{t}n", NULL, &b);
+    wait_answered(&f, &b);
+    cr_assert_eq(b.status, REDIS_CALL_OK);
+    cr_assert_eq(b.ints[0], 2, "the cancelled INCR was still sent");
+
+    run_for(&f, 20);
+    cr_assert_eq(a.count, 0);
+    cr_assert_eq(d.count, 0);
+    fx_fini(&f);
+}
+
+Test(redis, freeing_answers_pending_calls_once_with_down)
+{
+    enum { N = 6 };
+    struct fx f;
+    struct answer a[N];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.timeout_ms = 1000;
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "CLIENT", "PAUSE", "300");
+    for (int i = 0; i < N - 1; i++) {
+        eval(&f, INCR_KEY, "{t}n", NULL, &a[i]);
+    }
+    run_for(&f, 30);                             /* sent, not answered */
+    eval(&f, INCR_KEY, "{t}n", NULL, &a[N - 1]); /* not even sent */
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 0);
+    }
+    redis_client_free(f.c);
+    f.c = NULL;
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1, "call %d answered %d times", i, a[i].count);
+        cr_assert_eq(a[i].status, REDIS_CALL_DOWN);
+    }
+    run_for(&f, 20);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1);
+    }
+    fx_fini(&f);
+}
+
+Test(redis, connects_to_a_host_name)
+{
+    struct fx f;
+    struct answer a;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.host = "localhost";
+    fx_client(&f);
+    wait_ready(&f);
+    eval(&f, ECHO_KEYS, "{t}k", "9", &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    cr_assert_eq(a.ints[1], 9);
+    fx_fini(&f);
+}
+
+Test(redis, an_unknown_host_is_down_and_frees_cleanly)
+{
+    struct fx f;
+    struct answer a;
+
+    fx_init(&f);
+    f.conf.host = "no-such-host.invalid";
+    f.conf.port = 6379;
+    fx_client(&f);
+    cr_assert_not(run_until(&f, is_ready, f.c, 200));
+    eval(&f, ECHO_KEYS, "{t}k", "1", &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_DOWN);
+    cr_assert_lt(a.at_ms - a.sent_ms, 30);
+    fx_fini(&f);
+}
+
+Test(redis, a_redis_that_stops_answering_is_reconnected)
+{
+    struct fx f;
+    struct answer a;
+    int64_t until;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.timeout_ms = 100;
+    fx_client(&f);
+    wait_ready(&f);
+    /* Longer than the 1 s the client waits for any reply. */
+    SYNC(&f, "CLIENT", "PAUSE", "1500");
+    until = harness_now_ms() + 1300;
+    while (harness_now_ms() < until) {
+        eval(&f, ECHO_KEYS, "{t}k", "1", &a);
+        wait_answered(&f, &a);
+        cr_assert(a.status == REDIS_CALL_TIMEOUT || a.status == REDIS_CALL_DOWN,
+                  "%s", status_name(a.status));
+        cr_assert_leq(a.at_ms - a.sent_ms, 130);
+    }
+    cr_assert_not(redis_client_ready(f.c), "still on the stalled connection");
+    wait_ready(&f);
+    eval(&f, ECHO_KEYS, "{t}k", "3", &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    cr_assert_eq(redis_client_stats(f.c)->reconnects, 1);
+    fx_fini(&f);
+}
+
+Test(redis, a_primary_demoted_to_replica_is_left_for_a_new_connection)
+{
+    struct fx f;
+    struct answer a;
+    char nowhere[8];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    /* A replica of a primary that is not there: it refuses writes. */
+    snprintf(nowhere, sizeof(nowhere), "%u", (unsigned)harness_free_port());
+    SYNC(&f, "REPLICAOF", "127.0.0.1", nowhere);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_ERROR, "%s", status_name(a.status));
+    cr_assert(strncmp(a.error, "READONLY", 8) == 0, "error: %s", a.error);
+    cr_assert_not(redis_client_ready(f.c), "kept the replica's connection");
+
+    SYNC(&f, "REPLICAOF", "NO", "ONE");
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    cr_assert_eq(redis_client_stats(f.c)->reconnects, 1);
+    fx_fini(&f);
+}
+
+struct freer {
+    struct fx *f;          /* whose client the callback frees */
+    struct answer *others; /* calls still pending then */
+    size_t nothers;        /* of others */
+    int count;             /* the freeing callback's runs */
+    int others_answered;   /* others answered by the time free returned */
+};
+
+static void
+on_answer_free(enum redis_status status, const long long *ints, size_t nints,
+               const char *error, void *arg)
+{
+    struct freer *fr = arg;
+
+    (void)status;
+    (void)ints;
+    (void)nints;
+    (void)error;
+    fr->count++;
+    redis_client_free(fr->f->c);
+    fr->f->c = NULL;
+    for (size_t i = 0; i < fr->nothers; i++) {
+        fr->others_answered += fr->others[i].count;
+    }
+}
+
+Test(redis, a_callback_may_free_the_client)
+{
+    enum { N = 20 };
+    struct fx f;
+    struct answer a[N];
+    struct freer fr = {&f, a, N, 0, 0};
+    const char *keys[] = {"{t}k"};
+    const char *args[] = {"1"};
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    redis_client_eval(f.c, ECHO_KEYS, keys, 1, args, 1, on_answer_free, &fr);
+    for (int i = 0; i < N; i++) {
+        eval(&f, ECHO_KEYS, "{t}k", "1", &a[i]);
+    }
+    cr_assert(run_until(&f, is_answered, &a[N - 1], 5000));
+    cr_assert_eq(fr.count, 1);
+    cr_assert_eq(fr.others_answered, N, "free did not answer the rest");
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1);
+        cr_assert_eq(a[i].status, REDIS_CALL_DOWN);
+    }
+    run_for(&f, 20);
+    fx_fini(&f);
+}
