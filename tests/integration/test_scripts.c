@@ -1,0 +1,1212 @@
+/*
+ * test_scripts.c - the six rate-limit Lua scripts of lua/ (as embedded in
+ * the binary, scripts.h) inside a real redis-server, driven over hiredis
+ * with EVAL. Time is injected through ARGV[1] wherever a count or a record
+ * is asserted, so the clock is stepped, never waited for; only the idle
+ * test runs on Redis's own clock. Every expected record below is computed
+ * by hand from the semantics in src/algo.h.
+ */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+
+#include "limit.h"
+#include "scripts.h"
+
+/* An injected "now": a multiple of 60 s, so windows of 1, 5, 10, 30 and
+ * 60 s all start exactly there. */
+#define T0 UINT64_C(1700000040000)
+
+#define MAX_WORDS 48
+
+static const char *const all_algos[] = {
+    "fixed_window", "sliding_window", "sliding_window_counter",
+    "token_bucket", "leaky_bucket",   "gcra",
+};
+#define NALGOS (sizeof(all_algos) / sizeof(all_algos[0]))
+
+static const char *const bucket_algos[] = {"token_bucket", "leaky_bucket",
+                                           "gcra"};
+
+static struct proc redis;
+static uint16_t redis_port;
+static redisContext *rc;
+static unsigned long request_no; /* makes request ids unique */
+
+static void
+connect_redis(void)
+{
+    rc = redisConnect("127.0.0.1", redis_port);
+    cr_assert(rc != NULL && rc->err == 0, "cannot connect to redis: %s",
+              rc != NULL ? rc->errstr : "out of memory");
+}
+
+static void
+setup(void)
+{
+    redis_start(&redis, &redis_port);
+    connect_redis();
+}
+
+static void
+teardown(void)
+{
+    redisFree(rc);
+    rc = NULL;
+    cr_assert_eq(proc_stop(&redis, SIGTERM, 10000), 0,
+                 "redis-server did not exit cleanly");
+}
+
+TestSuite(scripts, .init = setup, .fini = teardown, .timeout = 60);
+
+/* A limiter as the gateway would call it: one key per rule. */
+struct lim {
+    const char *algo;                         /* script name */
+    char keys[LIMIT_MAX_RULES][96];           /* KEYS, one per rule */
+    struct limit_rule rules[LIMIT_MAX_RULES]; /* ARGV triples */
+    size_t nrules;                            /* 1..LIMIT_MAX_RULES */
+    bool delay;                               /* mode 1 */
+    uint64_t max_delay;                       /* ARGV[4] */
+};
+
+/* The reply of one script call, as the contract orders it. */
+struct rec {
+    long long allowed;   /* 1 or 0 */
+    long long remaining; /* units left under the tightest rule */
+    long long retry;     /* retry_after_ms */
+    long long reset;     /* reset_ms */
+    long long delay;     /* delay_ms */
+    long long rule;      /* 0-based deciding rule */
+};
+
+/* Keys "test:<algo>:{<scope>}:<i>": one hash tag per limiter. */
+static struct lim
+mk(const char *algo, const char *scope, size_t nrules,
+   const struct limit_rule *rules)
+{
+    struct lim l;
+
+    memset(&l, 0, sizeof(l));
+    cr_assert(nrules >= 1 && nrules <= LIMIT_MAX_RULES);
+    l.algo = algo;
+    l.nrules = nrules;
+    for (size_t i = 0; i < nrules; i++) {
+        snprintf(l.keys[i], sizeof(l.keys[i]), "test:%s:{%s}:%zu", algo, scope,
+                 i);
+        l.rules[i] = rules[i];
+    }
+    return l;
+}
+
+static struct lim
+mk1(const char *algo, const char *scope, uint64_t limit, uint64_t window,
+    uint64_t burst)
+{
+    struct limit_rule r = {limit, window, burst};
+
+    return mk(algo, scope, 1, &r);
+}
+
+/* EVAL of the embedded script 'algo' with 'nkeys' and the 'nwords' words
+ * that follow the key count (keys, then arguments). Never NULL. */
+static redisReply *
+eval_words(const char *algo, int nkeys, const char *const *words, size_t nwords)
+{
+    const struct lua_script *s = scripts_find(algo);
+    const char *argv[MAX_WORDS + 3];
+    size_t lens[MAX_WORDS + 3];
+    char nk[16];
+    redisReply *r;
+
+    cr_assert_not_null(s, "no embedded script \"%s\"", algo);
+    cr_assert(nwords <= MAX_WORDS);
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    argv[0] = "EVAL";
+    argv[1] = s->source;
+    argv[2] = nk;
+    lens[0] = 4;
+    lens[1] = s->len;
+    lens[2] = strlen(nk);
+    for (size_t i = 0; i < nwords; i++) {
+        argv[3 + i] = words[i];
+        lens[3 + i] = strlen(words[i]);
+    }
+    r = redisCommandArgv(rc, (int)nwords + 3, argv, lens);
+    cr_assert_not_null(r, "redis: %s", rc->errstr);
+    return r;
+}
+
+/* One decision of 'l' at 'now' (0: Redis's clock) for 'cost' units. */
+static struct rec
+decide(const struct lim *l, uint64_t now, uint64_t cost)
+{
+    char buf[5 + 3 * LIMIT_MAX_RULES][32];
+    const char *words[LIMIT_MAX_RULES + 5 + 3 * LIMIT_MAX_RULES];
+    size_t n = 0;
+    long long v[6];
+    redisReply *r;
+
+    for (size_t i = 0; i < l->nrules; i++) {
+        words[n++] = l->keys[i];
+    }
+    snprintf(buf[0], sizeof(buf[0]), "%llu", (unsigned long long)now);
+    snprintf(buf[1], sizeof(buf[1]), "%llu", (unsigned long long)cost);
+    snprintf(buf[2], sizeof(buf[2]), "%d", l->delay ? 1 : 0);
+    snprintf(buf[3], sizeof(buf[3]), "%llu", (unsigned long long)l->max_delay);
+    snprintf(buf[4], sizeof(buf[4]), "req-%lu", ++request_no);
+    for (size_t i = 0; i < l->nrules; i++) {
+        snprintf(buf[5 + 3 * i], sizeof(buf[0]), "%llu",
+                 (unsigned long long)l->rules[i].limit);
+        snprintf(buf[6 + 3 * i], sizeof(buf[0]), "%llu",
+                 (unsigned long long)l->rules[i].window_ms);
+        snprintf(buf[7 + 3 * i], sizeof(buf[0]), "%llu",
+                 (unsigned long long)l->rules[i].burst);
+    }
+    for (size_t i = 0; i < 5 + 3 * l->nrules; i++) {
+        words[n++] = buf[i];
+    }
+    r = eval_words(l->algo, (int)l->nrules, words, n);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: not an array: %s", l->algo,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    cr_assert_eq(r->elements, 6, "%s: %zu elements", l->algo, r->elements);
+    for (size_t i = 0; i < 6; i++) {
+        cr_assert_eq(r->element[i]->type, REDIS_REPLY_INTEGER,
+                     "%s: element %zu is not an integer", l->algo, i);
+        v[i] = r->element[i]->integer;
+    }
+    freeReplyObject(r);
+    return (struct rec){v[0], v[1], v[2], v[3], v[4], v[5]};
+}
+
+static void
+assert_rec_at(int line, const char *algo, struct rec got, struct rec want)
+{
+    cr_assert(got.allowed == want.allowed && got.remaining == want.remaining &&
+                  got.retry == want.retry && got.reset == want.reset &&
+                  got.delay == want.delay && got.rule == want.rule,
+              "line %d, %s: got {allowed %lld, remaining %lld, retry %lld, "
+              "reset %lld, delay %lld, rule %lld}, want {%lld, %lld, %lld, "
+              "%lld, %lld, %lld}",
+              line, algo, got.allowed, got.remaining, got.retry, got.reset,
+              got.delay, got.rule, want.allowed, want.remaining, want.retry,
+              want.reset, want.delay, want.rule);
+}
+
+/* Asserts the whole record: allowed, remaining, retry_after_ms, reset_ms,
+ * delay_ms, rule. */
+#define EXPECT(l, now, cost, a, rem, retry, reset, delay, rule)                \
+    assert_rec_at(__LINE__, (l)->algo, decide((l), (now), (cost)),             \
+                  (struct rec){a, rem, retry, reset, delay, rule})
+
+/* How many of 'tries' calls at 'now' for 'cost' units were admitted. */
+static int
+admit_n(const struct lim *l, uint64_t now, uint64_t cost, int tries)
+{
+    int admitted = 0;
+
+    for (int i = 0; i < tries; i++) {
+        admitted += decide(l, now, cost).allowed ? 1 : 0;
+    }
+    return admitted;
+}
+
+/* A command whose reply is an integer. */
+static long long
+cmd_int(const char *fmt, const char *key)
+{
+    redisReply *r = redisCommand(rc, fmt, key);
+    long long v;
+
+    cr_assert_not_null(r, "redis: %s", rc->errstr);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "%s %s: not an integer", fmt,
+                 key);
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* HGET as a number; -1 if the field is absent. */
+static long long
+hget(const char *key, const char *field)
+{
+    redisReply *r = redisCommand(rc, "HGET %s %s", key, field);
+    long long v = -1;
+
+    cr_assert_not_null(r, "redis: %s", rc->errstr);
+    if (r->type == REDIS_REPLY_STRING) {
+        v = strtoll(r->str, NULL, 10);
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+/* Every key matching 'pattern', found with SCAN; returns how many, and
+ * copies up to 'max' of them into 'out' (freed by the caller). */
+static size_t
+scan_keys(const char *pattern, char **out, size_t max)
+{
+    char cursor[32] = "0";
+    size_t n = 0;
+
+    do {
+        redisReply *r =
+            redisCommand(rc, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+
+        cr_assert_not_null(r, "redis: %s", rc->errstr);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            if (n < max) {
+                out[n] = strdup(r->element[1]->element[i]->str);
+            }
+            n++;
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    return n;
+}
+
+static bool
+is_bucket(const char *algo)
+{
+    return strcmp(algo, "token_bucket") == 0 ||
+           strcmp(algo, "leaky_bucket") == 0 || strcmp(algo, "gcra") == 0;
+}
+
+/*
+ * The scripts as embedded.
+ */
+
+Test(scripts, every_algorithm_is_embedded_with_a_plain_lua_shebang)
+{
+    cr_assert_eq(lua_script_count, NALGOS);
+    for (size_t i = 0; i < NALGOS; i++) {
+        const struct lua_script *s = scripts_find(all_algos[i]);
+
+        cr_assert_not_null(s, "%s is not embedded", all_algos[i]);
+        cr_assert_eq(strlen(s->source), s->len);
+        /* Strict key checking, and no flag such as no-writes. */
+        cr_assert(strncmp(s->source, "#!lua\n", 6) == 0,
+                  "%s does not start with \"#!lua\\n\"", all_algos[i]);
+    }
+}
+
+/* The argument parsing and the combining of rules are one text, copied
+ * into each script (Redis has no includes): they must not drift apart. */
+Test(scripts, the_common_parts_are_identical_in_every_script)
+{
+    static const char begin[] = "-- ---- common part";
+    static const char end[] = "-- ---- end of common part";
+    const char *ref = scripts_find("fixed_window")->source;
+
+    for (size_t i = 0; i < NALGOS; i++) {
+        const char *src = scripts_find(all_algos[i])->source;
+        const char *a = src, *b = ref;
+
+        for (int part = 0; part < 2; part++) {
+            const char *a0 = strstr(a, begin), *b0 = strstr(b, begin);
+            const char *a1, *b1;
+
+            cr_assert(a0 != NULL && b0 != NULL, "%s: common part %d missing",
+                      all_algos[i], part);
+            a1 = strstr(a0, end);
+            b1 = strstr(b0, end);
+            cr_assert(a1 != NULL && b1 != NULL);
+            cr_assert(a1 - a0 == b1 - b0 &&
+                          memcmp(a0, b0, (size_t)(a1 - a0)) == 0,
+                      "%s: common part %d differs from fixed_window's",
+                      all_algos[i], part);
+            a = a1 + 1;
+            b = b1 + 1;
+        }
+    }
+}
+
+/*
+ * fixed_window
+ */
+
+Test(scripts, fixed_window_admits_the_limit_in_each_aligned_window)
+{
+    struct lim l = mk1("fixed_window", "a", 5, 1000, 5);
+
+    cr_assert_eq(admit_n(&l, T0, 1, 8), 5);
+    cr_assert_eq(admit_n(&l, T0 + 999, 1, 3), 0);
+    cr_assert_eq(admit_n(&l, T0 + 1000, 1, 8), 5);
+    cr_assert_eq(admit_n(&l, T0 + 1999, 1, 3), 0);
+    cr_assert_eq(admit_n(&l, T0 + 3999, 1, 8), 5);
+    cr_assert_eq(admit_n(&l, T0 + 4000, 1, 8), 5);
+}
+
+Test(scripts, fixed_window_reports_remaining_reset_and_retry)
+{
+    struct lim l = mk1("fixed_window", "a", 3, 1000, 3);
+
+    EXPECT(&l, T0 + 250, 1, 1, 2, 0, 750, 0, 0);
+    EXPECT(&l, T0 + 300, 2, 1, 0, 0, 700, 0, 0);
+    EXPECT(&l, T0 + 400, 1, 0, 0, 600, 600, 0, 0);
+    cr_assert_eq(hget(l.keys[0], "n"), 3);
+    cr_assert_eq(hget(l.keys[0], "w"), (long long)(T0 / 1000));
+    EXPECT(&l, T0 + 1000, 3, 1, 0, 0, 1000, 0, 0);
+}
+
+Test(scripts, fixed_window_with_two_rules_names_the_tightest_and_the_latest)
+{
+    struct limit_rule rules[] = {{2, 1000, 2}, {2, 5000, 2}};
+    struct lim l = mk("fixed_window", "a", 2, rules);
+    struct limit_rule r2[] = {{5, 1000, 5}, {3, 5000, 3}};
+    struct lim m = mk("fixed_window", "b", 2, r2);
+
+    /* Equal remaining: the first rule; reset: the longer of the two. */
+    EXPECT(&l, T0 + 100, 1, 1, 1, 0, 4900, 0, 0);
+    EXPECT(&l, T0 + 100, 1, 1, 0, 0, 4900, 0, 0);
+    /* Both deny: the rule with the longest retry decides. */
+    EXPECT(&l, T0 + 100, 1, 0, 0, 4900, 4900, 0, 1);
+    /* A new 1 s window, but the 5 s window is still full. */
+    EXPECT(&l, T0 + 1000, 1, 0, 0, 4000, 4000, 0, 1);
+    /* Allowed: the rule with the fewest units left. */
+    EXPECT(&m, T0, 1, 1, 2, 0, 5000, 0, 1);
+
+    /* Both deny with the same retry: the first of them. */
+    {
+        struct limit_rule twins[] = {{1, 1000, 1}, {1, 1000, 1}};
+        struct lim t = mk("fixed_window", "c", 2, twins);
+
+        EXPECT(&t, T0 + 100, 1, 1, 0, 0, 900, 0, 0);
+        EXPECT(&t, T0 + 100, 1, 0, 0, 900, 900, 0, 0);
+    }
+}
+
+Test(scripts, fixed_window_key_never_lives_without_a_ttl)
+{
+    struct lim l = mk1("fixed_window", "a", 3, 1000, 3);
+
+    for (uint64_t i = 0; i < 60; i++) {
+        struct rec r = decide(&l, T0 + 41 * i, 1);
+        long long ttl = cmd_int("PTTL %s", l.keys[0]);
+
+        /* -1 would be a key without a TTL; -2 (gone) only if the TTL
+         * given was a few ms (41 * i mod 1000 comes as close as 16 ms). */
+        cr_assert(ttl != -1, "call %llu: no TTL", (unsigned long long)i);
+        cr_assert((ttl >= 1 && ttl <= 1000) || (ttl == -2 && r.reset <= 16),
+                  "call %llu (reset %lld): PTTL %lld", (unsigned long long)i,
+                  r.reset, ttl);
+    }
+}
+
+/*
+ * sliding_window
+ */
+
+Test(scripts, sliding_window_admits_the_limit_in_any_window)
+{
+    struct lim l = mk1("sliding_window", "a", 3, 1000, 3);
+
+    EXPECT(&l, T0, 1, 1, 2, 0, 1000, 0, 0);
+    EXPECT(&l, T0 + 100, 1, 1, 1, 0, 1000, 0, 0);
+    EXPECT(&l, T0 + 200, 1, 1, 0, 0, 1000, 0, 0);
+    /* Retry when the oldest member leaves; reset when the newest does. */
+    EXPECT(&l, T0 + 500, 1, 0, 0, 500, 700, 0, 0);
+    EXPECT(&l, T0 + 999, 1, 0, 0, 1, 201, 0, 0);
+    /* The member at T0 is out of the window (now - W, now]. */
+    EXPECT(&l, T0 + 1000, 1, 1, 0, 0, 1000, 0, 0);
+    EXPECT(&l, T0 + 1001, 1, 0, 0, 99, 999, 0, 0);
+    cr_assert_eq(admit_n(&l, T0 + 1099, 1, 2), 0);
+    cr_assert_eq(admit_n(&l, T0 + 1100, 1, 2), 1);
+    cr_assert_eq(cmd_int("ZCARD %s", l.keys[0]), 3);
+}
+
+Test(scripts, sliding_window_counts_units_of_cost)
+{
+    struct lim l = mk1("sliding_window", "a", 10, 1000, 10);
+    redisReply *r;
+
+    EXPECT(&l, T0, 4, 1, 6, 0, 1000, 0, 0);
+    EXPECT(&l, T0 + 300, 4, 1, 2, 0, 1000, 0, 0);
+    /* 8 + 4 > 10: two units must leave, the second of them at T0. */
+    EXPECT(&l, T0 + 500, 4, 0, 2, 500, 800, 0, 0);
+    EXPECT(&l, T0 + 500, 2, 1, 0, 0, 1000, 0, 0);
+    EXPECT(&l, T0 + 999, 1, 0, 0, 1, 501, 0, 0);
+    EXPECT(&l, T0 + 1000, 4, 1, 0, 0, 1000, 0, 0);
+    cr_assert_eq(cmd_int("ZCARD %s", l.keys[0]), 10);
+
+    /* One member per unit, scored by its time, named "<now>:<id>:<i>". */
+    r = redisCommand(rc, "ZRANGE %s 0 -1 WITHSCORES", l.keys[0]);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 20);
+    for (size_t i = 0; i < r->elements; i += 2) {
+        const char *member = r->element[i]->str;
+        const char *score = r->element[i + 1]->str;
+        size_t len = strlen(score);
+
+        cr_assert(strncmp(member, score, len) == 0 && member[len] == ':',
+                  "member \"%s\" has score %s", member, score);
+    }
+    freeReplyObject(r);
+}
+
+/* Seed flaw: the timestamp as the member made same-millisecond requests
+ * one member, and the limiter over-admitted. */
+Test(scripts, sliding_window_admits_exactly_100_of_1000_in_one_millisecond)
+{
+    struct lim l = mk1("sliding_window", "a", 100, 1000, 100);
+    char lo[32];
+
+    cr_assert_eq(admit_n(&l, T0 + 7, 1, 1000), 100);
+    cr_assert_eq(cmd_int("ZCARD %s", l.keys[0]), 100);
+    /* Seed flaw: score and member swapped. The scores are the time. */
+    snprintf(lo, sizeof(lo), "%llu", (unsigned long long)(T0 + 7));
+    {
+        redisReply *r = redisCommand(rc, "ZCOUNT %s %s %s", l.keys[0], lo, lo);
+
+        cr_assert_eq(r->integer, 100);
+        freeReplyObject(r);
+    }
+}
+
+/*
+ * sliding_window_counter
+ */
+
+Test(scripts, sliding_window_counter_weighs_the_previous_window)
+{
+    struct lim l = mk1("sliding_window_counter", "a", 10, 1000, 10);
+
+    cr_assert_eq(admit_n(&l, T0, 1, 12), 10);
+    /* Full this window: wait for the next, where 10 * (W - e) / W <= 9,
+     * i.e. e >= 100: 1000 + 100 ms. */
+    EXPECT(&l, T0, 1, 0, 0, 1100, 2000, 0, 0);
+    /* e = 99: 10 * 901 + 1000 > 10 * 1000. */
+    EXPECT(&l, T0 + 1099, 1, 0, 0, 1, 901, 0, 0);
+    EXPECT(&l, T0 + 1100, 1, 1, 0, 0, 1900, 0, 0);
+    /* e = 500: 10 * 500 + 1 * 1000 + 4 * 1000 = 10 * 1000 exactly. */
+    EXPECT(&l, T0 + 1500, 4, 1, 0, 0, 1500, 0, 0);
+    /* cur 5 + 1 fits: wait until 10 * (W - e) <= 4000, e = 600. */
+    EXPECT(&l, T0 + 1500, 1, 0, 0, 100, 1500, 0, 0);
+    EXPECT(&l, T0 + 1599, 1, 0, 0, 1, 1401, 0, 0);
+    EXPECT(&l, T0 + 1600, 1, 1, 0, 0, 1400, 0, 0);
+    cr_assert_eq(hget(l.keys[0], "w"), (long long)(T0 / 1000 + 1));
+    cr_assert_eq(hget(l.keys[0], "cur"), 6);
+    cr_assert_eq(hget(l.keys[0], "prev"), 10);
+    /* Two windows later nothing weighs any more. */
+    cr_assert_eq(admit_n(&l, T0 + 3000, 1, 12), 10);
+}
+
+/*
+ * token_bucket, leaky_bucket, gcra
+ */
+
+/* Seed flaw: refill in whole seconds rounded down threw partial refills
+ * away. At 7/s a token takes 142.857 ms, and the fraction carries over. */
+static void
+check_fractional_refill(const char *algo)
+{
+    struct lim l = mk1(algo, "a", 7, 1000, 7);
+    struct lim full = mk1(algo, "b", 7, 1000, 7);
+    struct lim almost = mk1(algo, "c", 7, 1000, 7);
+
+    EXPECT(&l, T0, 7, 1, 0, 0, 1000, 0, 0);
+    /* 142 ms: 994 of the 1000 unit-ms a token needs. */
+    EXPECT(&l, T0 + 142, 1, 0, 0, 1, 858, 0, 0);
+    /* 143 ms: 1001; 1 unit-ms stays in the bucket. */
+    EXPECT(&l, T0 + 143, 1, 1, 0, 0, 1000, 0, 0);
+    /* 1 + 142 * 7 = 995 short of a token; 1 + 143 * 7 = 1002 enough. */
+    EXPECT(&l, T0 + 285, 1, 0, 0, 1, 858, 0, 0);
+    EXPECT(&l, T0 + 286, 1, 1, 0, 0, 1000, 0, 0);
+
+    cr_assert_eq(admit_n(&full, T0, 7, 1), 1);
+    cr_assert_eq(admit_n(&full, T0 + 1000, 1, 9), 7);
+    cr_assert_eq(admit_n(&almost, T0, 7, 1), 1);
+    cr_assert_eq(admit_n(&almost, T0 + 999, 1, 9), 6);
+}
+
+Test(scripts, token_bucket_keeps_fractions_of_a_refill)
+{
+    struct lim l = mk1("token_bucket", "d", 7, 1000, 7);
+
+    check_fractional_refill("token_bucket");
+    /* The level in unit-ms and the time of the last admission. */
+    EXPECT(&l, T0, 1, 1, 6, 0, 143, 0, 0);
+    cr_assert_eq(hget(l.keys[0], "s"), 6000);
+    cr_assert_eq(hget(l.keys[0], "t"), (long long)T0);
+}
+
+Test(scripts, gcra_keeps_fractions_of_an_emission_interval)
+{
+    struct lim l = mk1("gcra", "d", 7, 1000, 7);
+
+    check_fractional_refill("gcra");
+    /* tat after 7 units at T0: T0 + 1000; then d = 857 * 7 = 5999 ticks,
+     * nd = 6999: tat = T0 + 143 + 999 + 6/7. */
+    EXPECT(&l, T0, 7, 1, 0, 0, 1000, 0, 0);
+    cr_assert_eq(hget(l.keys[0], "t"), (long long)(T0 + 1000));
+    cr_assert_eq(hget(l.keys[0], "f"), 0);
+    EXPECT(&l, T0 + 143, 1, 1, 0, 0, 1000, 0, 0);
+    cr_assert_eq(hget(l.keys[0], "t"), (long long)(T0 + 1142));
+    cr_assert_eq(hget(l.keys[0], "f"), 6);
+}
+
+Test(scripts, leaky_bucket_keeps_fractions_of_a_leak)
+{
+    struct lim l = mk1("leaky_bucket", "a", 7, 1000, 7);
+
+    EXPECT(&l, T0, 1, 1, 6, 0, 143, 0, 0);
+    EXPECT(&l, T0, 6, 1, 0, 0, 1000, 0, 0);
+    /* 142 ms leak 994 unit-ms: 6006 + 1000 > 7000. */
+    EXPECT(&l, T0 + 142, 1, 0, 0, 1, 858, 0, 0);
+    EXPECT(&l, T0 + 143, 1, 1, 0, 0, 1000, 0, 0);
+    cr_assert_eq(hget(l.keys[0], "v"), 6999);
+    cr_assert_eq(hget(l.keys[0], "t"), (long long)(T0 + 143));
+    EXPECT(&l, T0 + 285, 1, 0, 0, 1, 858, 0, 0);
+    EXPECT(&l, T0 + 286, 1, 1, 0, 0, 1000, 0, 0);
+    /* 6999 + 1000 - 7 * 1000 leaked: empty. */
+    cr_assert_eq(admit_n(&l, T0 + 1286, 1, 9), 7);
+}
+
+/* By design gcra decides exactly like token_bucket, storing a time
+ * instead of a level: the same calls must give the same records. */
+Test(scripts, gcra_and_token_bucket_decide_alike)
+{
+    for (int delay = 0; delay <= 1; delay++) {
+        struct limit_rule rules[] = {{7, 1000, 5}, {30, 10000, 12}};
+        struct lim tb = mk("token_bucket", delay ? "y" : "x", 2, rules);
+        struct lim gc = mk("gcra", delay ? "y" : "x", 2, rules);
+        uint64_t now = T0, seed = 12345;
+        int denied = 0, held = 0;
+
+        tb.delay = gc.delay = delay != 0;
+        tb.max_delay = gc.max_delay = 300;
+        for (int i = 0; i < 600; i++) {
+            uint64_t cost;
+            struct rec a, b;
+
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            now += (seed >> 33) % 120;
+            cost = 1 + (seed >> 20) % 3;
+            a = decide(&tb, now, cost);
+            b = decide(&gc, now, cost);
+            /* 'i' stands in for the line: the call that differs. */
+            assert_rec_at(i, "gcra vs token_bucket", b, a);
+            denied += a.allowed == 0;
+            held += a.delay > 0;
+        }
+        /* The sequence exercises denials, and holds in delay mode. */
+        cr_assert_gt(denied, 50, "only %d denials", denied);
+        cr_assert(delay == 0 || held > 50, "only %d delays", held);
+    }
+}
+
+/* A clock that steps back (a failover to a Redis with a slower clock)
+ * counts as no time elapsed: it refills nothing. */
+Test(scripts, buckets_refill_nothing_when_the_clock_steps_back)
+{
+    for (size_t i = 0; i < 3; i++) {
+        struct lim l = mk1(bucket_algos[i], "a", 1, 1000, 2);
+
+        cr_assert_eq(admit_n(&l, T0 + 1000, 1, 3), 2, "%s", l.algo);
+        cr_assert_eq(admit_n(&l, T0, 1, 3), 0, "%s", l.algo);
+        cr_assert_eq(admit_n(&l, T0 + 1000, 1, 3), 0, "%s", l.algo);
+        cr_assert_eq(admit_n(&l, T0 + 2000, 1, 3), 1, "%s", l.algo);
+    }
+}
+
+/*
+ * Every algorithm
+ */
+
+Test(scripts, every_algorithm_counts_cost_in_units)
+{
+    for (size_t i = 0; i < NALGOS; i++) {
+        struct lim l = mk1(all_algos[i], "a", 10, 1000, 10);
+        struct rec r;
+
+        for (int k = 1; k <= 3; k++) {
+            r = decide(&l, T0, 3);
+            cr_assert(r.allowed == 1 && r.remaining == 10 - 3 * k,
+                      "%s: call %d: allowed %lld remaining %lld", l.algo, k,
+                      r.allowed, r.remaining);
+        }
+        r = decide(&l, T0, 3);
+        cr_assert(r.allowed == 0 && r.remaining == 1 && r.retry > 0,
+                  "%s: 3 units with 1 left", l.algo);
+        r = decide(&l, T0, 1);
+        cr_assert(r.allowed == 1 && r.remaining == 0, "%s: the last unit",
+                  l.algo);
+        cr_assert_eq(admit_n(&l, T0, 1, 3), 0, "%s", l.algo);
+    }
+}
+
+/* All-or-nothing: a denial by one rule consumes nothing under the other;
+ * proved by what the other rule's key still admits on its own. */
+Test(scripts, every_algorithm_denied_by_one_rule_consumes_nothing_under_another)
+{
+    for (size_t i = 0; i < NALGOS; i++) {
+        struct limit_rule tight2[] = {{10, 1000, 10}, {3, 10000, 3}};
+        struct limit_rule tight1[] = {{2, 1000, 2}, {10, 10000, 10}};
+        struct lim a = mk(all_algos[i], "a", 2, tight2);
+        struct lim b = mk(all_algos[i], "b", 2, tight1);
+        struct lim a0 = a, b1 = b;
+        struct rec r;
+
+        r = decide(&a, T0, 1);
+        cr_assert(r.allowed == 1 && r.remaining == 2 && r.rule == 1,
+                  "%s: allowed %lld remaining %lld rule %lld", a.algo,
+                  r.allowed, r.remaining, r.rule);
+        cr_assert_eq(admit_n(&a, T0, 1, 2), 2, "%s", a.algo);
+        r = decide(&a, T0, 1);
+        cr_assert(r.allowed == 0 && r.rule == 1 && r.remaining == 0,
+                  "%s: allowed %lld rule %lld remaining %lld", a.algo,
+                  r.allowed, r.rule, r.remaining);
+        cr_assert_eq(admit_n(&a, T0, 1, 5), 0, "%s", a.algo);
+        /* Rule 0 alone: 3 of 10 used, 7 left. */
+        a0.nrules = 1;
+        cr_assert_eq(admit_n(&a0, T0, 1, 10), 7, "%s", a.algo);
+
+        cr_assert_eq(admit_n(&b, T0, 1, 2), 2, "%s", b.algo);
+        r = decide(&b, T0, 1);
+        cr_assert(r.allowed == 0 && r.rule == 0, "%s: rule %lld", b.algo,
+                  r.rule);
+        cr_assert_eq(admit_n(&b, T0, 1, 5), 0, "%s", b.algo);
+        /* Rule 1 alone: 2 of 10 used, 8 left. */
+        memmove(b1.keys[0], b1.keys[1], sizeof(b1.keys[0]));
+        b1.rules[0] = b1.rules[1];
+        b1.nrules = 1;
+        cr_assert_eq(admit_n(&b1, T0, 1, 10), 8, "%s", b.algo);
+    }
+}
+
+/* Seed flaw: a multi-rule script passing the request id and the time in
+ * KEYS. Every key a script writes is one it was given, and no other. */
+Test(scripts, every_algorithm_writes_only_the_keys_it_is_given)
+{
+    struct limit_rule rules[] = {
+        {5, 1000, 5}, {20, 60000, 20}, {100, 60000, 100}};
+    char *found[64];
+    size_t n;
+
+    for (size_t i = 0; i < NALGOS; i++) {
+        struct lim l = mk(all_algos[i], "k", 3, rules);
+
+        cr_assert_eq(admit_n(&l, T0, 1, 2), 2);
+    }
+    n = scan_keys("*", found, 64);
+    cr_assert_eq(n, 3 * NALGOS, "%zu keys", n);
+    for (size_t k = 0; k < n; k++) {
+        bool known = false;
+
+        for (size_t i = 0; i < NALGOS && !known; i++) {
+            struct lim l = mk(all_algos[i], "k", 3, rules);
+
+            for (size_t j = 0; j < 3; j++) {
+                known = known || strcmp(found[k], l.keys[j]) == 0;
+            }
+        }
+        cr_assert(known, "unexpected key \"%s\"", found[k]);
+        free(found[k]);
+    }
+}
+
+/* Each TTL is exactly the one algo.h gives. PTTL counts down in real time
+ * from the moment the script ran, so it may be below the TTL by the time
+ * the call took, never above it. */
+Test(scripts, every_algorithm_sets_exactly_the_ttl_the_contract_gives)
+{
+    static const struct {
+        const char *algo;
+        struct limit_rule rule;
+        uint64_t now;
+        uint64_t cost;
+        long long ttl;
+    } cases[] = {
+        /* to the end of the window */
+        {"fixed_window", {5, 60000, 5}, T0 + 12345, 1, 47655},
+        /* the newest member leaves after W */
+        {"sliding_window", {5, 45000, 5}, T0 + 777, 2, 45000},
+        /* 2W - e: the current count weighs nothing any more */
+        {"sliding_window_counter", {5, 30000, 5}, T0 + 31234, 1, 58766},
+        /* refilled: 2 units of 60000 unit-ms at 7 per ms */
+        {"token_bucket", {7, 60000, 7}, T0, 2, 17143},
+        /* drained: 3 units */
+        {"leaky_bucket", {7, 60000, 7}, T0, 3, 25715},
+        /* tat reached: 1 unit */
+        {"gcra", {7, 60000, 7}, T0, 1, 8572},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lim l = mk(cases[i].algo, "t", 1, &cases[i].rule);
+        int64_t start = harness_now_ms();
+        struct rec r = decide(&l, cases[i].now, cases[i].cost);
+        long long ttl = cmd_int("PTTL %s", l.keys[0]);
+        int64_t took = harness_now_ms() - start;
+
+        cr_assert_eq(r.allowed, 1);
+        cr_assert_eq(r.reset, cases[i].ttl, "%s: reset %lld", l.algo, r.reset);
+        cr_assert(ttl <= cases[i].ttl && ttl >= cases[i].ttl - took - 1,
+                  "%s: PTTL %lld, want %lld (call took %lld ms)", l.algo, ttl,
+                  cases[i].ttl, (long long)took);
+    }
+}
+
+/* A denial writes nothing: the state and its TTL stay as they were. */
+Test(scripts, a_denial_leaves_state_and_ttl_untouched)
+{
+    struct lim tb = mk1("token_bucket", "a", 7, 60000, 7);
+    long long s, t, ttl;
+
+    EXPECT(&tb, T0, 2, 1, 5, 0, 17143, 0, 0);
+    /* 300000 + 1000 * 7 unit-ms, less 2 units: ceil(233000 / 7). */
+    EXPECT(&tb, T0 + 1000, 2, 1, 3, 0, 33286, 0, 0);
+    s = hget(tb.keys[0], "s");
+    t = hget(tb.keys[0], "t");
+    ttl = cmd_int("PTTL %s", tb.keys[0]);
+    cr_assert_eq(s, 187000);
+    cr_assert_eq(t, (long long)(T0 + 1000));
+    /* 187000 + 7000 short of 7 * 60000: ceil(226000 / 7) = 32286. */
+    EXPECT(&tb, T0 + 2000, 7, 0, 3, 32286, 32286, 0, 0);
+    cr_assert_eq(hget(tb.keys[0], "s"), s);
+    cr_assert_eq(hget(tb.keys[0], "t"), t);
+    cr_assert_leq(cmd_int("PTTL %s", tb.keys[0]), ttl);
+}
+
+/* Seed flaw: hashes without a TTL, one key per client forever. On Redis's
+ * own clock, with windows of 100-200 ms, every key of every algorithm is
+ * gone soon after the last request. */
+static bool
+no_idle_keys_left(void *arg)
+{
+    (void)arg;
+    return scan_keys("idle:*", NULL, 0) == 0;
+}
+
+Test(scripts, keys_of_every_algorithm_are_gone_after_idling_past_their_ttl)
+{
+    struct limit_rule rules[] = {{5, 100, 5}, {20, 200, 20}};
+
+    for (size_t i = 0; i < NALGOS; i++) {
+        struct lim l = mk(all_algos[i], "idle", 2, rules);
+
+        for (size_t j = 0; j < 2; j++) {
+            memcpy(l.keys[j], "idle", 4); /* "test:" -> "idle:" */
+        }
+        cr_assert_eq(admit_n(&l, 0, 1, 3), 3, "%s", l.algo);
+        for (size_t j = 0; j < 2; j++) {
+            long long ttl = cmd_int("PTTL %s", l.keys[j]);
+
+            cr_assert(ttl >= 1 && ttl <= 400, "%s: PTTL %lld", l.keys[j], ttl);
+        }
+    }
+    cr_assert_eq(scan_keys("idle:*", NULL, 0), 2 * NALGOS);
+    cr_assert(harness_wait_until(no_idle_keys_left, NULL, 3000),
+              "keys still there after 3 s");
+}
+
+/*
+ * Long-run rate: 7/s over 10 simulated seconds, a request every 1 ms.
+ */
+
+Test(scripts, buckets_admit_seven_per_second_over_ten_seconds)
+{
+    static const struct {
+        const char *algo;
+        uint64_t burst;
+    } cases[] = {{"token_bucket", 7}, {"leaky_bucket", 3}, {"gcra", 1}};
+
+    for (size_t i = 0; i < 3; i++) {
+        struct lim l = mk1(cases[i].algo, "rate", 7, 1000, cases[i].burst);
+        long long admitted = 0, beyond;
+
+        /* T0 .. T0 + 10000 inclusive: the burst, then 10 s of refill. */
+        for (uint64_t t = 0; t <= 10000; t++) {
+            admitted += decide(&l, T0 + t, 1).allowed;
+        }
+        beyond = admitted - (long long)cases[i].burst;
+        cr_assert(beyond >= 69 && beyond <= 71,
+                  "%s: %lld admitted beyond the burst of %llu, want 70 +- 1",
+                  l.algo, beyond, (unsigned long long)cases[i].burst);
+        /* With room for 2 or more units, no fraction is ever lost: 70
+         * exactly. With 1, a full bucket cannot keep the 1/7 ms that
+         * arrives after it is full, and the rate is 1000/143 per s. */
+        cr_assert_eq(beyond, cases[i].burst >= 2 ? 70 : 69, "%s", l.algo);
+    }
+}
+
+/*
+ * Delay mode
+ */
+
+static void
+check_delay_reservations(const char *algo)
+{
+    struct lim l = mk1(algo, "d", 10, 1000, 2);
+
+    l.delay = true;
+    l.max_delay = 500;
+    EXPECT(&l, T0, 1, 1, 1, 0, 100, 0, 0);
+    EXPECT(&l, T0, 1, 1, 0, 0, 200, 0, 0);
+    /* Reserved from the future, one unit every 100 ms. */
+    EXPECT(&l, T0, 1, 1, 0, 0, 300, 100, 0);
+    EXPECT(&l, T0, 1, 1, 0, 0, 400, 200, 0);
+    EXPECT(&l, T0, 1, 1, 0, 0, 500, 300, 0);
+    EXPECT(&l, T0, 1, 1, 0, 0, 600, 400, 0);
+    EXPECT(&l, T0, 1, 1, 0, 0, 700, 500, 0);
+    /* 600 ms > max_delay: refused, 100 ms before it would fit. */
+    EXPECT(&l, T0, 1, 0, 0, 100, 700, 0, 0);
+    EXPECT(&l, T0 + 50, 1, 0, 0, 50, 650, 0, 0);
+    /* The refusals reserved nothing: 500 ms, not 600 or 700. */
+    EXPECT(&l, T0 + 100, 1, 1, 0, 0, 700, 500, 0);
+}
+
+Test(scripts, token_bucket_in_delay_mode_reserves_up_to_max_delay)
+{
+    check_delay_reservations("token_bucket");
+}
+
+Test(scripts, gcra_in_delay_mode_reserves_up_to_max_delay)
+{
+    check_delay_reservations("gcra");
+}
+
+Test(scripts, leaky_bucket_in_delay_mode_queues_up_to_its_capacity)
+{
+    struct lim l = mk1("leaky_bucket", "d", 10, 1000, 5);
+
+    l.delay = true;
+    l.max_delay = 1000;
+    EXPECT(&l, T0, 1, 1, 4, 0, 100, 0, 0);
+    EXPECT(&l, T0, 1, 1, 3, 0, 200, 100, 0);
+    EXPECT(&l, T0, 1, 1, 2, 0, 300, 200, 0);
+    EXPECT(&l, T0, 1, 1, 1, 0, 400, 300, 0);
+    EXPECT(&l, T0, 1, 1, 0, 0, 500, 400, 0);
+    /* The queue is full: one unit leaks in 100 ms. */
+    EXPECT(&l, T0, 1, 0, 0, 100, 500, 0, 0);
+    EXPECT(&l, T0 + 100, 1, 1, 0, 0, 500, 400, 0);
+    EXPECT(&l, T0 + 100, 2, 0, 0, 200, 500, 0, 0);
+}
+
+Test(scripts, leaky_bucket_in_delay_mode_refuses_past_max_delay)
+{
+    struct lim l = mk1("leaky_bucket", "d", 10, 1000, 10);
+
+    l.delay = true;
+    l.max_delay = 250;
+    EXPECT(&l, T0, 1, 1, 9, 0, 100, 0, 0);
+    EXPECT(&l, T0, 1, 1, 8, 0, 200, 100, 0);
+    EXPECT(&l, T0, 1, 1, 7, 0, 300, 200, 0);
+    /* 300 ms of water ahead: 50 ms more than allowed. */
+    EXPECT(&l, T0, 1, 0, 7, 50, 300, 0, 0);
+    cr_assert_eq(hget(l.keys[0], "v"), 3000);
+    EXPECT(&l, T0 + 50, 1, 1, 6, 0, 350, 250, 0);
+}
+
+Test(scripts, delay_mode_with_two_rules_holds_for_the_longer_wait)
+{
+    struct limit_rule rules[] = {{10, 1000, 2}, {2, 1000, 2}};
+
+    for (size_t i = 0; i < 3; i++) {
+        struct lim l = mk(bucket_algos[i], "d2", 2, rules);
+
+        l.delay = true;
+        l.max_delay = 1000;
+        EXPECT(&l, T0, 1, 1, 1, 0, 500, 0, 0);
+        if (strcmp(l.algo, "leaky_bucket") == 0) {
+            /* The water ahead: 100 ms under rule 0, 500 under rule 1. */
+            EXPECT(&l, T0, 1, 1, 0, 0, 1000, 500, 0);
+            /* Both queues full: rule 1 drains later and decides. */
+            EXPECT(&l, T0, 1, 0, 0, 500, 1000, 0, 1);
+        } else {
+            EXPECT(&l, T0, 1, 1, 0, 0, 1000, 0, 0);
+            /* Rule 0 needs 100 ms, rule 1 500 ms: hold 500. */
+            EXPECT(&l, T0, 1, 1, 0, 0, 1500, 500, 0);
+        }
+    }
+}
+
+/*
+ * Arguments
+ */
+
+#define K1 "v:{a}:0"
+#define OK_RULE "5", "1000", "5"
+
+static const struct {
+    const char *why;
+    int nkeys;
+    const char *words[16];
+    int only; /* 0: every algorithm; 1: windows only; 2: buckets only */
+} bad_args[] = {
+    {"no key", 0, {"1000", "1", "0", "0", "r", OK_RULE}, 0},
+    {"an argument missing",
+     1,
+     {K1, "1000", "1", "0", "0", "r", "5", "1000"},
+     0},
+    {"an argument too many",
+     1,
+     {K1, "1000", "1", "0", "0", "r", OK_RULE, "5"},
+     0},
+    {"time not a number", 1, {K1, "soon", "1", "0", "0", "r", OK_RULE}, 0},
+    {"negative time", 1, {K1, "-1000", "1", "0", "0", "r", OK_RULE}, 0},
+    {"fractional time", 1, {K1, "1000.5", "1", "0", "0", "r", OK_RULE}, 0},
+    {"time with exponent", 1, {K1, "1e3", "1", "0", "0", "r", OK_RULE}, 0},
+    {"empty time", 1, {K1, "", "1", "0", "0", "r", OK_RULE}, 0},
+    {"huge time",
+     1,
+     {K1, "99999999999999999999", "1", "0", "0", "r", OK_RULE},
+     0},
+    {"cost 0", 1, {K1, "1000", "0", "0", "0", "r", OK_RULE}, 0},
+    {"negative cost", 1, {K1, "1000", "-1", "0", "0", "r", OK_RULE}, 0},
+    {"cost above limit and burst",
+     1,
+     {K1, "1000", "6", "0", "0", "r", OK_RULE},
+     0},
+    {"mode 2", 1, {K1, "1000", "1", "2", "0", "r", OK_RULE}, 0},
+    {"mode empty", 1, {K1, "1000", "1", "", "0", "r", OK_RULE}, 0},
+    {"negative max delay", 1, {K1, "1000", "1", "0", "-5", "r", OK_RULE}, 0},
+    {"empty request id", 1, {K1, "1000", "1", "0", "0", "", OK_RULE}, 0},
+    {"limit 0", 1, {K1, "1000", "1", "0", "0", "r", "0", "1000", "5"}, 0},
+    {"window 0", 1, {K1, "1000", "1", "0", "0", "r", "5", "0", "5"}, 0},
+    {"burst 0", 1, {K1, "1000", "1", "0", "0", "r", "5", "1000", "0"}, 0},
+    {"fractional limit",
+     1,
+     {K1, "1000", "1", "0", "0", "r", "5.0", "1000", "5"},
+     0},
+    {"signed window",
+     1,
+     {K1, "1000", "1", "0", "0", "r", "5", "+1000", "5"},
+     0},
+    {"limit * window beyond 2^50",
+     1,
+     {K1, "1000", "1", "0", "0", "r", "1125899906842", "1001", "1125899906842"},
+     0},
+    {"keys in two hash tags",
+     2,
+     {K1, "v:{b}:1", "1000", "1", "0", "0", "r", OK_RULE, OK_RULE},
+     0},
+    {"one key twice",
+     2,
+     {K1, K1, "1000", "1", "0", "0", "r", OK_RULE, OK_RULE},
+     0},
+    {"delay mode", 1, {K1, "1000", "1", "1", "100", "r", OK_RULE}, 1},
+    {"burst other than limit",
+     1,
+     {K1, "1000", "1", "0", "0", "r", "5", "1000", "6"},
+     1},
+    {"cost above burst",
+     1,
+     {K1, "1000", "4", "0", "0", "r", "10", "1000", "3"},
+     2},
+};
+
+static size_t
+count_words(const char *const *words)
+{
+    size_t n = 0;
+
+    while (n < 16 && words[n] != NULL) {
+        n++;
+    }
+    return n;
+}
+
+static void
+assert_sluice_error(redisReply *r, const char *algo, const char *why)
+{
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s, %s: no error reply", algo,
+                 why);
+    cr_assert(strstr(r->str, "ERR sluice: ") == r->str,
+              "%s, %s: error \"%s\" is not ours", algo, why, r->str);
+}
+
+Test(scripts, bad_arguments_are_error_replies)
+{
+    for (size_t i = 0; i < NALGOS; i++) {
+        const char *algo = all_algos[i];
+        bool bucket = is_bucket(algo);
+
+        for (size_t c = 0; c < sizeof(bad_args) / sizeof(bad_args[0]); c++) {
+            redisReply *r;
+
+            if ((bad_args[c].only == 1 && bucket) ||
+                (bad_args[c].only == 2 && !bucket)) {
+                continue;
+            }
+            r = eval_words(algo, bad_args[c].nkeys, bad_args[c].words,
+                           count_words(bad_args[c].words));
+            assert_sluice_error(r, algo, bad_args[c].why);
+            freeReplyObject(r);
+        }
+    }
+    /* Nothing was written by any of them. */
+    cr_assert_eq(scan_keys("v:*", NULL, 0), 0);
+}
+
+Test(scripts, nine_rules_are_too_many_and_eight_are_fine)
+{
+    for (size_t i = 0; i < NALGOS; i++) {
+        char keys[9][32];
+        const char *words[9 + 5 + 27];
+        size_t n = 0;
+        redisReply *r;
+
+        for (int k = 0; k < 9; k++) {
+            snprintf(keys[k], sizeof(keys[k]), "n:{%s}:%d", all_algos[i], k);
+            words[n++] = keys[k];
+        }
+        words[n++] = "1000";
+        words[n++] = "1";
+        words[n++] = "0";
+        words[n++] = "0";
+        words[n++] = "r";
+        for (int k = 0; k < 9; k++) {
+            words[n++] = "5";
+            words[n++] = "1000";
+            words[n++] = "5";
+        }
+        r = eval_words(all_algos[i], 9, words, n);
+        assert_sluice_error(r, all_algos[i], "nine keys");
+        freeReplyObject(r);
+
+        /* Eight: drop the ninth key and its rule. */
+        memmove(&words[8], &words[9], (5 + 27) * sizeof(words[0]));
+        r = eval_words(all_algos[i], 8, words, 8 + 5 + 24);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: eight rules: %s",
+                     all_algos[i], r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        cr_assert_eq(r->element[0]->integer, 1);
+        freeReplyObject(r);
+    }
+}
+
+/* Buckets accept what windows refuse: a burst apart from the rate, and
+ * delay mode. */
+Test(scripts, buckets_accept_a_burst_and_delay_mode)
+{
+    for (size_t i = 0; i < 3; i++) {
+        struct lim l = mk1(bucket_algos[i], "ok", 5, 1000, 9);
+
+        l.delay = true;
+        l.max_delay = 10000; /* leaky_bucket queues: up to 1600 ms */
+        cr_assert_eq(admit_n(&l, T0, 1, 9), 9, "%s", l.algo);
+    }
+}
+
+/* "0" is Redis's clock: seconds * 1000 + microseconds / 1000. */
+Test(scripts, time_zero_means_the_clock_of_redis)
+{
+    struct lim l = mk1("token_bucket", "now", 1, 3600000, 1);
+    redisReply *r;
+    long long before, after, t;
+
+    r = redisCommand(rc, "TIME");
+    before = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+             strtoll(r->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(r);
+    cr_assert_eq(decide(&l, 0, 1).allowed, 1);
+    r = redisCommand(rc, "TIME");
+    after = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+            strtoll(r->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(r);
+    t = hget(l.keys[0], "t");
+    cr_assert(t >= before && t <= after, "t %lld not in [%lld, %lld]", t,
+              before, after);
+}
+
+/*
+ * Redis Cluster: a one-node cluster owning every slot. Hash-tagged keys
+ * of one limiter share a slot; the #!lua shebang keeps strict key checks.
+ */
+
+static bool
+cluster_ok(void *arg)
+{
+    redisReply *r = redisCommand(rc, "CLUSTER INFO");
+    bool ok;
+
+    (void)arg;
+    cr_assert_not_null(r, "redis: %s", rc->errstr);
+    ok = r->type == REDIS_REPLY_STRING &&
+         strstr(r->str, "cluster_state:ok") != NULL;
+    freeReplyObject(r);
+    return ok;
+}
+
+TestSuite(scripts_cluster, .timeout = 60);
+
+Test(scripts_cluster, hash_tagged_keys_work_on_a_redis_cluster)
+{
+    const char *bin = getenv("REDIS_SERVER_BIN");
+    char *conf = harness_write_temp("");
+    char portstr[8], busstr[8];
+    /* The cluster bus gets a port of its own: port + 10000, the default,
+     * may be taken or beyond 65535. */
+    char *argv[] = {(char *)(bin != NULL ? bin : "redis-server"),
+                    "--port",
+                    portstr,
+                    "--cluster-port",
+                    busstr,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--loglevel",
+                    "warning",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    conf,
+                    NULL};
+    struct limit_rule rules[] = {{5, 1000, 5}, {50, 60000, 50}};
+    redisReply *r;
+
+    unlink(conf); /* Redis writes its own */
+    redis_port = harness_free_port();
+    snprintf(portstr, sizeof(portstr), "%u", (unsigned)redis_port);
+    do {
+        snprintf(busstr, sizeof(busstr), "%u", (unsigned)harness_free_port());
+    } while (strcmp(busstr, portstr) == 0);
+    cr_assert_eq(proc_start(&redis, argv), 0);
+    cr_assert(proc_wait_port(&redis, redis_port, 10000), "no cluster node");
+    connect_redis();
+    r = redisCommand(rc, "CLUSTER ADDSLOTSRANGE 0 16383");
+    cr_assert_not_null(r, "redis: %s", rc->errstr);
+    cr_assert_eq(r->type, REDIS_REPLY_STATUS, "ADDSLOTSRANGE: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    freeReplyObject(r);
+    cr_assert(harness_wait_until(cluster_ok, NULL, 10000), "cluster not ok");
+
+    for (size_t i = 0; i < NALGOS; i++) {
+        struct lim l = mk(all_algos[i], "route:ip:10.0.0.1", 2, rules);
+
+        struct lim now = mk(all_algos[i], "route:ip:10.0.0.2", 2, rules);
+
+        cr_assert_eq(admit_n(&l, T0, 1, 7), 5, "%s", l.algo);
+        cr_assert_eq(admit_n(&now, 0, 1, 1), 1, "%s on the clock", l.algo);
+        /* Two tags, two slots: Redis itself refuses. */
+        snprintf(l.keys[1], sizeof(l.keys[1]), "test:%s:{other}:1", l.algo);
+        {
+            const char *words[] = {l.keys[0], l.keys[1], "0", "1",    "0",
+                                   "0",       "r",       "5", "1000", "5",
+                                   "50",      "60000",   "50"};
+
+            r = eval_words(l.algo, 2, words, 13);
+            cr_assert(r->type == REDIS_REPLY_ERROR &&
+                          strstr(r->str, "CROSSSLOT") != NULL,
+                      "%s: two slots accepted", l.algo);
+            freeReplyObject(r);
+        }
+    }
+    redisFree(rc);
+    rc = NULL;
+    cr_assert_eq(proc_stop(&redis, SIGTERM, 10000), 0);
+    unlink(conf);
+    free(conf);
+}
