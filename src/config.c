@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 #include <yaml.h>
 
+#include "headers.h"
 #include "log.h"
+#include "ratekey.h"
 #include "units.h"
 #include "xmalloc.h"
 
@@ -18,6 +20,29 @@
 
 /* Names longer than this get no "did you mean" (and cost no time). */
 #define SUGGEST_MAX 64
+
+/* Lengths of what goes into every Redis key (ratekey.h). */
+#define KEY_PREFIX_MAX 64
+#define LIMITER_NAME_MAX 64
+#define SCOPE_NAME_MAX 64
+/*
+ * The fixed part of a key: prefix, limiter name, tag, scope and the key's
+ * text. Whatever the values, the key then fits in RATEKEY_MAX with room
+ * for the ":<rule>" suffix: each value is at most RATEKEY_MAX_VALUE bytes,
+ * plus a '+' between two, plus ":" ":" "{" ":" ":" "}", the suffix (8 to
+ * spare) and the NUL.
+ */
+#define KEY_FIXED_MAX                                                          \
+    (RATEKEY_MAX - KEY_MAX_PARTS * (RATEKEY_MAX_VALUE + 1) - 6 - 8 - 1)
+
+/*
+ * Every product of a count and a window (unit-milliseconds) stays below
+ * this, so that the Lua scripts' doubles stay exact (algo.h).
+ */
+#define RULE_PRODUCT_MAX (1ULL << 50)
+
+/* The filter config.c builds itself (parse_filters()). */
+#define RATE_LIMITER_NAME "RequestRateLimiter"
 
 /* One error, kept with its position so that the list can be put in file
  * order: sections are read in table order, not in the order written. */
@@ -70,6 +95,9 @@ struct kind_table {
                 size_t errlen);     /* builds one element */
     size_t size;                    /* of one element */
     const struct kind_table *other; /* for "X is a filter" */
+    const char *extra;              /* a kind built here rather than by
+                                       the module, or NULL: known to the
+                                       suggestions all the same */
 };
 
 /* Arguments of one predicate or filter, in shortcut order. */
@@ -836,10 +864,197 @@ parse_size(struct loader *ld, yaml_node_t *node, const struct field *f,
     *out = v;
 }
 
+/* Receives the value of a key whose meaning the caller decides. */
+static void
+store_node(struct loader *ld, yaml_node_t *node, const struct field *f,
+           void *base, const char *path)
+{
+    (void)ld;
+    (void)path;
+    *(yaml_node_t **)field_ptr(base, f) = node;
+}
+
+/* A count of at least f->min (1 for limits, bursts and costs). */
+static void
+parse_count(struct loader *ld, yaml_node_t *node, const struct field *f,
+            void *base, const char *path)
+{
+    uint64_t *out = field_ptr(base, f);
+    const char *s = scalar_value(ld, node, path);
+    uint64_t v;
+
+    if (s == NULL) {
+        return;
+    }
+    if (parse_decimal(s, strlen(s), UINT64_MAX, &v) < 0 || v < f->min) {
+        report(ld, node, path,
+               "bad integer \"%s\" (expected a whole number of at least "
+               "%llu)",
+               s, (unsigned long long)f->min);
+        return;
+    }
+    *out = v;
+}
+
+/* "10/s" into a limit_rule's limit and window_ms ('base' is the rule). */
+static void
+parse_rate(struct loader *ld, yaml_node_t *node, const struct field *f,
+           void *base, const char *path)
+{
+    struct limit_rule *rule = base;
+    const char *s = scalar_value(ld, node, path);
+    struct rate r;
+
+    (void)f;
+    if (s == NULL) {
+        return;
+    }
+    if (units_parse_rate(s, &r) < 0) {
+        report(ld, node, path,
+               "bad rate \"%s\" (expected a count above 0 per period: N/s, "
+               "N/m, N/h or N/d)",
+               s);
+        return;
+    }
+    rule->limit = r.count;
+    rule->window_ms = r.period_ms;
+}
+
+/* YAML 1.1's spellings, as Spring's SnakeYAML reads them. */
+static int
+bool_value(const char *s, bool *out)
+{
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                     "NO",    "off",   "Off",   "OFF"};
+
+    for (size_t i = 0; i < NELEMS(yes); i++) {
+        if (strcmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < NELEMS(no); i++) {
+        if (strcmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void
+parse_bool(struct loader *ld, yaml_node_t *node, const struct field *f,
+           void *base, const char *path)
+{
+    bool *out = field_ptr(base, f);
+    const char *s = scalar_value(ld, node, path);
+
+    if (s != NULL && bool_value(s, out) < 0) {
+        report(ld, node, path, "bad boolean \"%s\" (expected true or false)",
+               s);
+    }
+}
+
+/* A header name that replaces a default (identity:). */
+static void
+parse_header_name(struct loader *ld, yaml_node_t *node, const struct field *f,
+                  void *base, const char *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = scalar_value(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (!headers_valid_name(s)) {
+        report(ld, node, path,
+               "bad header name \"%s\" (expected letters, digits and "
+               "!#$%%&'*+-.^_`|~)",
+               s);
+        return;
+    }
+    free(*out);
+    *out = xstrdup(s);
+}
+
 /*
- * A key of a bool or a rate (limiters:) would get its parser here, next
- * to the ones above, on units_parse_rate(). No key takes one yet.
+ * Every Redis key starts with the prefix. A '{' in it would become the
+ * Redis Cluster hash tag of every key, and a space or control character
+ * has no business in a key name.
  */
+static void
+parse_key_prefix(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const char *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = scalar_value(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (strlen(s) > KEY_PREFIX_MAX) {
+        report(ld, node, path, "key prefix is longer than %d bytes",
+               KEY_PREFIX_MAX);
+        return;
+    }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p <= 0x20 || *p == 0x7f || *p == '{' || *p == '}') {
+            report(ld, node, path,
+                   "bad key prefix \"%s\" (no braces, spaces or control "
+                   "characters)",
+                   s);
+            return;
+        }
+    }
+    free(*out);
+    *out = xstrdup(s);
+}
+
+/* One of a few words; e.g. on_redis_error: local | allow | deny. */
+struct choice {
+    const char *name; /* as written in gateway.yaml */
+    int value;        /* the enum it stands for */
+};
+
+/* "a, b or c". */
+static char *
+choice_list(const struct choice *c, size_t n)
+{
+    char *s = xstrdup(c[0].name);
+
+    for (size_t i = 1; i < n; i++) {
+        char *t = xasprintf("%s%s%s", s, i + 1 < n ? ", " : " or ", c[i].name);
+
+        free(s);
+        s = t;
+    }
+    return s;
+}
+
+/* Stores the value of the word in '*out'; false after reporting. */
+static bool
+parse_choice(struct loader *ld, yaml_node_t *node, const char *path,
+             const char *what, const struct choice *c, size_t n, int *out)
+{
+    const char *s = scalar_value(ld, node, path);
+    char *list;
+
+    if (s == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s, c[i].name) == 0) {
+            *out = c[i].value;
+            return true;
+        }
+    }
+    list = choice_list(c, n);
+    report(ld, node, path, "bad %s \"%s\" (expected %s)", what, s, list);
+    free(list);
+    return false;
+}
 
 static void
 parse_log_level(struct loader *ld, yaml_node_t *node, const struct field *f,
@@ -963,10 +1178,12 @@ parse_redis_url(struct loader *ld, yaml_node_t *node, const struct field *f,
 }
 
 /* ------------------------------------------------------------------ */
-/* Routes                                                              */
+/* Limiters                                                            */
 
+/* Letters, digits, '_', '.' and '-': route ids, limiter and scope names,
+ * all of which end up in Redis keys. */
 static bool
-valid_route_id(const char *s)
+valid_name(const char *s)
 {
     if (*s == '\0') {
         return false;
@@ -981,6 +1198,470 @@ valid_route_id(const char *s)
     return true;
 }
 
+/* The keys of one limiter; what they mean depends on the algorithm. */
+struct limiter_form {
+    yaml_node_t *algorithm; /* borrowed, like every node here */
+    yaml_node_t *limit;     /* windows: units per window */
+    yaml_node_t *window;    /* windows: the window */
+    yaml_node_t *rate;      /* buckets: "N/period" */
+    yaml_node_t *burst;     /* buckets: capacity */
+    yaml_node_t *rules;     /* several rules instead of the four above */
+    yaml_node_t *mode;      /* deny | delay */
+    yaml_node_t *max_delay; /* delay mode: longest hold */
+};
+
+static const struct field limiter_fields[] = {
+    {.key = "algorithm",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, algorithm),
+     .required = true},
+    {.key = "limit",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, limit)},
+    {.key = "window",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, window)},
+    {.key = "rate",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, rate)},
+    {.key = "burst",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, burst)},
+    {.key = "rules",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, rules)},
+    {.key = "mode",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, mode)},
+    {.key = "max_delay",
+     .parse = store_node,
+     .offset = offsetof(struct limiter_form, max_delay)},
+};
+
+/* A rule of a window algorithm: at most 'limit' per 'window'. */
+static const struct field window_rule_fields[] = {
+    {.key = "limit",
+     .parse = parse_count,
+     .offset = offsetof(struct limit_rule, limit),
+     .min = 1,
+     .required = true},
+    {.key = "window",
+     .parse = parse_duration,
+     .offset = offsetof(struct limit_rule, window_ms),
+     .min = 1,
+     .required = true},
+};
+
+/* A rule of a bucket algorithm: refill 'rate', hold at most 'burst'. */
+static const struct field bucket_rule_fields[] = {
+    {.key = "rate", .parse = parse_rate, .required = true},
+    {.key = "burst",
+     .parse = parse_count,
+     .offset = offsetof(struct limit_rule, burst),
+     .min = 1},
+};
+
+static const struct choice mode_choices[] = {
+    {"deny", 0},
+    {"delay", 1},
+};
+
+/* a * b < RULE_PRODUCT_MAX, without overflowing on the way. */
+static bool
+product_fits(uint64_t a, uint64_t b)
+{
+    return b == 0 || a < (RULE_PRODUCT_MAX + b - 1) / b;
+}
+
+/*
+ * The scripts compute in doubles (exact below 2^53) and the C twins in
+ * 64-bit integers; keeping every product of a count and a window below
+ * 2^50 leaves room for the sums they form.
+ */
+static bool
+check_rule_size(struct loader *ld, yaml_node_t *node, const char *path,
+                const struct limit_rule *r)
+{
+    if (!product_fits(r->limit, r->window_ms)) {
+        report(ld, node, path,
+               "rule too large: limit %llu x window %llu ms must stay "
+               "below 2^50",
+               (unsigned long long)r->limit, (unsigned long long)r->window_ms);
+        return false;
+    }
+    if (!product_fits(r->burst, r->window_ms)) {
+        report(ld, node, path,
+               "rule too large: burst %llu x window %llu ms must stay "
+               "below 2^50",
+               (unsigned long long)r->burst, (unsigned long long)r->window_ms);
+        return false;
+    }
+    return true;
+}
+
+/* One rule from the keys 'fields' names; burst defaults as limit.h says. */
+static bool
+parse_rule(struct loader *ld, yaml_node_t *node, const char *path, bool bucket,
+           struct limit_rule *r)
+{
+    const struct field *fields =
+        bucket ? bucket_rule_fields : window_rule_fields;
+    size_t before = ld->ndiags;
+
+    memset(r, 0, sizeof(*r));
+    parse_fields(ld, node, path, fields, 2, r);
+    if (ld->ndiags != before) {
+        return false;
+    }
+    if (!bucket || r->burst == 0) {
+        r->burst = r->limit;
+    }
+    return check_rule_size(ld, node, path, r);
+}
+
+/* The single-rule form: the rule's keys sit in the limiter itself. */
+static bool
+parse_inline_rule(struct loader *ld, yaml_node_t *node, const char *path,
+                  const struct limiter_form *lf, bool bucket,
+                  struct limit_rule *r)
+{
+    const struct field *fields =
+        bucket ? bucket_rule_fields : window_rule_fields;
+    yaml_node_t *values[2];
+    size_t before = ld->ndiags;
+
+    values[0] = bucket ? lf->rate : lf->limit;
+    values[1] = bucket ? lf->burst : lf->window;
+    memset(r, 0, sizeof(*r));
+    for (size_t i = 0; i < 2; i++) {
+        char *sub = child_path(path, fields[i].key);
+
+        if (values[i] != NULL) {
+            fields[i].parse(ld, values[i], &fields[i], r, sub);
+        } else if (fields[i].required) {
+            report(ld, node, sub, "required");
+        }
+        free(sub);
+    }
+    if (ld->ndiags != before) {
+        return false;
+    }
+    if (!bucket || r->burst == 0) {
+        r->burst = r->limit;
+    }
+    return check_rule_size(ld, node, path, r);
+}
+
+/* "rules: [...]": one to LIMIT_MAX_RULES rules. */
+static bool
+parse_rule_list(struct loader *ld, yaml_node_t *node, const char *path,
+                bool bucket, struct limiter_def *def)
+{
+    size_t n = sequence_length(node);
+    bool ok = true;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        report(ld, node, path, "expected a sequence, got %s", node_desc(node));
+        return false;
+    }
+    if (n == 0 || n > LIMIT_MAX_RULES) {
+        report(ld, node, path, "expected 1 to %d rules, got %zu",
+               LIMIT_MAX_RULES, n);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *sub = index_path(path, i);
+
+        ok = parse_rule(ld, sequence_item(ld, node, i), sub, bucket,
+                        &def->rules[i]) &&
+             ok;
+        free(sub);
+    }
+    def->nrules = ok ? n : 0;
+    return ok;
+}
+
+/* FNV-1a, 32 bits, over 'len' bytes of 's', continuing from 'h'. */
+static uint32_t
+fnv1a(uint32_t h, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/*
+ * The tag hashes everything that shapes the stored state, and nothing
+ * else (not the name): a changed rule must not read state written under
+ * the old one, and an unchanged limiter keeps its state across reloads.
+ */
+static void
+compute_tag(struct limiter_def *def)
+{
+    uint32_t h = 2166136261u;
+    char buf[96];
+    int n;
+
+    n = snprintf(
+        buf, sizeof(buf), "%s|%s|%llu", limit_algorithm_name(def->algorithm),
+        def->delay ? "delay" : "deny", (unsigned long long)def->max_delay_ms);
+    h = fnv1a(h, buf, (size_t)n);
+    for (size_t i = 0; i < def->nrules; i++) {
+        const struct limit_rule *r = &def->rules[i];
+
+        n = snprintf(
+            buf, sizeof(buf), "|%llu/%llu/%llu", (unsigned long long)r->limit,
+            (unsigned long long)r->window_ms, (unsigned long long)r->burst);
+        h = fnv1a(h, buf, (size_t)n);
+    }
+    snprintf(def->tag, sizeof(def->tag), "%08x", (unsigned)h);
+}
+
+static bool
+parse_algorithm(struct loader *ld, yaml_node_t *node, const char *path,
+                enum limit_algorithm *out)
+{
+    const char *names[LIMIT_ALGORITHM_COUNT];
+    const char *s = scalar_value(ld, node, path);
+    char *alt;
+
+    if (s == NULL) {
+        return false;
+    }
+    if (limit_algorithm_parse(s, out) == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < LIMIT_ALGORITHM_COUNT; i++) {
+        names[i] = limit_algorithm_name((enum limit_algorithm)i);
+    }
+    alt = alternatives(s, names, LIMIT_ALGORITHM_COUNT, sizeof(*names), NULL);
+    report(ld, node, path, "unknown algorithm \"%s\" %s", s, alt);
+    free(alt);
+    return false;
+}
+
+/* Keys that belong to the other family of algorithms. */
+static bool
+check_family_keys(struct loader *ld, const struct limiter_form *lf,
+                  const char *path, enum limit_algorithm a)
+{
+    const char *name = limit_algorithm_name(a);
+    yaml_node_t *wrong[2];
+    const char *keys[2];
+    bool ok = true;
+
+    if (limit_algorithm_is_bucket(a)) {
+        wrong[0] = lf->limit;
+        wrong[1] = lf->window;
+        keys[0] = "limit";
+        keys[1] = "window";
+    } else {
+        wrong[0] = lf->rate;
+        wrong[1] = lf->burst;
+        keys[0] = "rate";
+        keys[1] = "burst";
+    }
+    for (size_t i = 0; i < 2; i++) {
+        char *sub;
+
+        if (wrong[i] == NULL) {
+            continue;
+        }
+        sub = child_path(path, keys[i]);
+        if (limit_algorithm_is_bucket(a)) {
+            report(ld, wrong[i], sub,
+                   "%s takes rate and burst, not limit and window", name);
+        } else {
+            report(ld, wrong[i], sub,
+                   "%s takes limit and window; rate and burst are for "
+                   "token_bucket, leaky_bucket and gcra",
+                   name);
+        }
+        free(sub);
+        ok = false;
+    }
+    return ok;
+}
+
+/* mode: and max_delay:. */
+static bool
+parse_mode(struct loader *ld, yaml_node_t *node, const struct limiter_form *lf,
+           const char *path, struct limiter_def *def)
+{
+    struct field delay_field = {.parse = parse_duration, .min = 1};
+    size_t before = ld->ndiags;
+    int delay = 0;
+    char *sub;
+
+    if (lf->mode != NULL) {
+        sub = child_path(path, "mode");
+        if (parse_choice(ld, lf->mode, sub, "mode", mode_choices,
+                         NELEMS(mode_choices), &delay) &&
+            delay && !limit_algorithm_is_bucket(def->algorithm)) {
+            report(ld, lf->mode, sub,
+                   "mode: delay needs token_bucket, leaky_bucket or gcra, "
+                   "not %s",
+                   limit_algorithm_name(def->algorithm));
+        }
+        free(sub);
+    }
+    if (ld->ndiags != before) {
+        return false;
+    }
+    def->delay = delay != 0;
+    sub = child_path(path, "max_delay");
+    if (lf->max_delay == NULL && def->delay) {
+        report(ld, node, sub, "required with mode: delay");
+    } else if (lf->max_delay != NULL && !def->delay) {
+        report(ld, lf->max_delay, sub, "only allowed with mode: delay");
+    } else if (lf->max_delay != NULL) {
+        parse_duration(ld, lf->max_delay, &delay_field, &def->max_delay_ms,
+                       sub);
+    }
+    free(sub);
+    return ld->ndiags == before;
+}
+
+/*
+ * Builds 'def' (its name already set). On any error nrules stays 0, so
+ * that a route naming this limiter reports nothing more about it.
+ */
+static void
+parse_limiter(struct loader *ld, yaml_node_t *node, const char *path,
+              struct limiter_def *def)
+{
+    struct limiter_form lf;
+    bool bucket;
+    bool ok;
+    char *sub;
+
+    memset(&lf, 0, sizeof(lf));
+    if (!parse_fields(ld, node, path, limiter_fields, NELEMS(limiter_fields),
+                      &lf) ||
+        lf.algorithm == NULL) {
+        return;
+    }
+    sub = child_path(path, "algorithm");
+    ok = parse_algorithm(ld, lf.algorithm, sub, &def->algorithm);
+    free(sub);
+    if (!ok) {
+        return;
+    }
+    bucket = limit_algorithm_is_bucket(def->algorithm);
+    ok = check_family_keys(ld, &lf, path, def->algorithm);
+    ok = parse_mode(ld, node, &lf, path, def) && ok;
+    if (!ok) {
+        return;
+    }
+    if (lf.rules != NULL) {
+        if (lf.limit != NULL || lf.window != NULL || lf.rate != NULL ||
+            lf.burst != NULL) {
+            sub = child_path(path, "rules");
+            report(ld, lf.rules, sub, "give either rules or %s, not both",
+                   bucket ? "rate and burst" : "limit and window");
+            free(sub);
+            return;
+        }
+        sub = child_path(path, "rules");
+        ok = parse_rule_list(ld, lf.rules, sub, bucket, def);
+        free(sub);
+    } else {
+        ok = parse_inline_rule(ld, node, path, &lf, bucket, &def->rules[0]);
+        def->nrules = ok ? 1 : 0;
+    }
+    if (!ok) {
+        def->nrules = 0;
+        return;
+    }
+    for (size_t i = 0; def->delay && i < def->nrules; i++) {
+        if (!product_fits(def->max_delay_ms, def->rules[i].limit)) {
+            sub = child_path(path, "max_delay");
+            report(ld, lf.max_delay, sub,
+                   "too large: max_delay %llu ms x limit %llu must stay "
+                   "below 2^50",
+                   (unsigned long long)def->max_delay_ms,
+                   (unsigned long long)def->rules[i].limit);
+            free(sub);
+            def->nrules = 0;
+            return;
+        }
+    }
+    compute_tag(def);
+}
+
+static void
+parse_limiters(struct loader *ld, yaml_node_t *node, const struct field *f,
+               void *base, const char *path)
+{
+    struct config *cfg = base;
+    size_t n;
+
+    (void)f;
+    if (is_null(node)) {
+        return;
+    }
+    if (node->type != YAML_MAPPING_NODE) {
+        report(ld, node, path, "expected a mapping, got %s", node_desc(node));
+        return;
+    }
+    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    /* Allocated once: tiers keep pointers into this array. */
+    cfg->limiters = xcalloc(n, sizeof(*cfg->limiters));
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(ld, p->key);
+        struct limiter_def *def;
+        const char *name;
+        char *sub;
+        bool dup = false;
+
+        if (k->type != YAML_SCALAR_NODE) {
+            report(ld, k, path, "expected a scalar key, got %s", node_desc(k));
+            continue;
+        }
+        name = (const char *)k->data.scalar.value;
+        if (!valid_name(name) || strlen(name) > LIMITER_NAME_MAX) {
+            report(ld, k, path,
+                   "bad limiter name \"%s\" (use up to %d letters, digits, "
+                   "'_', '.' and '-')",
+                   name, LIMITER_NAME_MAX);
+            continue;
+        }
+        if (strcmp(name, "none") == 0) {
+            report(ld, k, path,
+                   "\"none\" is reserved: a tier with limiter: none is never "
+                   "limited");
+            continue;
+        }
+        /* libyaml keeps both of two equal keys: the second is refused. */
+        for (yaml_node_pair_t *q = node->data.mapping.pairs.start;
+             q < p && !dup; q++) {
+            yaml_node_t *qk = node_at(ld, q->key);
+
+            if (qk->type == YAML_SCALAR_NODE &&
+                strcmp((const char *)qk->data.scalar.value, name) == 0) {
+                report(ld, k, path,
+                       "duplicate limiter \"%s\" (first at line %zu)", name,
+                       (size_t)qk->start_mark.line + 1);
+                dup = true;
+            }
+        }
+        if (dup) {
+            continue;
+        }
+        def = &cfg->limiters[cfg->nlimiters++];
+        def->name = xstrdup(name);
+        sub = child_path(path, name);
+        parse_limiter(ld, node_at(ld, p->value), sub, def);
+        free(sub);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Routes                                                              */
+
 static void
 parse_route_id(struct loader *ld, yaml_node_t *node, const struct field *f,
                void *base, const char *path)
@@ -992,7 +1673,7 @@ parse_route_id(struct loader *ld, yaml_node_t *node, const struct field *f,
     if (s == NULL) {
         return;
     }
-    if (!valid_route_id(s)) {
+    if (!valid_name(s)) {
         report(ld, node, path,
                "bad route id \"%s\" (use letters, digits, '_', '.' and '-')",
                s);
@@ -1129,6 +1810,7 @@ find_kind(struct loader *ld, yaml_node_t *node, const char *path,
 {
     size_t n;
     const struct kind_spec *specs = kt->specs(&n);
+    const char **names;
     char *alt;
 
     if (name[0] == '\0') {
@@ -1143,18 +1825,30 @@ find_kind(struct loader *ld, yaml_node_t *node, const char *path,
     if (kt->other != NULL) {
         size_t m;
         const struct kind_spec *others = kt->other->specs(&m);
+        bool other =
+            kt->other->extra != NULL && strcmp(kt->other->extra, name) == 0;
 
-        for (size_t i = 0; i < m; i++) {
-            if (strcmp(others[i].name, name) == 0) {
-                report(ld, node, path, "unknown %s \"%s\" (%s is a %s)",
-                       kt->noun, name, name, kt->other->noun);
-                return NULL;
-            }
+        for (size_t i = 0; i < m && !other; i++) {
+            other = strcmp(others[i].name, name) == 0;
+        }
+        if (other) {
+            report(ld, node, path, "unknown %s \"%s\" (%s is a %s)", kt->noun,
+                   name, name, kt->other->noun);
+            return NULL;
         }
     }
-    alt = alternatives(name, specs, n, sizeof(*specs), NULL);
+    names = xcalloc(n + 1, sizeof(*names));
+    for (size_t i = 0; i < n; i++) {
+        names[i] = specs[i].name;
+    }
+    if (kt->extra != NULL) {
+        names[n] = kt->extra;
+    }
+    alt = alternatives(name, names, n + (kt->extra != NULL), sizeof(*names),
+                       NULL);
     report(ld, node, path, "unknown %s \"%s\" %s", kt->noun, name, alt);
     free(alt);
+    free(names);
     return NULL;
 }
 
@@ -1212,16 +1906,6 @@ parse_shortcut(struct loader *ld, yaml_node_t *node, const char *path,
     }
 }
 
-/* Receives the value of a key whose meaning the caller decides. */
-static void
-store_node(struct loader *ld, yaml_node_t *node, const struct field *f,
-           void *base, const char *path)
-{
-    (void)ld;
-    (void)path;
-    *(yaml_node_t **)field_ptr(base, f) = node;
-}
-
 /* The keys of the long form. */
 struct long_form {
     yaml_node_t *name; /* value of "name:"; borrowed */
@@ -1241,9 +1925,8 @@ static const struct field long_form_fields[] = {
 /*
  * Puts the values of the long form's args (nodes[i] for spec->args[i],
  * NULL when left out) in shortcut order. Arguments are scalars, and a
- * gathering one may be a sequence of them. A kind with nested settings
- * (RequestRateLimiter, whose args name a limiter from limiters: and may
- * carry a mapping) would add an arg_spec flag and take that mapping here.
+ * gathering one may be a sequence of them. RequestRateLimiter, whose
+ * args nest, never comes here (parse_rate_limiter()).
  */
 static bool
 spread_args(struct loader *ld, yaml_node_t *node, const char *path,
@@ -1468,15 +2151,663 @@ static const struct kind_table predicate_kinds = {
     .other = &filter_kinds,
 };
 
-/* New filter kinds (RequestRateLimiter) join filter.c's table; nothing
- * here changes but spread_args() for nested arguments. */
+/* RequestRateLimiter is not in filter.c's table: its args are nested,
+ * and parse_filters() builds it here. */
 static const struct kind_table filter_kinds = {
     .noun = "filter",
     .specs = filter_specs,
     .init = init_filter,
     .size = sizeof(struct filter),
     .other = &predicate_kinds,
+    .extra = RATE_LIMITER_NAME,
 };
+
+/* ------------------------------------------------------------------ */
+/* RequestRateLimiter                                                  */
+
+/* A route's RequestRateLimiter, while its args are read. */
+struct rl_ctx {
+    const struct config *cfg; /* limiters:, redis: already read */
+    const char *scope;        /* the resolved scope; borrowed */
+    uint64_t cost;            /* as read; 0 if it was wrong */
+};
+
+/* The keys of RequestRateLimiter's args. */
+struct rl_form {
+    yaml_node_t *key;            /* short form; borrowed, like all here */
+    yaml_node_t *limiter;        /* short form */
+    yaml_node_t *tiers;          /* long form */
+    yaml_node_t *cost;           /* units per request */
+    yaml_node_t *on_redis_error; /* local | allow | deny */
+    yaml_node_t *dry_run;        /* bool */
+    yaml_node_t *empty_key;      /* deny | allow */
+    yaml_node_t *scope;          /* route | NAME */
+    yaml_node_t *backend;        /* redis | local */
+    yaml_node_t *headers;        /* ietf | legacy | both | none */
+    yaml_node_t *status;         /* 400..599 */
+};
+
+#define RL_NODE(k)                                                             \
+    {                                                                          \
+        .key = #k, .parse = store_node, .offset = offsetof(struct rl_form, k)  \
+    }
+
+static const struct field rl_fields[] = {
+    RL_NODE(key),       RL_NODE(limiter),        RL_NODE(tiers),
+    RL_NODE(cost),      RL_NODE(on_redis_error), RL_NODE(dry_run),
+    RL_NODE(empty_key), RL_NODE(scope),          RL_NODE(backend),
+    RL_NODE(headers),   RL_NODE(status),
+};
+
+/* One entry of tiers:. */
+struct tier_form {
+    yaml_node_t *when;    /* {role: R} or NULL; borrowed, like all here */
+    yaml_node_t *key;     /* "ip+user"... or NULL */
+    yaml_node_t *limiter; /* a name from limiters:, or "none" */
+};
+
+static const struct field tier_fields[] = {
+    {.key = "when",
+     .parse = store_node,
+     .offset = offsetof(struct tier_form, when)},
+    {.key = "key",
+     .parse = store_node,
+     .offset = offsetof(struct tier_form, key)},
+    {.key = "limiter",
+     .parse = store_node,
+     .offset = offsetof(struct tier_form, limiter)},
+};
+
+static const struct field when_fields[] = {
+    {.key = "role", .parse = store_node, .required = true},
+};
+
+static const struct choice redis_failure_choices[] = {
+    {"local", REDIS_FAILURE_LOCAL},
+    {"allow", REDIS_FAILURE_ALLOW},
+    {"deny", REDIS_FAILURE_DENY},
+};
+
+static const struct choice empty_key_choices[] = {
+    {"deny", 0},
+    {"allow", 1},
+};
+
+static const struct choice backend_choices[] = {
+    {"redis", 0},
+    {"local", 1},
+};
+
+static const struct choice headers_choices[] = {
+    {"ietf", RL_HEADERS_IETF},
+    {"legacy", RL_HEADERS_LEGACY},
+    {"both", RL_HEADERS_BOTH},
+    {"none", RL_HEADERS_NONE},
+};
+
+/* The kinds of key part, as written before any ':'. */
+struct key_kind_name {
+    const char *name;   /* must stay first: alternatives() reads it */
+    enum key_kind kind; /* what it stands for */
+    bool named;         /* takes ":NAME" */
+};
+
+static const struct key_kind_name key_kinds[] = {
+    {"ip", KEY_IP, false},        {"user", KEY_USER, false},
+    {"role", KEY_ROLE, false},    {"route", KEY_ROUTE, false},
+    {"header", KEY_HEADER, true}, {"query", KEY_QUERY, true},
+    {"cookie", KEY_COOKIE, true},
+};
+
+_Static_assert(offsetof(struct key_kind_name, name) == 0, "name first");
+_Static_assert(offsetof(struct limiter_def, name) == 0, "name first");
+
+static void
+key_spec_clear(struct key_spec *k)
+{
+    for (size_t i = 0; i < k->nparts; i++) {
+        free(k->parts[i].name);
+    }
+    free(k->text);
+    memset(k, 0, sizeof(*k));
+}
+
+/*
+ * One part of a key ('s', cut out of the text) into 'part'. Header names
+ * are lowercased: they are case-insensitive, and the key text must be one
+ * spelling so that routes sharing a scope share the bucket.
+ */
+static const char *
+parse_key_part(char *s, struct key_part *part, char *why, size_t whylen)
+{
+    char *colon = strchr(s, ':');
+    const struct key_kind_name *kn = NULL;
+    char *alt;
+
+    if (colon != NULL) {
+        *colon = '\0';
+    }
+    for (size_t i = 0; i < NELEMS(key_kinds); i++) {
+        if (strcmp(s, key_kinds[i].name) == 0) {
+            kn = &key_kinds[i];
+        }
+    }
+    if (kn == NULL) {
+        alt = alternatives(s, key_kinds, NELEMS(key_kinds), sizeof(*key_kinds),
+                           NULL);
+        snprintf(why, whylen, "unknown part \"%s\" %s", s, alt);
+        free(alt);
+        return why;
+    }
+    if (kn->named && (colon == NULL || colon[1] == '\0')) {
+        snprintf(why, whylen, "%s needs a name (%s:NAME)", kn->name, kn->name);
+        return why;
+    }
+    if (!kn->named && colon != NULL) {
+        snprintf(why, whylen, "%s takes no name", kn->name);
+        return why;
+    }
+    if (kn->named && !headers_valid_name(colon + 1)) {
+        snprintf(why, whylen, "bad %s name \"%s\" (expected a token)", kn->name,
+                 colon + 1);
+        return why;
+    }
+    part->kind = kn->kind;
+    part->name = kn->named ? xstrdup(colon + 1) : NULL;
+    if (kn->kind == KEY_HEADER) {
+        for (char *p = part->name; *p != '\0'; p++) {
+            *p = (char)tolower((unsigned char)*p);
+        }
+    }
+    return NULL;
+}
+
+static bool
+same_part(const struct key_part *a, const struct key_part *b)
+{
+    if (a->kind != b->kind) {
+        return false;
+    }
+    return a->name == NULL || strcmp(a->name, b->name) == 0;
+}
+
+/* Appends the normalised text of 'part' to 'text' (a new string). */
+static char *
+append_part(char *text, const struct key_part *part)
+{
+    const char *kind = NULL;
+    char *s;
+
+    for (size_t i = 0; i < NELEMS(key_kinds); i++) {
+        if (key_kinds[i].kind == part->kind) {
+            kind = key_kinds[i].name;
+        }
+    }
+    s = xasprintf("%s%s%s%s%s", text != NULL ? text : "",
+                  text != NULL ? "+" : "", kind, part->name != NULL ? ":" : "",
+                  part->name != NULL ? part->name : "");
+    free(text);
+    return s;
+}
+
+/* "ip+header:X-Api-Key" into 'out'; false after reporting. */
+static bool
+parse_key_spec(struct loader *ld, yaml_node_t *node, const char *path,
+               struct key_spec *out)
+{
+    const char *text = scalar_value(ld, node, path);
+    char why[256];
+    const char *err = NULL;
+    char *buf;
+    char *p;
+
+    memset(out, 0, sizeof(*out));
+    if (text == NULL) {
+        return false;
+    }
+    buf = xstrdup(text);
+    p = buf;
+    for (;;) {
+        char *plus = strchr(p, '+');
+        char *piece;
+        struct key_part part;
+
+        if (plus != NULL) {
+            *plus = '\0';
+        }
+        piece = trim(p);
+        if (*piece == '\0') {
+            err = "empty part";
+            break;
+        }
+        if (out->nparts == KEY_MAX_PARTS) {
+            snprintf(why, sizeof(why), "at most %d parts", KEY_MAX_PARTS);
+            err = why;
+            break;
+        }
+        err = parse_key_part(piece, &part, why, sizeof(why));
+        if (err != NULL) {
+            break;
+        }
+        for (size_t i = 0; i < out->nparts; i++) {
+            if (same_part(&out->parts[i], &part)) {
+                char *t = append_part(NULL, &part);
+
+                snprintf(why, sizeof(why), "\"%s\" appears twice", t);
+                free(t);
+                err = why;
+            }
+        }
+        if (err != NULL) {
+            free(part.name);
+            break;
+        }
+        out->parts[out->nparts++] = part;
+        out->text = append_part(out->text, &part);
+        if (plus == NULL) {
+            break;
+        }
+        p = plus + 1;
+    }
+    free(buf);
+    if (err != NULL) {
+        report(ld, node, path,
+               "bad key \"%s\": %s (expected parts joined by '+': ip, user, "
+               "role, route, header:NAME, query:NAME, cookie:NAME)",
+               text, err);
+        key_spec_clear(out);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The limiter called by 'node': "none" leaves '*out' NULL. False after
+ * reporting an unknown name.
+ */
+static bool
+find_limiter(struct loader *ld, yaml_node_t *node, const char *path,
+             const struct config *cfg, const struct limiter_def **out)
+{
+    const char *s = scalar_value(ld, node, path);
+    char *alt;
+
+    *out = NULL;
+    if (s == NULL) {
+        return false;
+    }
+    if (strcmp(s, "none") == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < cfg->nlimiters; i++) {
+        if (strcmp(cfg->limiters[i].name, s) == 0) {
+            *out = &cfg->limiters[i];
+            return true;
+        }
+    }
+    if (cfg->nlimiters == 0) {
+        report(ld, node, path,
+               "unknown limiter \"%s\" (no limiters are defined under "
+               "limiters:)",
+               s);
+        return false;
+    }
+    alt = alternatives(s, cfg->limiters, cfg->nlimiters, sizeof(*cfg->limiters),
+                       NULL);
+    report(ld, node, path, "unknown limiter \"%s\" %s", s, alt);
+    free(alt);
+    return false;
+}
+
+/* What a limiter can ever admit at once: its smallest capacity. */
+static uint64_t
+limiter_capacity(const struct limiter_def *def, size_t *rule)
+{
+    uint64_t cap = UINT64_MAX;
+
+    *rule = 0;
+    for (size_t i = 0; i < def->nrules; i++) {
+        uint64_t c = limit_algorithm_is_bucket(def->algorithm)
+                         ? def->rules[i].burst
+                         : def->rules[i].limit;
+
+        if (c < cap) {
+            cap = c;
+            *rule = i;
+        }
+    }
+    return cap;
+}
+
+/*
+ * Builds 't' from its nodes. 'node' and 'path' are the tier's, or the
+ * args' for the short form. What was built stays in 't' even on an error,
+ * for rate_limit_conf_free().
+ */
+static bool
+parse_tier(struct loader *ld, yaml_node_t *node, const char *path,
+           const struct tier_form *tf, const struct rl_ctx *ctx, struct tier *t)
+{
+    size_t before = ld->ndiags;
+    char *sub;
+
+    if (tf->when != NULL) {
+        yaml_node_t *role = NULL;
+
+        sub = child_path(path, "when");
+        if (parse_fields(ld, tf->when, sub, when_fields, NELEMS(when_fields),
+                         &role) &&
+            role != NULL) {
+            char *rsub = child_path(sub, "role");
+            const char *s = scalar_value(ld, role, rsub);
+
+            if (s != NULL && (s[0] == '\0' || !headers_valid_value(s))) {
+                report(ld, role, rsub, "bad role \"%s\"", s);
+            } else if (s != NULL) {
+                t->when_role = xstrdup(s);
+            }
+            free(rsub);
+        }
+        free(sub);
+    }
+    sub = child_path(path, "limiter");
+    if (tf->limiter == NULL) {
+        report(ld, node, sub, "required");
+    } else if (find_limiter(ld, tf->limiter, sub, ctx->cfg, &t->limiter) &&
+               t->limiter != NULL && t->limiter->nrules > 0) {
+        size_t rule;
+        uint64_t cap = limiter_capacity(t->limiter, &rule);
+        const char *what = limit_algorithm_is_bucket(t->limiter->algorithm)
+                               ? "burst"
+                               : "limit";
+
+        if (ctx->cost > cap && t->limiter->nrules > 1) {
+            report(ld, tf->limiter, sub,
+                   "limiter \"%s\" can never admit cost %llu (%s %llu in "
+                   "rules[%zu])",
+                   t->limiter->name, (unsigned long long)ctx->cost, what,
+                   (unsigned long long)cap, rule);
+        } else if (ctx->cost > cap) {
+            report(ld, tf->limiter, sub,
+                   "limiter \"%s\" can never admit cost %llu (%s %llu)",
+                   t->limiter->name, (unsigned long long)ctx->cost, what,
+                   (unsigned long long)cap);
+        }
+    }
+    free(sub);
+    sub = child_path(path, "key");
+    if (tf->key != NULL) {
+        parse_key_spec(ld, tf->key, sub, &t->key);
+    } else if (tf->limiter != NULL && t->limiter != NULL) {
+        report(ld, node, sub, "required");
+    }
+    if (t->key.text != NULL && t->limiter != NULL) {
+        size_t fixed = strlen(ctx->cfg->redis.key_prefix) +
+                       strlen(t->limiter->name) + sizeof(t->limiter->tag) - 1 +
+                       strlen(ctx->scope) + strlen(t->key.text);
+
+        if (fixed > KEY_FIXED_MAX) {
+            report(ld, tf->key, sub,
+                   "the Redis key would be too long: key prefix, limiter "
+                   "name, tag, scope and key take %zu bytes (at most %d)",
+                   fixed, KEY_FIXED_MAX);
+        }
+    }
+    free(sub);
+    return ld->ndiags == before;
+}
+
+/* "tiers:": a non-empty sequence of mappings. */
+static bool
+parse_tiers(struct loader *ld, yaml_node_t *node, const char *path,
+            const struct rl_ctx *ctx, struct rate_limit_conf *rl)
+{
+    size_t n = sequence_length(node);
+    bool ok = true;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        report(ld, node, path, "expected a sequence, got %s", node_desc(node));
+        return false;
+    }
+    if (n == 0) {
+        report(ld, node, path, "expected at least one tier");
+        return false;
+    }
+    rl->tiers = xcalloc(n, sizeof(*rl->tiers));
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = sequence_item(ld, node, i);
+        char *sub = index_path(path, i);
+        struct tier_form tf = {NULL, NULL, NULL};
+        struct tier *t = &rl->tiers[rl->ntiers++];
+
+        t->label = xasprintf("%zu", i);
+        if (parse_fields(ld, item, sub, tier_fields, NELEMS(tier_fields),
+                         &tf)) {
+            ok = parse_tier(ld, item, sub, &tf, ctx, t) && ok;
+        } else {
+            ok = false;
+        }
+        free(sub);
+    }
+    return ok;
+}
+
+/* scope: "route" (the route's id) or a name shared by routes. */
+static char *
+parse_scope(struct loader *ld, yaml_node_t *node, const char *path,
+            const struct route *route)
+{
+    const char *s = node != NULL ? scalar_value(ld, node, path) : "route";
+
+    if (s == NULL) {
+        return NULL;
+    }
+    if (strcmp(s, "route") == 0) {
+        /* A bad route id is reported on its own; "" stands in. */
+        return xstrdup(route->id != NULL ? route->id : "");
+    }
+    if (!valid_name(s) || strlen(s) > SCOPE_NAME_MAX) {
+        report(ld, node, path,
+               "bad scope \"%s\" (expected \"route\", or a name of up to %d "
+               "letters, digits, '_', '.' and '-')",
+               s, SCOPE_NAME_MAX);
+        return NULL;
+    }
+    return xstrdup(s);
+}
+
+/* Reads one optional word into '*out' (an int-sized enum or a bool). */
+static void
+read_choice(struct loader *ld, yaml_node_t *node, const char *args_path,
+            const char *key, const struct choice *c, size_t n, int *out)
+{
+    char *sub;
+
+    if (node == NULL) {
+        return;
+    }
+    sub = child_path(args_path, key);
+    parse_choice(ld, node, sub, key, c, n, out);
+    free(sub);
+}
+
+/*
+ * The args of a RequestRateLimiter on 'route' ('node' is the args
+ * mapping). Returns the conf, or NULL after reporting every problem.
+ */
+static struct rate_limit_conf *
+parse_rl_args(struct loader *ld, yaml_node_t *node, const char *path,
+              const struct route *route)
+{
+    static const struct field cost_field = {.parse = parse_count, .min = 1};
+    static const struct field status_field = {
+        .parse = parse_uint, .min = 400, .max = 599};
+    static const struct field dry_run_field = {.parse = parse_bool};
+    struct rate_limit_conf *rl;
+    struct rl_form form;
+    struct rl_ctx ctx;
+    size_t before = ld->ndiags;
+    int failure = REDIS_FAILURE_LOCAL;
+    int empty_allow = 0;
+    int local = !ld->cfg->redis.enabled;
+    int headers = RL_HEADERS_BOTH;
+    unsigned status = 429;
+    char *sub;
+
+    memset(&form, 0, sizeof(form));
+    if (!parse_fields(ld, node, path, rl_fields, NELEMS(rl_fields), &form)) {
+        return NULL;
+    }
+    rl = xcalloc(1, sizeof(*rl));
+    rl->cost = 1;
+    if (form.cost != NULL) {
+        size_t b = ld->ndiags;
+
+        sub = child_path(path, "cost");
+        cost_field.parse(ld, form.cost, &cost_field, &rl->cost, sub);
+        free(sub);
+        if (ld->ndiags != b) {
+            rl->cost = 0;
+        }
+    }
+    if (form.dry_run != NULL) {
+        sub = child_path(path, "dry_run");
+        dry_run_field.parse(ld, form.dry_run, &dry_run_field, &rl->dry_run,
+                            sub);
+        free(sub);
+    }
+    if (form.status != NULL) {
+        sub = child_path(path, "status");
+        status_field.parse(ld, form.status, &status_field, &status, sub);
+        free(sub);
+    }
+    read_choice(ld, form.on_redis_error, path, "on_redis_error",
+                redis_failure_choices, NELEMS(redis_failure_choices), &failure);
+    read_choice(ld, form.empty_key, path, "empty_key", empty_key_choices,
+                NELEMS(empty_key_choices), &empty_allow);
+    read_choice(ld, form.backend, path, "backend", backend_choices,
+                NELEMS(backend_choices), &local);
+    read_choice(ld, form.headers, path, "headers", headers_choices,
+                NELEMS(headers_choices), &headers);
+    if (form.backend != NULL && !local && !ld->cfg->redis.enabled) {
+        sub = child_path(path, "backend");
+        report(ld, form.backend, sub,
+               "backend: redis needs a redis: section (or use backend: "
+               "local)");
+        free(sub);
+    }
+    rl->on_redis_error = (enum redis_failure)failure;
+    rl->empty_key_allow = empty_allow != 0;
+    rl->local = local != 0;
+    rl->headers = (enum rl_headers)headers;
+    rl->deny_status = (int)status;
+
+    sub = child_path(path, "scope");
+    rl->scope = parse_scope(ld, form.scope, sub, route);
+    free(sub);
+    ctx.cfg = ld->cfg;
+    ctx.scope = rl->scope != NULL ? rl->scope : "";
+    ctx.cost = rl->cost;
+
+    if (form.tiers != NULL && (form.key != NULL || form.limiter != NULL)) {
+        sub = child_path(path, "tiers");
+        report(ld, form.tiers, sub,
+               "give either tiers or key and limiter, not both");
+        free(sub);
+    } else if (form.tiers != NULL) {
+        sub = child_path(path, "tiers");
+        parse_tiers(ld, form.tiers, sub, &ctx, rl);
+        free(sub);
+    } else if (form.key != NULL || form.limiter != NULL) {
+        struct tier_form tf = {NULL, form.key, form.limiter};
+
+        rl->tiers = xcalloc(1, sizeof(*rl->tiers));
+        rl->ntiers = 1;
+        rl->tiers[0].label = xstrdup("0");
+        parse_tier(ld, node, path, &tf, &ctx, &rl->tiers[0]);
+    } else {
+        report(ld, node, path,
+               "RequestRateLimiter needs a key and a limiter, or tiers");
+    }
+    if (ld->ndiags != before) {
+        rate_limit_conf_free(rl);
+        return NULL;
+    }
+    return rl;
+}
+
+/* True if 'node' is a RequestRateLimiter, in the long or the short form. */
+static bool
+is_rate_limiter(struct loader *ld, yaml_node_t *node)
+{
+    if (node->type == YAML_SCALAR_NODE) {
+        const char *s = (const char *)node->data.scalar.value;
+        size_t n = strcspn(s, "=");
+
+        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) {
+            n--;
+        }
+        s += strspn(s, " \t");
+        return strncmp(s, RATE_LIMITER_NAME, n) == 0 &&
+               n == strlen(RATE_LIMITER_NAME);
+    }
+    if (node->type != YAML_MAPPING_NODE) {
+        return false;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(ld, p->key);
+        yaml_node_t *v = node_at(ld, p->value);
+
+        if (k->type == YAML_SCALAR_NODE && v->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, "name") == 0 &&
+            strcmp((const char *)v->data.scalar.value, RATE_LIMITER_NAME) ==
+                0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A RequestRateLimiter into 'f'; true when it was built. */
+static bool
+parse_rate_limiter(struct loader *ld, yaml_node_t *node, const char *path,
+                   const struct route *route, struct filter *f)
+{
+    struct long_form lf = {NULL, NULL};
+    struct rate_limit_conf *rl;
+    char *sub;
+
+    if (node->type == YAML_SCALAR_NODE) {
+        /* Its args are nested (tiers, a limiter from limiters:), which
+         * "Name=a, b" cannot say. */
+        report(ld, node, path,
+               "RequestRateLimiter has no shortcut form: write \"name: "
+               "RequestRateLimiter\" with \"args: {key: ip, limiter: "
+               "NAME}\"");
+        return false;
+    }
+    if (!parse_fields(ld, node, path, long_form_fields,
+                      NELEMS(long_form_fields), &lf)) {
+        return false;
+    }
+    if (lf.args == NULL) {
+        report(ld, node, path,
+               "RequestRateLimiter: missing args (a key and a limiter, or "
+               "tiers)");
+        return false;
+    }
+    sub = child_path(path, "args");
+    rl = parse_rl_args(ld, lf.args, sub, route);
+    free(sub);
+    if (rl == NULL) {
+        return false;
+    }
+    memset(f, 0, sizeof(*f));
+    f->kind = FILTER_REQUEST_RATE_LIMITER;
+    f->rl = rl;
+    return true;
+}
 
 static void
 parse_predicates(struct loader *ld, yaml_node_t *node, const struct field *f,
@@ -1489,15 +2820,35 @@ parse_predicates(struct loader *ld, yaml_node_t *node, const struct field *f,
         parse_list(ld, node, path, &predicate_kinds, &route->npredicates);
 }
 
+/* parse_list(), but a RequestRateLimiter is built here, not by filter.c. */
 static void
 parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
               void *base, const char *path)
 {
     struct route *route = base;
+    size_t n = sequence_length(node);
 
     (void)f;
-    route->filters =
-        parse_list(ld, node, path, &filter_kinds, &route->nfilters);
+    if (!expect_sequence(ld, node, path)) {
+        return;
+    }
+    route->filters = xcalloc(n, sizeof(*route->filters));
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = sequence_item(ld, node, i);
+        struct filter *slot = &route->filters[route->nfilters];
+        char *sub = index_path(path, i);
+        bool ok;
+
+        if (is_rate_limiter(ld, item)) {
+            ok = parse_rate_limiter(ld, item, sub, route, slot);
+        } else {
+            ok = parse_element(ld, item, sub, &filter_kinds, slot);
+        }
+        if (ok) {
+            route->nfilters++;
+        }
+        free(sub);
+    }
 }
 
 static const struct field route_fields[] = {
@@ -1584,6 +2935,28 @@ static const struct field redis_fields[] = {
      .parse = parse_duration,
      .offset = offsetof(struct redis_conf, timeout_ms),
      .min = 1},
+    {.key = "key_prefix",
+     .parse = parse_key_prefix,
+     .offset = offsetof(struct redis_conf, key_prefix)},
+    {.key = "max_in_flight",
+     .parse = parse_uint,
+     .offset = offsetof(struct redis_conf, max_in_flight),
+     .min = 1,
+     .max = 1000000},
+};
+
+static const struct field identity_fields[] = {
+    {.key = "user_header",
+     .parse = parse_header_name,
+     .offset = offsetof(struct identity_conf, user_header)},
+    {.key = "role_header",
+     .parse = parse_header_name,
+     .offset = offsetof(struct identity_conf, role_header)},
+    {.key = "ipv6_prefix",
+     .parse = parse_uint,
+     .offset = offsetof(struct identity_conf, ipv6_prefix),
+     .min = 1,
+     .max = 128},
 };
 
 static const struct field upstream_fields[] = {
@@ -1644,6 +3017,14 @@ parse_upstream(struct loader *ld, yaml_node_t *node, const struct field *f,
 }
 
 static void
+parse_identity(struct loader *ld, yaml_node_t *node, const struct field *f,
+               void *base, const char *path)
+{
+    parse_fields(ld, node, path, identity_fields, NELEMS(identity_fields),
+                 field_ptr(base, f));
+}
+
+static void
 parse_log(struct loader *ld, yaml_node_t *node, const struct field *f,
           void *base, const char *path)
 {
@@ -1670,6 +3051,10 @@ static const struct field sections[] = {
     {.key = "upstream",
      .parse = parse_upstream,
      .offset = offsetof(struct config, upstream)},
+    {.key = "identity",
+     .parse = parse_identity,
+     .offset = offsetof(struct config, identity)},
+    {.key = "limiters", .parse = parse_limiters},
     {.key = "log", .parse = parse_log},
     {.key = "routes", .parse = parse_routes, .required = true},
 };
@@ -1695,6 +3080,11 @@ config_new(const char *name)
     cfg->admin.listen.port = 9090;
     cfg->redis.port = 6379;
     cfg->redis.timeout_ms = 50;
+    cfg->redis.key_prefix = xstrdup("sluice:");
+    cfg->redis.max_in_flight = 1024;
+    cfg->identity.user_header = xstrdup("X-User-Id");
+    cfg->identity.role_header = xstrdup("X-User-Role");
+    cfg->identity.ipv6_prefix = 64;
     cfg->upstream.connect_timeout_ms = 5 * 1000;
     cfg->upstream.response_timeout_ms = 60 * 1000;
     cfg->upstream.keepalive = 256;
@@ -1729,10 +3119,18 @@ config_free(struct config *cfg)
     free(cfg->redis.host);
     free(cfg->redis.user);
     free(cfg->redis.password);
+    free(cfg->redis.key_prefix);
+    free(cfg->identity.user_header);
+    free(cfg->identity.role_header);
+    /* Routes first: their tiers point into the limiters. */
     for (size_t i = 0; i < cfg->nroutes; i++) {
         route_deinit(&cfg->routes[i]);
     }
     free(cfg->routes);
+    for (size_t i = 0; i < cfg->nlimiters; i++) {
+        free(cfg->limiters[i].name);
+    }
+    free(cfg->limiters);
     free(cfg);
 }
 

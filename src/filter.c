@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "limit.h"
 #include "regexp.h"
 #include "xmalloc.h"
 
@@ -288,6 +289,7 @@ filter_deinit(struct filter *f)
     free(f->name);
     free(f->value);
     regexp_free(f->re);
+    rate_limit_conf_free(f->rl);
     memset(f, 0, sizeof(*f));
 }
 
@@ -447,6 +449,7 @@ filter_apply_request(const struct filter *f, struct outgoing *out)
     case FILTER_ADD_RESPONSE_HEADER:
     case FILTER_SET_RESPONSE_HEADER:
     case FILTER_REMOVE_RESPONSE_HEADER:
+    case FILTER_REQUEST_RATE_LIMITER: /* decided by ratelimit.c */
         break;
     }
 }

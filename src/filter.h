@@ -30,6 +30,8 @@ enum filter_kind {
     FILTER_SET_RESPONSE_HEADER,    /* name, value */
     FILTER_REMOVE_RESPONSE_HEADER, /* name */
     FILTER_PRESERVE_HOST_HEADER,   /* (no arguments) */
+    FILTER_REQUEST_RATE_LIMITER,   /* rl; built by config.c, not from
+                                      filter_specs() */
 };
 
 struct filter {

@@ -44,7 +44,8 @@ const struct tier *ratekey_tier(const struct rate_limit_conf *rl,
  * Writes the key of 'tier' (which must have a limiter) for 'who' into
  * 'buf' (RATEKEY_MAX bytes): "<prefix><limiter>:<tag>:{<scope>:<kind>:
  * <value>}" where kind is the key's text and value the parts' values
- * joined with '+'. Returns false if a part resolves to nothing.
+ * joined with '+'. Returns false if a part resolves to nothing, or if the
+ * key would not fit (config_load() refuses a config where it could not).
  *   ip      the address; IPv6 masked to the prefix, as "2001:db8::/64"
  *   user    who->user; role: who->role
  *   header:NAME / query:NAME / cookie:NAME   the first such value

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "log.h"
 #include "netaddr.h"
+#include "xmalloc.h"
 
 /* Every test names its text "t.yaml", so that messages are exact. */
 static struct config *
@@ -409,7 +410,8 @@ Test(config, errors_are_appended_to_the_list)
     cr_assert_eq(e.n, 3);
     /* Same position: in the order found, the key walk first. */
     cr_assert_str_eq(e.v[0], "a.yaml:1:1: unknown key \"x\" (known: server, "
-                             "admin, redis, upstream, log, routes)");
+                             "admin, redis, upstream, identity, limiters, "
+                             "log, routes)");
     cr_assert_str_eq(e.v[1], "a.yaml:1:1: routes: required");
     cr_assert_str_eq(e.v[2], "b.yaml:1:1: the file is empty (expected a "
                              "mapping with at least \"routes\")");
@@ -881,4 +883,955 @@ Test(config, workers_auto_means_one_per_core)
     cfg = parse_ok("server: {workers: 256}\nroutes: []\n");
     cr_assert_eq(cfg->server.workers, 256);
     config_unref(cfg);
+}
+
+/* Rate limiting: identity:, limiters: and RequestRateLimiter. */
+
+static const char rl_yaml[] =
+    "identity:\n"
+    "  user_header: X-Auth-User\n"
+    "  role_header: X-Auth-Role\n"
+    "  ipv6_prefix: 56\n"
+    "redis:\n"
+    "  url: redis://127.0.0.1:6379\n"
+    "  key_prefix: 'gw1:'\n"
+    "  max_in_flight: 64\n"
+    "limiters:\n"
+    "  per-user:   { algorithm: token_bucket, rate: 10/s, burst: 20 }\n"
+    "  per-ip:     { algorithm: gcra, rate: 5/s, burst: 10 }\n"
+    "  admin-ip:   { algorithm: sliding_window, rules: [ { limit: 5, "
+    "window: 1s }, { limit: 100, window: 1m } ] }\n"
+    "  smooth:     { algorithm: leaky_bucket, rate: 10/s, burst: 50, mode: "
+    "delay, max_delay: 2s }\n"
+    "routes:\n"
+    "  - id: images\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    filters:\n"
+    "      - StripPrefix=1\n"
+    "      - name: RequestRateLimiter\n"
+    "        args:\n"
+    "          tiers:\n"
+    "            - when: { role: superadmin }\n"
+    "              limiter: none\n"
+    "            - when: { role: admin }\n"
+    "              key: ip\n"
+    "              limiter: admin-ip\n"
+    "            - key: user\n"
+    "              limiter: per-user\n"
+    "            - key: ip + header:X-Api-Key\n"
+    "              limiter: per-ip\n"
+    "          cost: 2\n"
+    "          on_redis_error: deny\n"
+    "          dry_run: true\n"
+    "          empty_key: allow\n"
+    "          scope: shared.images\n"
+    "          backend: local\n"
+    "          headers: ietf\n"
+    "          status: 503\n"
+    "      - name: RequestRateLimiter\n"
+    "        args: { key: route, limiter: smooth }\n";
+
+static bool
+is_tag(const char *t)
+{
+    if (strlen(t) != 8) {
+        return false;
+    }
+    for (; *t != '\0'; t++) {
+        if (!((*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+Test(config, rate_limiting_example_round_trips_every_field)
+{
+    struct config *cfg = parse_ok(rl_yaml);
+    const struct limiter_def *l = cfg->limiters;
+    const struct route *r = &cfg->routes[0];
+    const struct rate_limit_conf *rl;
+    const struct tier *t;
+
+    cr_assert_str_eq(cfg->identity.user_header, "X-Auth-User");
+    cr_assert_str_eq(cfg->identity.role_header, "X-Auth-Role");
+    cr_assert_eq(cfg->identity.ipv6_prefix, 56);
+    cr_assert_str_eq(cfg->redis.key_prefix, "gw1:");
+    cr_assert_eq(cfg->redis.max_in_flight, 64);
+
+    cr_assert_eq(cfg->nlimiters, 4);
+    cr_assert_str_eq(l[0].name, "per-user");
+    cr_assert_eq(l[0].algorithm, LIMIT_TOKEN_BUCKET);
+    cr_assert_eq(l[0].nrules, 1);
+    cr_assert_eq(l[0].rules[0].limit, 10);
+    cr_assert_eq(l[0].rules[0].window_ms, 1000);
+    cr_assert_eq(l[0].rules[0].burst, 20);
+    cr_assert_not(l[0].delay);
+    cr_assert_eq(l[0].max_delay_ms, 0);
+    cr_assert(is_tag(l[0].tag), "tag \"%s\"", l[0].tag);
+
+    cr_assert_str_eq(l[1].name, "per-ip");
+    cr_assert_eq(l[1].algorithm, LIMIT_GCRA);
+    cr_assert_eq(l[1].nrules, 1);
+    cr_assert_eq(l[1].rules[0].limit, 5);
+    cr_assert_eq(l[1].rules[0].window_ms, 1000);
+    cr_assert_eq(l[1].rules[0].burst, 10);
+
+    cr_assert_str_eq(l[2].name, "admin-ip");
+    cr_assert_eq(l[2].algorithm, LIMIT_SLIDING_WINDOW);
+    cr_assert_eq(l[2].nrules, 2);
+    cr_assert_eq(l[2].rules[0].limit, 5);
+    cr_assert_eq(l[2].rules[0].window_ms, 1000);
+    cr_assert_eq(l[2].rules[0].burst, 5);
+    cr_assert_eq(l[2].rules[1].limit, 100);
+    cr_assert_eq(l[2].rules[1].window_ms, 60000);
+    cr_assert_eq(l[2].rules[1].burst, 100);
+
+    cr_assert_str_eq(l[3].name, "smooth");
+    cr_assert_eq(l[3].algorithm, LIMIT_LEAKY_BUCKET);
+    cr_assert_eq(l[3].rules[0].limit, 10);
+    cr_assert_eq(l[3].rules[0].burst, 50);
+    cr_assert(l[3].delay);
+    cr_assert_eq(l[3].max_delay_ms, 2000);
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert(is_tag(l[i].tag), "tag \"%s\"", l[i].tag);
+        for (size_t j = 0; j < i; j++) {
+            cr_assert_str_neq(l[i].tag, l[j].tag);
+        }
+    }
+
+    cr_assert_eq(r->nfilters, 3);
+    cr_assert_eq(r->filters[0].kind, FILTER_STRIP_PREFIX);
+    cr_assert_eq(r->filters[1].kind, FILTER_REQUEST_RATE_LIMITER);
+    cr_assert_not(filter_is_response(&r->filters[1]));
+    rl = r->filters[1].rl;
+    cr_assert_not_null(rl);
+    cr_assert_eq(rl->ntiers, 4);
+    cr_assert_eq(rl->cost, 2);
+    cr_assert_eq(rl->on_redis_error, REDIS_FAILURE_DENY);
+    cr_assert(rl->dry_run);
+    cr_assert(rl->empty_key_allow);
+    cr_assert_str_eq(rl->scope, "shared.images");
+    cr_assert(rl->local);
+    cr_assert_eq(rl->headers, RL_HEADERS_IETF);
+    cr_assert_eq(rl->deny_status, 503);
+
+    t = &rl->tiers[0];
+    cr_assert_str_eq(t->when_role, "superadmin");
+    cr_assert_null(t->limiter);
+    cr_assert_eq(t->key.nparts, 0);
+    cr_assert_null(t->key.text);
+    cr_assert_str_eq(t->label, "0");
+    t = &rl->tiers[1];
+    cr_assert_str_eq(t->when_role, "admin");
+    cr_assert_eq(t->limiter, &l[2]);
+    cr_assert_eq(t->key.nparts, 1);
+    cr_assert_eq(t->key.parts[0].kind, KEY_IP);
+    cr_assert_null(t->key.parts[0].name);
+    cr_assert_str_eq(t->key.text, "ip");
+    cr_assert_str_eq(t->label, "1");
+    t = &rl->tiers[2];
+    cr_assert_null(t->when_role);
+    cr_assert_eq(t->limiter, &l[0]);
+    cr_assert_eq(t->key.parts[0].kind, KEY_USER);
+    cr_assert_str_eq(t->key.text, "user");
+    cr_assert_str_eq(t->label, "2");
+    t = &rl->tiers[3];
+    cr_assert_null(t->when_role);
+    cr_assert_eq(t->limiter, &l[1]);
+    cr_assert_eq(t->key.nparts, 2);
+    cr_assert_eq(t->key.parts[0].kind, KEY_IP);
+    cr_assert_eq(t->key.parts[1].kind, KEY_HEADER);
+    /* Header names are case-insensitive: one spelling in the key. */
+    cr_assert_str_eq(t->key.parts[1].name, "x-api-key");
+    cr_assert_str_eq(t->key.text, "ip+header:x-api-key");
+    cr_assert_str_eq(t->label, "3");
+
+    cr_assert_eq(r->filters[2].kind, FILTER_REQUEST_RATE_LIMITER);
+    rl = r->filters[2].rl;
+    cr_assert_eq(rl->ntiers, 1);
+    cr_assert_null(rl->tiers[0].when_role);
+    cr_assert_eq(rl->tiers[0].limiter, &l[3]);
+    cr_assert_eq(rl->tiers[0].key.parts[0].kind, KEY_ROUTE);
+    cr_assert_str_eq(rl->tiers[0].key.text, "route");
+    cr_assert_str_eq(rl->tiers[0].label, "0");
+    /* The defaults; redis: is configured, so the backend is Redis. */
+    cr_assert_str_eq(rl->scope, "images");
+    cr_assert_not(rl->local);
+    cr_assert_eq(rl->cost, 1);
+    cr_assert_eq(rl->on_redis_error, REDIS_FAILURE_LOCAL);
+    cr_assert_not(rl->dry_run);
+    cr_assert_not(rl->empty_key_allow);
+    cr_assert_eq(rl->headers, RL_HEADERS_BOTH);
+    cr_assert_eq(rl->deny_status, 429);
+    config_unref(cfg);
+}
+
+Test(config, identity_and_new_redis_keys_have_defaults)
+{
+    struct config *cfg = parse_ok("redis: {url: 'redis://r'}\nroutes: []\n");
+
+    cr_assert_str_eq(cfg->identity.user_header, "X-User-Id");
+    cr_assert_str_eq(cfg->identity.role_header, "X-User-Role");
+    cr_assert_eq(cfg->identity.ipv6_prefix, 64);
+    cr_assert_str_eq(cfg->redis.key_prefix, "sluice:");
+    cr_assert_eq(cfg->redis.max_in_flight, 1024);
+    cr_assert_eq(cfg->nlimiters, 0);
+    cr_assert_null(cfg->limiters);
+    config_unref(cfg);
+    cfg = parse_ok("redis: {url: 'redis://r', key_prefix: ''}\n"
+                   "limiters:\n"
+                   "routes: []\n");
+    cr_assert_str_eq(cfg->redis.key_prefix, "");
+    cr_assert_eq(cfg->nlimiters, 0);
+    config_unref(cfg);
+}
+
+Test(config, short_form_without_redis_defaults_to_the_local_backend)
+{
+    struct config *cfg =
+        parse_ok("limiters:\n"
+                 "  l: {algorithm: fixed_window, limit: 3, window: 10s}\n"
+                 "routes:\n"
+                 "  - id: r1\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: {key: 'cookie:sid', limiter: l}\n");
+    const struct rate_limit_conf *rl = cfg->routes[0].filters[0].rl;
+
+    cr_assert(rl->local);
+    cr_assert_str_eq(rl->scope, "r1");
+    cr_assert_eq(rl->tiers[0].key.parts[0].kind, KEY_COOKIE);
+    /* Cookie and query names are case-sensitive: kept as written. */
+    cr_assert_str_eq(rl->tiers[0].key.parts[0].name, "sid");
+    cr_assert_eq(cfg->limiters[0].rules[0].limit, 3);
+    cr_assert_eq(cfg->limiters[0].rules[0].window_ms, 10000);
+    cr_assert_eq(cfg->limiters[0].rules[0].burst, 3);
+    config_unref(cfg);
+}
+
+Test(config, limiter_forms_cover_every_algorithm_and_rule_shape)
+{
+    struct config *cfg = parse_ok(
+        "limiters:\n"
+        "  a: {algorithm: fixed_window, limit: 100, window: 1m}\n"
+        "  b: {algorithm: sliding_window_counter, rules: [{limit: 1, window: "
+        "250ms}]}\n"
+        "  c: {algorithm: token_bucket, rate: 7/m}\n"
+        "  d: {algorithm: gcra, rules: [{rate: 2/s}, {rate: 100/h, burst: "
+        "5}]}\n"
+        "  e: {algorithm: token_bucket, rate: 1/d, burst: 1, mode: deny}\n"
+        "  f: {algorithm: gcra, rate: 1/s, mode: delay, max_delay: 1ms}\n"
+        "routes: []\n");
+    const struct limiter_def *l = cfg->limiters;
+
+    cr_assert_eq(cfg->nlimiters, 6);
+    cr_assert_eq(l[0].algorithm, LIMIT_FIXED_WINDOW);
+    cr_assert_eq(l[0].rules[0].window_ms, 60000);
+    cr_assert_eq(l[1].algorithm, LIMIT_SLIDING_WINDOW_COUNTER);
+    cr_assert_eq(l[1].nrules, 1);
+    cr_assert_eq(l[1].rules[0].window_ms, 250);
+    /* The burst defaults to the rate's count. */
+    cr_assert_eq(l[2].rules[0].limit, 7);
+    cr_assert_eq(l[2].rules[0].window_ms, 60000);
+    cr_assert_eq(l[2].rules[0].burst, 7);
+    cr_assert_eq(l[3].nrules, 2);
+    cr_assert_eq(l[3].rules[0].burst, 2);
+    cr_assert_eq(l[3].rules[1].limit, 100);
+    cr_assert_eq(l[3].rules[1].window_ms, 3600000);
+    cr_assert_eq(l[3].rules[1].burst, 5);
+    cr_assert_eq(l[4].rules[0].window_ms, 86400000);
+    cr_assert_not(l[4].delay);
+    cr_assert(l[5].delay);
+    cr_assert_eq(l[5].max_delay_ms, 1);
+    config_unref(cfg);
+}
+
+/* The tag of the only limiter of "limiters: {x: <def>}". */
+static void
+tag_of(const char *def, char *tag)
+{
+    char *yaml = NULL;
+    struct config *cfg;
+
+    yaml = xasprintf("limiters:\n  x: %s\nroutes: []\n", def);
+    cfg = parse_ok(yaml);
+    memcpy(tag, cfg->limiters[0].tag, 9);
+    config_unref(cfg);
+    free(yaml);
+}
+
+Test(config, limiter_tag_changes_with_any_rule_but_not_with_the_name)
+{
+    static const char *const variants[] = {
+        "{algorithm: token_bucket, rate: 10/s, burst: 21}",
+        "{algorithm: token_bucket, rate: 11/s, burst: 20}",
+        "{algorithm: token_bucket, rate: 10/m, burst: 20}",
+        "{algorithm: gcra, rate: 10/s, burst: 20}",
+        "{algorithm: token_bucket, rate: 10/s, burst: 20, mode: delay, "
+        "max_delay: 1s}",
+        "{algorithm: token_bucket, rate: 10/s, burst: 20, mode: delay, "
+        "max_delay: 2s}",
+        "{algorithm: token_bucket, rules: [{rate: 10/s, burst: 20}, {rate: "
+        "100/m}]}",
+        "{algorithm: fixed_window, limit: 10, window: 1s}",
+        "{algorithm: sliding_window, limit: 10, window: 1s}",
+    };
+    char base[9];
+    char same[9];
+    char tags[sizeof(variants) / sizeof(variants[0])][9];
+    struct config *cfg;
+
+    tag_of("{algorithm: token_bucket, rate: 10/s, burst: 20}", base);
+    cr_assert(is_tag(base), "tag \"%s\"", base);
+    /* Written differently, defined the same. */
+    tag_of("{algorithm: token_bucket, rules: [{rate: 10/s, burst: 20}], "
+           "mode: deny}",
+           same);
+    cr_assert_str_eq(same, base);
+    cfg = parse_ok("limiters:\n"
+                   "  a: {algorithm: token_bucket, rate: 10/s, burst: 20}\n"
+                   "  b: {algorithm: token_bucket, rate: 10/s, burst: 20}\n"
+                   "routes: []\n");
+    cr_assert_str_eq(cfg->limiters[0].tag, base);
+    cr_assert_str_eq(cfg->limiters[1].tag, base);
+    config_unref(cfg);
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+        tag_of(variants[i], tags[i]);
+        cr_assert_str_neq(tags[i], base, "%s", variants[i]);
+        for (size_t j = 0; j < i; j++) {
+            cr_assert_str_neq(tags[i], tags[j], "%s", variants[i]);
+        }
+    }
+}
+
+Test(config, keys_combine_parts_and_are_normalised)
+{
+    struct config *cfg = parse_ok(
+        "limiters:\n"
+        "  l: {algorithm: gcra, rate: 1/s}\n"
+        "routes:\n"
+        "  - id: r\n"
+        "    uri: http://x\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args:\n"
+        "          tiers:\n"
+        "            - {key: ' user + role ', limiter: l}\n"
+        "            - {key: 'query:api_key+cookie:Sess+header:X-A+route', "
+        "limiter: l}\n"
+        "            - {key: 'header:X-A+header:X-B', limiter: l}\n"
+        "            - {when: {role: ops}, limiter: none}\n"
+        "            - {key: ip, limiter: none}\n");
+    const struct rate_limit_conf *rl = cfg->routes[0].filters[0].rl;
+    const struct key_spec *k;
+
+    cr_assert_eq(rl->ntiers, 5);
+    k = &rl->tiers[0].key;
+    cr_assert_eq(k->nparts, 2);
+    cr_assert_eq(k->parts[0].kind, KEY_USER);
+    cr_assert_eq(k->parts[1].kind, KEY_ROLE);
+    cr_assert_str_eq(k->text, "user+role");
+    k = &rl->tiers[1].key;
+    cr_assert_eq(k->nparts, 4);
+    cr_assert_eq(k->parts[0].kind, KEY_QUERY);
+    cr_assert_str_eq(k->parts[0].name, "api_key");
+    cr_assert_eq(k->parts[1].kind, KEY_COOKIE);
+    cr_assert_str_eq(k->parts[1].name, "Sess");
+    cr_assert_eq(k->parts[2].kind, KEY_HEADER);
+    cr_assert_str_eq(k->parts[2].name, "x-a");
+    cr_assert_eq(k->parts[3].kind, KEY_ROUTE);
+    cr_assert_null(k->parts[3].name);
+    cr_assert_str_eq(k->text, "query:api_key+cookie:Sess+header:x-a+route");
+    /* Two headers are two parts, not a duplicate. */
+    cr_assert_str_eq(rl->tiers[2].key.text, "header:x-a+header:x-b");
+    cr_assert_str_eq(rl->tiers[3].when_role, "ops");
+    cr_assert_null(rl->tiers[3].limiter);
+    cr_assert_eq(rl->tiers[3].key.nparts, 0);
+    /* "none" with a key: applies only when the key resolves. */
+    cr_assert_null(rl->tiers[4].limiter);
+    cr_assert_str_eq(rl->tiers[4].key.text, "ip");
+    config_unref(cfg);
+}
+
+Test(config, routes_naming_one_scope_share_it)
+{
+    struct config *cfg =
+        parse_ok("limiters: {l: {algorithm: gcra, rate: 1/s}}\n"
+                 "routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: {key: ip, limiter: l, scope: api}\n"
+                 "  - id: b\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: {key: ip, limiter: l, scope: api}\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: {key: ip, limiter: l, scope: route}\n");
+
+    cr_assert_str_eq(cfg->routes[0].filters[0].rl->scope, "api");
+    cr_assert_str_eq(cfg->routes[1].filters[0].rl->scope, "api");
+    cr_assert_str_eq(cfg->routes[1].filters[1].rl->scope, "b");
+    cr_assert_eq(cfg->routes[0].filters[0].rl->tiers[0].limiter,
+                 cfg->routes[1].filters[1].rl->tiers[0].limiter);
+    config_unref(cfg);
+}
+
+Test(config, booleans_take_the_yaml_spellings)
+{
+    struct config *cfg =
+        parse_ok("limiters: {l: {algorithm: gcra, rate: 1/s}}\n"
+                 "routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - {name: RequestRateLimiter, args: {key: ip, "
+                 "limiter: l, dry_run: yes}}\n"
+                 "      - {name: RequestRateLimiter, args: {key: ip, "
+                 "limiter: l, dry_run: False}}\n");
+
+    cr_assert(cfg->routes[0].filters[0].rl->dry_run);
+    cr_assert_not(cfg->routes[0].filters[1].rl->dry_run);
+    config_unref(cfg);
+}
+
+/* Errors: identity: and redis:. */
+
+Test(config, bad_identity_is_an_error)
+{
+    assert_error("identity: {user_header: 'X User'}\nroutes: []\n",
+                 "t.yaml:1:25: identity.user_header: bad header name "
+                 "\"X User\" (expected letters, digits and "
+                 "!#$%&'*+-.^_`|~)");
+    assert_error("identity: {ipv6_prefix: 0}\nroutes: []\n",
+                 "t.yaml:1:25: identity.ipv6_prefix: bad integer \"0\" "
+                 "(expected an integer from 1 to 128)");
+    assert_error("identity: {ipv6_prefix: 129}\nroutes: []\n",
+                 "t.yaml:1:25: identity.ipv6_prefix: bad integer \"129\" "
+                 "(expected an integer from 1 to 128)");
+    assert_error("identity: {user_heder: X}\nroutes: []\n",
+                 "t.yaml:1:12: identity: unknown key \"user_heder\" (did you "
+                 "mean \"user_header\"?)");
+}
+
+Test(config, bad_redis_key_prefix_or_in_flight_cap_is_an_error)
+{
+    assert_error("redis: {url: 'redis://r', key_prefix: 'a{b}:'}\n"
+                 "routes: []\n",
+                 "t.yaml:1:39: redis.key_prefix: bad key prefix \"a{b}:\" "
+                 "(no braces, spaces or control characters)");
+    assert_error("redis: {url: 'redis://r', key_prefix: 'a b'}\n"
+                 "routes: []\n",
+                 "t.yaml:1:39: redis.key_prefix: bad key prefix \"a b\" "
+                 "(no braces, spaces or control characters)");
+    assert_error("redis: {url: 'redis://r', key_prefix: "
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                 "aaaaa}\nroutes: []\n",
+                 "t.yaml:1:39: redis.key_prefix: key prefix is longer than "
+                 "64 bytes");
+    assert_error("redis: {url: 'redis://r', max_in_flight: 0}\nroutes: []\n",
+                 "t.yaml:1:42: redis.max_in_flight: bad integer \"0\" "
+                 "(expected an integer from 1 to 1000000)");
+}
+
+/* Errors: limiters:. */
+
+Test(config, limiters_must_be_a_mapping_of_valid_names)
+{
+    assert_error("limiters: [a]\nroutes: []\n",
+                 "t.yaml:1:11: limiters: expected a mapping, got a sequence");
+    assert_error("limiters:\n  a/b: {algorithm: gcra, rate: 1/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:3: limiters: bad limiter name \"a/b\" (use up to "
+                 "64 letters, digits, '_', '.' and '-')");
+    assert_error("limiters:\n  none: {algorithm: gcra, rate: 1/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:3: limiters: \"none\" is reserved: a tier with "
+                 "limiter: none is never limited");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s}\n"
+                 "  a: {algorithm: gcra, rate: 2/s}\n"
+                 "routes: []\n",
+                 "t.yaml:3:3: limiters: duplicate limiter \"a\" (first at "
+                 "line 2)");
+    assert_error("limiters:\n  a: 5\nroutes: []\n",
+                 "t.yaml:2:6: limiters.a: expected a mapping, got a scalar");
+    assert_error("limiters:\n  a: {rate: 1/s}\nroutes: []\n",
+                 "t.yaml:2:6: limiters.a.algorithm: required");
+}
+
+Test(config, unknown_algorithm_gets_a_suggestion)
+{
+    assert_error("limiters:\n  a: {algorithm: token_bukket, rate: 1/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:18: limiters.a.algorithm: unknown algorithm "
+                 "\"token_bukket\" (did you mean \"token_bucket\"?)");
+    assert_error("limiters:\n  a: {algorithm: magic, rate: 1/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:18: limiters.a.algorithm: unknown algorithm "
+                 "\"magic\" (known: fixed_window, sliding_window, "
+                 "sliding_window_counter, token_bucket, leaky_bucket, gcra)");
+    assert_error("limiters:\n  a: {algorithm: gcra, rte: 1/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:24: limiters.a: unknown key \"rte\" (did you mean "
+                 "\"rate\"?)");
+}
+
+Test(config, keys_of_the_other_algorithm_family_are_errors)
+{
+    assert_error("limiters:\n"
+                 "  a: {algorithm: fixed_window, rate: 1/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:38: limiters.a.rate: fixed_window takes limit and "
+                 "window; rate and burst are for token_bucket, leaky_bucket "
+                 "and gcra");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 5/s, window: 1s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:43: limiters.a.window: gcra takes rate and burst, "
+                 "not limit and window");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: sliding_window, rules: [{limit: 1, window: "
+                 "1s, burst: 2}]}\n"
+                 "routes: []\n",
+                 "t.yaml:2:65: limiters.a.rules[0]: unknown key \"burst\" "
+                 "(known: limit, window)");
+}
+
+Test(config, rules_and_inline_rule_are_exclusive_and_complete)
+{
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s, rules: [{rate: 2/s}]}\n"
+                 "routes: []\n",
+                 "t.yaml:2:42: limiters.a.rules: give either rules or rate "
+                 "and burst, not both");
+    assert_error("limiters:\n  a: {algorithm: fixed_window, limit: 5}\n"
+                 "routes: []\n",
+                 "t.yaml:2:6: limiters.a.window: required");
+    assert_error("limiters:\n  a: {algorithm: gcra, burst: 5}\n"
+                 "routes: []\n",
+                 "t.yaml:2:6: limiters.a.rate: required");
+    assert_error("limiters:\n  a: {algorithm: gcra, rules: []}\n"
+                 "routes: []\n",
+                 "t.yaml:2:31: limiters.a.rules: expected 1 to 8 rules, "
+                 "got 0");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rules: [{rate: 1/s}, {rate: 1/s}, "
+                 "{rate: 1/s}, {rate: 1/s}, {rate: 1/s}, {rate: 1/s}, "
+                 "{rate: 1/s}, {rate: 1/s}, {rate: 1/s}]}\n"
+                 "routes: []\n",
+                 "t.yaml:2:31: limiters.a.rules: expected 1 to 8 rules, "
+                 "got 9");
+    assert_error("limiters:\n  a: {algorithm: gcra, rules: {rate: 1/s}}\n"
+                 "routes: []\n",
+                 "t.yaml:2:31: limiters.a.rules: expected a sequence, got a "
+                 "mapping");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: fixed_window, rules: [{window: 1s}]}\n"
+                 "routes: []\n",
+                 "t.yaml:2:40: limiters.a.rules[0].limit: required");
+}
+
+Test(config, bad_rule_values_are_errors)
+{
+    assert_error("limiters:\n  a: {algorithm: gcra, rate: 10/minute}\n"
+                 "routes: []\n",
+                 "t.yaml:2:30: limiters.a.rate: bad rate \"10/minute\" "
+                 "(expected a count above 0 per period: N/s, N/m, N/h or "
+                 "N/d)");
+    assert_error("limiters:\n  a: {algorithm: gcra, rate: 0/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:30: limiters.a.rate: bad rate \"0/s\" (expected "
+                 "a count above 0 per period: N/s, N/m, N/h or N/d)");
+    assert_error("limiters:\n  a: {algorithm: gcra, rate: 1/s, burst: 0}\n"
+                 "routes: []\n",
+                 "t.yaml:2:42: limiters.a.burst: bad integer \"0\" (expected "
+                 "a whole number of at least 1)");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: fixed_window, limit: -1, window: 1s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:39: limiters.a.limit: bad integer \"-1\" "
+                 "(expected a whole number of at least 1)");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: fixed_window, limit: 1, window: 0ms}\n"
+                 "routes: []\n",
+                 "t.yaml:2:50: limiters.a.window: duration must be greater "
+                 "than 0, got \"0ms\"");
+}
+
+Test(config, rules_too_large_for_exact_arithmetic_are_errors)
+{
+    /* 2^50 / 86400000 ms is about 13.03 million per day. */
+    assert_error("limiters:\n"
+                 "  a: {algorithm: fixed_window, rules: [{limit: 1, window: "
+                 "1s}, {limit: 13100000, window: 1d}]}\n"
+                 "routes: []\n",
+                 "t.yaml:2:64: limiters.a.rules[1]: rule too large: limit "
+                 "13100000 x window 86400000 ms must stay below 2^50");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: token_bucket, rate: 1/d, burst: "
+                 "13100000}\n"
+                 "routes: []\n",
+                 "t.yaml:2:6: limiters.a: rule too large: burst 13100000 x "
+                 "window 86400000 ms must stay below 2^50");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 100000000/s, mode: delay, "
+                 "max_delay: 1d}\n"
+                 "routes: []\n",
+                 "t.yaml:2:67: limiters.a.max_delay: too large: max_delay "
+                 "86400000 ms x limit 100000000 must stay below 2^50");
+    /* Just below the bound is fine. */
+    config_unref(
+        parse_ok("limiters:\n"
+                 "  a: {algorithm: fixed_window, limit: 13000000, window: 1d}\n"
+                 "routes: []\n"));
+}
+
+Test(config, delay_mode_needs_a_bucket_and_a_max_delay)
+{
+    assert_error("limiters:\n"
+                 "  a: {algorithm: fixed_window, limit: 1, window: 1s, mode: "
+                 "delay, max_delay: 1s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:60: limiters.a.mode: mode: delay needs "
+                 "token_bucket, leaky_bucket or gcra, not fixed_window");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s, mode: delay}\n"
+                 "routes: []\n",
+                 "t.yaml:2:6: limiters.a.max_delay: required with mode: "
+                 "delay");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s, max_delay: 1s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:46: limiters.a.max_delay: only allowed with "
+                 "mode: delay");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s, mode: wait}\n"
+                 "routes: []\n",
+                 "t.yaml:2:41: limiters.a.mode: bad mode \"wait\" (expected "
+                 "deny or delay)");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s, mode: delay, max_delay: "
+                 "0s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:59: limiters.a.max_delay: duration must be "
+                 "greater than 0, got \"0s\"");
+}
+
+/* Errors: RequestRateLimiter. */
+
+/* A route with one filter, 'filter' being the text of its list item. */
+static void
+assert_rl_error(const char *filter, const char *want)
+{
+    char *yaml = NULL;
+
+    yaml = xasprintf("limiters:\n"
+                     "  per-user: {algorithm: token_bucket, rate: 10/s, "
+                     "burst: 20}\n"
+                     "  per-ip: {algorithm: gcra, rate: 5/s, burst: 10}\n"
+                     "  two: {algorithm: fixed_window, rules: [{limit: 9, "
+                     "window: 1s}, {limit: 4, window: 1m}]}\n"
+                     "routes:\n"
+                     "  - id: r\n"
+                     "    uri: http://x\n"
+                     "    filters:\n"
+                     "      - %s\n",
+                     filter);
+    assert_error(yaml, want);
+    free(yaml);
+}
+
+Test(config, request_rate_limiter_has_no_shortcut_form)
+{
+    const char *want = "t.yaml:9:9: routes[0].filters[0]: RequestRateLimiter "
+                       "has no shortcut form: write \"name: "
+                       "RequestRateLimiter\" with \"args: {key: ip, limiter: "
+                       "NAME}\"";
+
+    assert_rl_error("RequestRateLimiter=ip, per-ip", want);
+    assert_rl_error("RequestRateLimiter", want);
+}
+
+Test(config, request_rate_limiter_needs_its_args)
+{
+    assert_rl_error("{name: RequestRateLimiter}",
+                    "t.yaml:9:9: routes[0].filters[0]: RequestRateLimiter: "
+                    "missing args (a key and a limiter, or tiers)");
+    assert_rl_error("{name: RequestRateLimiter, args: {cost: 1}}",
+                    "t.yaml:9:42: routes[0].filters[0].args: "
+                    "RequestRateLimiter needs a key and a limiter, or tiers");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip}}",
+                    "t.yaml:9:42: routes[0].filters[0].args.limiter: "
+                    "required");
+    assert_rl_error("{name: RequestRateLimiter, args: {limiter: per-ip}}",
+                    "t.yaml:9:42: routes[0].filters[0].args.key: required");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limitr: "
+                    "per-ip}}",
+                    "t.yaml:9:52: routes[0].filters[0].args: unknown key "
+                    "\"limitr\" (did you mean \"limiter\"?)");
+    assert_rl_error("{name: RequestRateLimiter, args: [ip]}",
+                    "t.yaml:9:42: routes[0].filters[0].args: expected a "
+                    "mapping, got a sequence");
+}
+
+Test(config, misspelt_or_misplaced_request_rate_limiter_is_named)
+{
+    assert_rl_error("{name: RequestRateLimitr, args: {key: ip}}",
+                    "t.yaml:9:16: routes[0].filters[0]: unknown filter "
+                    "\"RequestRateLimitr\" (did you mean "
+                    "\"RequestRateLimiter\"?)");
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://x\n"
+                 "    predicates: [RequestRateLimiter]\n",
+                 "t.yaml:4:18: routes[0].predicates[0]: unknown predicate "
+                 "\"RequestRateLimiter\" (RequestRateLimiter is a filter)");
+}
+
+Test(config, unknown_limiter_gets_a_suggestion)
+{
+    assert_rl_error("{name: RequestRateLimiter, args: {key: user, limiter: "
+                    "per-usr}}",
+                    "t.yaml:9:63: routes[0].filters[0].args.limiter: unknown "
+                    "limiter \"per-usr\" (did you mean \"per-user\"?)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: user, limiter: "
+                    "global}}",
+                    "t.yaml:9:63: routes[0].filters[0].args.limiter: unknown "
+                    "limiter \"global\" (known: per-user, per-ip, two)");
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - {name: RequestRateLimiter, args: {key: ip, "
+                 "limiter: per-ip}}\n",
+                 "t.yaml:5:61: routes[0].filters[0].args.limiter: unknown "
+                 "limiter \"per-ip\" (no limiters are defined under "
+                 "limiters:)");
+}
+
+Test(config, bad_keys_are_errors)
+{
+    static const char tail[] = " (expected parts joined by '+': ip, user, "
+                               "role, route, header:NAME, query:NAME, "
+                               "cookie:NAME)";
+    static const struct {
+        const char *key;
+        const char *why;
+    } cases[] = {
+        {"usr", "unknown part \"usr\" (did you mean \"user\"?)"},
+        {"address", "unknown part \"address\" (known: ip, user, role, "
+                    "route, header, query, cookie)"},
+        {"header", "header needs a name (header:NAME)"},
+        {"'cookie:'", "cookie needs a name (cookie:NAME)"},
+        {"'ip:v4'", "ip takes no name"},
+        {"'query:a b'", "bad query name \"a b\" (expected a token)"},
+        {"ip+user+ip", "\"ip\" appears twice"},
+        {"'header:X-A+header:x-a'", "\"header:x-a\" appears twice"},
+        {"ip++user", "empty part"},
+        {"''", "empty part"},
+        {"ip+user+role+route+header:A", "at most 4 parts"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *item = NULL;
+        char *want = NULL;
+        const char *raw = cases[i].key;
+        size_t n = strlen(raw);
+        bool quoted = raw[0] == '\'';
+
+        item = xasprintf("{name: RequestRateLimiter, args: {limiter: "
+                         "per-ip, key: %s}}",
+                         raw);
+        want = xasprintf("t.yaml:9:65: routes[0].filters[0].args.key: bad "
+                         "key \"%.*s\": %s%s",
+                         (int)(quoted ? n - 2 : n), quoted ? raw + 1 : raw,
+                         cases[i].why, tail);
+        assert_rl_error(item, want);
+        free(item);
+        free(want);
+    }
+}
+
+Test(config, tiers_are_checked_one_by_one)
+{
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: [{limiter: "
+                    "per-ip}]}}",
+                    "t.yaml:9:51: routes[0].filters[0].args.tiers[0].key: "
+                    "required");
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: [{key: ip}]}}",
+                    "t.yaml:9:51: routes[0].filters[0].args.tiers[0]."
+                    "limiter: required");
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: []}}",
+                    "t.yaml:9:50: routes[0].filters[0].args.tiers: expected "
+                    "at least one tier");
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: ip}}",
+                    "t.yaml:9:50: routes[0].filters[0].args.tiers: expected "
+                    "a sequence, got a scalar");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, tiers: [{key: ip, limiter: per-ip}]}}",
+                    "t.yaml:9:76: routes[0].filters[0].args.tiers: give "
+                    "either tiers or key and limiter, not both");
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: [{when: {}, "
+                    "limiter: none}]}}",
+                    "t.yaml:9:58: routes[0].filters[0].args.tiers[0].when."
+                    "role: required");
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: [{when: {rol: "
+                    "a}, limiter: none}]}}",
+                    "t.yaml:9:59: routes[0].filters[0].args.tiers[0].when: "
+                    "unknown key \"rol\" (did you mean \"role\"?)");
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: [{when: {role: "
+                    "''}, limiter: none}]}}",
+                    "t.yaml:9:65: routes[0].filters[0].args.tiers[0].when."
+                    "role: bad role \"\"");
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: [{who: x, "
+                    "limiter: none}]}}",
+                    "t.yaml:9:52: routes[0].filters[0].args.tiers[0]: "
+                    "unknown key \"who\" (known: when, key, limiter)");
+}
+
+Test(config, every_broken_tier_is_reported)
+{
+    struct config_errors e;
+    struct config *cfg = parse("limiters: {l: {algorithm: gcra, rate: 1/s}}\n"
+                               "routes:\n"
+                               "  - id: r\n"
+                               "    uri: http://x\n"
+                               "    filters:\n"
+                               "      - name: RequestRateLimiter\n"
+                               "        args:\n"
+                               "          tiers:\n"
+                               "            - {key: ip, limiter: k}\n"
+                               "            - {key: usr, limiter: l}\n"
+                               "            - {key: ip, limiter: l}\n",
+                               &e);
+
+    cr_assert_null(cfg);
+    cr_assert_eq(e.n, 2);
+    cr_assert_str_eq(e.v[0], "t.yaml:9:34: routes[0].filters[0].args.tiers[0]."
+                             "limiter: unknown limiter \"k\" (known: l)");
+    cr_assert_str_eq(e.v[1],
+                     "t.yaml:10:21: routes[0].filters[0].args.tiers[1].key: "
+                     "bad key \"usr\": unknown part \"usr\" (did you mean "
+                     "\"user\"?) (expected parts joined by '+': ip, user, "
+                     "role, route, header:NAME, query:NAME, cookie:NAME)");
+    config_errors_deinit(&e);
+}
+
+Test(config, cost_must_fit_every_tier)
+{
+    assert_rl_error("{name: RequestRateLimiter, args: {tiers: [{key: ip, "
+                    "limiter: per-ip}, {key: user, limiter: per-user}], "
+                    "cost: 11}}",
+                    "t.yaml:9:70: routes[0].filters[0].args.tiers[0].limiter: "
+                    "limiter \"per-ip\" can never admit cost 11 (burst 10)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: two, "
+                    "cost: 5}}",
+                    "t.yaml:9:61: routes[0].filters[0].args.limiter: limiter "
+                    "\"two\" can never admit cost 5 (limit 4 in rules[1])");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, cost: 0}}",
+                    "t.yaml:9:75: routes[0].filters[0].args.cost: bad "
+                    "integer \"0\" (expected a whole number of at least 1)");
+    /* The burst itself fits; "none" has no capacity to exceed. */
+    config_unref(parse_ok("limiters: {l: {algorithm: gcra, rate: 1/s, burst: "
+                          "10}}\n"
+                          "routes:\n"
+                          "  - id: r\n"
+                          "    uri: http://x\n"
+                          "    filters:\n"
+                          "      - name: RequestRateLimiter\n"
+                          "        args:\n"
+                          "          cost: 10\n"
+                          "          tiers: [{limiter: none}, {key: ip, "
+                          "limiter: l}]\n"));
+}
+
+Test(config, bad_options_are_errors)
+{
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, on_redis_error: fail}}",
+                    "t.yaml:9:85: routes[0].filters[0].args.on_redis_error: "
+                    "bad on_redis_error \"fail\" (expected local, allow or "
+                    "deny)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, headers: all}}",
+                    "t.yaml:9:78: routes[0].filters[0].args.headers: bad "
+                    "headers \"all\" (expected ietf, legacy, both or none)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, empty_key: 403}}",
+                    "t.yaml:9:80: routes[0].filters[0].args.empty_key: bad "
+                    "empty_key \"403\" (expected deny or allow)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, backend: memory}}",
+                    "t.yaml:9:78: routes[0].filters[0].args.backend: bad "
+                    "backend \"memory\" (expected redis or local)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, dry_run: maybe}}",
+                    "t.yaml:9:78: routes[0].filters[0].args.dry_run: bad "
+                    "boolean \"maybe\" (expected true or false)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, status: 302}}",
+                    "t.yaml:9:77: routes[0].filters[0].args.status: bad "
+                    "integer \"302\" (expected an integer from 400 to 599)");
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, scope: 'a:b'}}",
+                    "t.yaml:9:76: routes[0].filters[0].args.scope: bad scope "
+                    "\"a:b\" (expected \"route\", or a name of up to 64 "
+                    "letters, digits, '_', '.' and '-')");
+    /* No redis: section here. */
+    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
+                    "per-ip, backend: redis}}",
+                    "t.yaml:9:78: routes[0].filters[0].args.backend: backend: "
+                    "redis needs a redis: section (or use backend: local)");
+}
+
+Test(config, key_that_could_outgrow_redis_keys_is_an_error)
+{
+    char *item = NULL;
+    char name[201];
+
+    memset(name, 'a', 200);
+    name[200] = '\0';
+    /* 7 (prefix) + 6 + 8 + 1 (scope "r") + 7 + 200 = 229: fits. */
+    item = xasprintf("routes:\n"
+                     "  - id: r\n"
+                     "    uri: http://x\n"
+                     "    filters:\n"
+                     "      - {name: RequestRateLimiter, args: {limiter: "
+                     "per-ip, key: 'header:%s'}}\n"
+                     "limiters: {per-ip: {algorithm: gcra, rate: 1/s}}\n",
+                     name);
+    config_unref(parse_ok(item));
+    free(item);
+    item = xasprintf("routes:\n"
+                     "  - id: r\n"
+                     "    uri: http://x\n"
+                     "    filters:\n"
+                     "      - {name: RequestRateLimiter, args: {limiter: "
+                     "per-ip, key: 'header:%s', scope: abcdefghij}}\n"
+                     "limiters: {per-ip: {algorithm: gcra, rate: 1/s}}\n",
+                     name);
+    assert_error(item, "t.yaml:5:65: routes[0].filters[0].args.key: the Redis "
+                       "key would be too long: key prefix, limiter name, tag, "
+                       "scope and key take 238 bytes (at most 237)");
+    free(item);
+}
+
+Test(config, broken_limiter_is_reported_once)
+{
+    /* The route naming it says nothing more. */
+    assert_error("limiters: {l: {algorithm: gcra, rate: fast}}\n"
+                 "routes:\n"
+                 "  - id: r\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - {name: RequestRateLimiter, args: {key: ip, limiter: "
+                 "l, cost: 5}}\n",
+                 "t.yaml:1:39: limiters.l.rate: bad rate \"fast\" (expected "
+                 "a count above 0 per period: N/s, N/m, N/h or N/d)");
 }

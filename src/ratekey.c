@@ -1,0 +1,396 @@
+#include "ratekey.h"
+
+#include <openssl/evp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "headers.h"
+#include "netaddr.h"
+
+/* Hex digits of the SHA-256 kept in a hashed value: 128 bits. */
+#define HASH_HEX 32
+
+/* Longest text of an address part: an IPv6 address, '/', a prefix. */
+#define IP_TEXT_MAX 64
+
+/* One part's value, found in the request; borrowed or in 'buf'. */
+struct part_value {
+    const char *p;         /* the bytes; NULL: nothing */
+    size_t n;              /* their length */
+    bool form_encoded;     /* query: decode %XX and '+' before escaping */
+    char buf[IP_TEXT_MAX]; /* the text of an address */
+};
+
+/* Where escaped bytes go: a bounded buffer, a counter, or a digest. */
+struct sink {
+    char *buf;       /* NULL: only count or hash */
+    size_t cap;      /* bytes 'buf' holds, NUL included */
+    size_t len;      /* bytes written (or counted) so far */
+    bool overflow;   /* something did not fit in 'buf' */
+    EVP_MD_CTX *md;  /* hashing instead of writing, or NULL */
+    char chunk[256]; /* bytes not yet hashed */
+    size_t nchunk;   /* bytes in 'chunk' */
+};
+
+static void
+sink_put(struct sink *s, const char *p, size_t n)
+{
+    if (s->md != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            if (s->nchunk == sizeof(s->chunk)) {
+                EVP_DigestUpdate(s->md, s->chunk, s->nchunk);
+                s->nchunk = 0;
+            }
+            s->chunk[s->nchunk++] = p[i];
+        }
+    } else if (s->buf != NULL) {
+        if (s->len + n >= s->cap) {
+            s->overflow = true;
+            return;
+        }
+        memcpy(s->buf + s->len, p, n);
+        s->buf[s->len + n] = '\0';
+    }
+    s->len += n;
+}
+
+static void
+sink_puts(struct sink *s, const char *str)
+{
+    sink_put(s, str, strlen(str));
+}
+
+static int
+hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/*
+ * Decodes one byte of a form-encoded string at s[*i] ('+' is a space,
+ * "%XX" a byte, a stray '%' itself) and moves '*i' past it.
+ */
+static unsigned char
+form_byte(const char *s, size_t n, size_t *i)
+{
+    unsigned char c = (unsigned char)s[*i];
+
+    (*i)++;
+    if (c == '+') {
+        return ' ';
+    }
+    if (c == '%' && *i + 1 < n && hex_digit(s[*i]) >= 0 &&
+        hex_digit(s[*i + 1]) >= 0) {
+        c = (unsigned char)(hex_digit(s[*i]) * 16 + hex_digit(s[*i + 1]));
+        *i += 2;
+    }
+    return c;
+}
+
+static bool
+unreserved(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '~' ||
+           c == '@' || c == '-';
+}
+
+/*
+ * The escaped form of 'v' into 's'. Escaping is injective and leaves no
+ * '{', '}', ':', '+' or '#' in the output, so no value can close the hash
+ * tag, pass for another part, or pass for a hashed value.
+ */
+static void
+escape_value(struct sink *s, const struct part_value *v)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i = 0;
+
+    while (i < v->n) {
+        unsigned char c = v->form_encoded ? form_byte(v->p, v->n, &i)
+                                          : (unsigned char)v->p[i++];
+        char esc[3];
+
+        if (unreserved(c)) {
+            sink_put(s, (const char *)&c, 1);
+        } else {
+            esc[0] = '%';
+            esc[1] = hex[c >> 4];
+            esc[2] = hex[c & 15];
+            sink_put(s, esc, 3);
+        }
+    }
+}
+
+/* The escaped value, or "#" and a hash of it when it is long. */
+static void
+put_value(struct sink *out, const struct part_value *v)
+{
+    struct sink count = {0};
+    struct sink hash = {0};
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char hexbuf[HASH_HEX + 2];
+
+    escape_value(&count, v);
+    if (count.len <= RATEKEY_MAX_VALUE) {
+        escape_value(out, v);
+        return;
+    }
+    /* Collision-resistant: a caller who picks a long value must not be
+     * able to aim it at somebody else's bucket. */
+    hash.md = EVP_MD_CTX_new();
+    if (hash.md == NULL || !EVP_DigestInit_ex(hash.md, EVP_sha256(), NULL)) {
+        fprintf(stderr, "sluice: cannot start SHA-256\n");
+        abort();
+    }
+    escape_value(&hash, v);
+    EVP_DigestUpdate(hash.md, hash.chunk, hash.nchunk);
+    EVP_DigestFinal_ex(hash.md, md, &mdlen);
+    EVP_MD_CTX_free(hash.md);
+    hexbuf[0] = '#';
+    for (size_t i = 0; i < HASH_HEX / 2; i++) {
+        snprintf(hexbuf + 1 + 2 * i, 3, "%02x", md[i]);
+    }
+    sink_put(out, hexbuf, HASH_HEX + 1);
+}
+
+/* True for ::ffff:a.b.c.d, which is the IPv4 client a.b.c.d. */
+static bool
+is_v4_mapped(const struct netaddr *a)
+{
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
+
+    return a->family == AF_INET6 && memcmp(a->bytes, prefix, 12) == 0;
+}
+
+/*
+ * The client's address: IPv4 as is, IPv6 masked to the prefix, since one
+ * IPv6 client commonly holds a whole /64 and could rotate through it.
+ */
+static void
+format_ip(const struct netaddr *client, unsigned prefix, char *buf)
+{
+    struct netaddr a = *client;
+    size_t n;
+
+    if (is_v4_mapped(&a)) {
+        a.family = AF_INET;
+        memmove(a.bytes, a.bytes + 12, 4);
+        memset(a.bytes + 4, 0, 12);
+    }
+    if (a.family != AF_INET6) {
+        netaddr_format(&a, buf, IP_TEXT_MAX);
+        return;
+    }
+    /* 0 comes from a caller built without a config: the default. */
+    if (prefix == 0 || prefix > 128) {
+        prefix = 64;
+    }
+    for (unsigned bit = prefix; bit < 128; bit++) {
+        a.bytes[bit / 8] &= (uint8_t) ~(0x80u >> (bit % 8));
+    }
+    netaddr_format(&a, buf, IP_TEXT_MAX);
+    n = strlen(buf);
+    snprintf(buf + n, IP_TEXT_MAX - n, "/%u", prefix);
+}
+
+/* The value of query parameter 'name' in 'q' (raw, encoded). */
+static bool
+find_query(const char *q, const char *name, struct part_value *v)
+{
+    size_t namelen = strlen(name);
+
+    while (q != NULL && *q != '\0') {
+        size_t n = strcspn(q, "&");
+        const char *eq = memchr(q, '=', n);
+        size_t klen = eq != NULL ? (size_t)(eq - q) : n;
+        size_t i = 0;
+        size_t j = 0;
+
+        /* Compare the decoded name: "api%5Fkey" is "api_key". */
+        while (i < klen && j < namelen &&
+               form_byte(q, klen, &i) == (unsigned char)name[j]) {
+            j++;
+        }
+        if (i == klen && j == namelen) {
+            v->p = eq != NULL ? eq + 1 : q + n;
+            v->n = eq != NULL ? n - klen - 1 : 0;
+            v->form_encoded = true;
+            return true;
+        }
+        q += n;
+        if (*q == '&') {
+            q++;
+        }
+    }
+    return false;
+}
+
+static bool
+is_space(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* The value of cookie 'name' in the Cookie fields ("a=b; c=d"). */
+static bool
+find_cookie(const struct headers *h, const char *name, struct part_value *v)
+{
+    size_t namelen = strlen(name);
+
+    for (size_t f = 0; h != NULL && f < h->n; f++) {
+        const char *s = h->v[f].value;
+
+        if (strcasecmp(h->v[f].name, "Cookie") != 0) {
+            continue;
+        }
+        while (*s != '\0') {
+            size_t n = strcspn(s, ";");
+            const char *end = s + n;
+            const char *eq = memchr(s, '=', n);
+            const char *k = s;
+            const char *kend = eq != NULL ? eq : end;
+
+            while (k < kend && is_space(*k)) {
+                k++;
+            }
+            while (kend > k && is_space(kend[-1])) {
+                kend--;
+            }
+            if (eq != NULL && (size_t)(kend - k) == namelen &&
+                memcmp(k, name, namelen) == 0) {
+                const char *val = eq + 1;
+                const char *vend = end;
+
+                while (val < vend && is_space(*val)) {
+                    val++;
+                }
+                while (vend > val && is_space(vend[-1])) {
+                    vend--;
+                }
+                v->p = val;
+                v->n = (size_t)(vend - val);
+                return true;
+            }
+            s = *end == ';' ? end + 1 : end;
+        }
+    }
+    return false;
+}
+
+static void
+set_string(struct part_value *v, const char *s)
+{
+    v->p = s;
+    v->n = s != NULL ? strlen(s) : 0;
+}
+
+/* What 'part' names in the request; false if nothing, or empty. */
+static bool
+resolve(const struct key_part *part, const struct caller *who,
+        struct part_value *v)
+{
+    memset(v, 0, sizeof(*v));
+    switch (part->kind) {
+    case KEY_IP:
+        if (who->client != NULL) {
+            format_ip(who->client, who->ipv6_prefix, v->buf);
+            set_string(v, v->buf);
+        }
+        break;
+    case KEY_USER:
+        set_string(v, who->user);
+        break;
+    case KEY_ROLE:
+        set_string(v, who->role);
+        break;
+    case KEY_HEADER:
+        set_string(v, who->headers != NULL
+                          ? headers_get(who->headers, part->name)
+                          : NULL);
+        break;
+    case KEY_QUERY:
+        find_query(who->query, part->name, v);
+        break;
+    case KEY_COOKIE:
+        find_cookie(who->headers, part->name, v);
+        break;
+    case KEY_ROUTE:
+        set_string(v, "-");
+        break;
+    }
+    return v->p != NULL && v->n > 0;
+}
+
+const struct tier *
+ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
+{
+    for (size_t i = 0; i < rl->ntiers; i++) {
+        const struct tier *t = &rl->tiers[i];
+        struct part_value v;
+        bool ok = true;
+
+        if (t->when_role != NULL &&
+            (who->role == NULL || strcmp(who->role, t->when_role) != 0)) {
+            continue;
+        }
+        for (size_t j = 0; ok && j < t->key.nparts; j++) {
+            ok = resolve(&t->key.parts[j], who, &v);
+        }
+        if (ok) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+bool
+ratekey_build(const struct tier *tier, const struct caller *who,
+              const char *prefix, const char *scope, char *buf)
+{
+    struct sink out = {.buf = buf, .cap = RATEKEY_MAX};
+
+    buf[0] = '\0';
+    sink_puts(&out, prefix);
+    sink_puts(&out, tier->limiter->name);
+    sink_puts(&out, ":");
+    sink_puts(&out, tier->limiter->tag);
+    sink_puts(&out, ":{");
+    sink_puts(&out, scope);
+    sink_puts(&out, ":");
+    sink_puts(&out, tier->key.text);
+    sink_puts(&out, ":");
+    for (size_t i = 0; i < tier->key.nparts; i++) {
+        struct part_value v;
+
+        if (!resolve(&tier->key.parts[i], who, &v)) {
+            buf[0] = '\0';
+            return false;
+        }
+        if (i > 0) {
+            sink_puts(&out, "+");
+        }
+        put_value(&out, &v);
+    }
+    sink_puts(&out, "}");
+    if (out.overflow) {
+        buf[0] = '\0';
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,450 @@
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "headers.h"
+#include "netaddr.h"
+#include "ratekey.h"
+#include "xmalloc.h"
+
+/*
+ * Tiers come from real config text, so that the keys tested are the ones
+ * a user writes. Route "r", limiter "l" (its tag is read back).
+ */
+static struct config *cfg;
+static const struct rate_limit_conf *rl;
+
+static void
+load(const char *args)
+{
+    struct config_errors e;
+    char *yaml = xasprintf("limiters: {l: {algorithm: gcra, rate: 1/s}}\n"
+                           "routes:\n"
+                           "  - id: r\n"
+                           "    uri: http://x\n"
+                           "    filters:\n"
+                           "      - name: RequestRateLimiter\n"
+                           "        args: %s\n",
+                           args);
+
+    config_errors_init(&e);
+    cfg = config_parse(yaml, strlen(yaml), "t.yaml", &e);
+    cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
+    config_errors_deinit(&e);
+    free(yaml);
+    rl = cfg->routes[0].filters[0].rl;
+}
+
+static void
+teardown(void)
+{
+    config_unref(cfg);
+    cfg = NULL;
+}
+
+TestSuite(ratekey, .fini = teardown);
+
+struct request {
+    struct netaddr addr;
+    struct headers headers;
+    struct caller who;
+};
+
+static void
+request_init(struct request *r, const char *ip)
+{
+    memset(r, 0, sizeof(*r));
+    headers_init(&r->headers);
+    r->who.headers = &r->headers;
+    r->who.ipv6_prefix = 64;
+    if (ip != NULL) {
+        cr_assert_eq(netaddr_parse(ip, &r->addr), 0, "%s", ip);
+        r->who.client = &r->addr;
+    }
+}
+
+/* The key of the only tier of the loaded filter, or "" when none. */
+static void
+key_of(struct request *r, char *buf)
+{
+    cr_assert_eq(rl->ntiers, 1);
+    if (!ratekey_build(&rl->tiers[0], &r->who, "sluice:", "r", buf)) {
+        cr_assert_str_eq(buf, "", "a failed build leaves an empty key");
+    }
+}
+
+/* "sluice:l:<tag>:{r:<kind>:<value>}". */
+static void
+assert_key(const char *key, const char *kind, const char *value)
+{
+    char want[RATEKEY_MAX + 64];
+
+    snprintf(want, sizeof(want), "sluice:l:%s:{r:%s:%s}", cfg->limiters[0].tag,
+             kind, value);
+    cr_assert_str_eq(key, want);
+}
+
+Test(ratekey, ipv4_client_is_its_address)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: ip, limiter: l}");
+    request_init(&r, "192.0.2.1");
+    key_of(&r, key);
+    assert_key(key, "ip", "192.0.2.1");
+    cr_assert_lt(strlen(key), RATEKEY_MAX);
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, ipv4_mapped_ipv6_client_is_the_ipv4_client)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: ip, limiter: l}");
+    request_init(&r, "::ffff:192.0.2.1");
+    key_of(&r, key);
+    assert_key(key, "ip", "192.0.2.1");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, ipv6_clients_are_grouped_by_prefix)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    char other[RATEKEY_MAX];
+
+    load("{key: ip, limiter: l}");
+    request_init(&r, "2001:db8:1:2:3:4:5:6");
+    key_of(&r, key);
+    /* "2001:db8:1:2::/64", escaped. */
+    assert_key(key, "ip", "2001%3Adb8%3A1%3A2%3A%3A%2F64");
+    request_init(&r, "2001:db8:1:2:ffff::1");
+    key_of(&r, other);
+    cr_assert_str_eq(other, key, "same /64, same bucket");
+    request_init(&r, "2001:db8:1:3::1");
+    key_of(&r, other);
+    cr_assert_str_neq(other, key, "another /64, another bucket");
+
+    request_init(&r, "2001:db8:1:2:3:4:5:6");
+    r.who.ipv6_prefix = 48;
+    key_of(&r, key);
+    assert_key(key, "ip", "2001%3Adb8%3A1%3A%3A%2F48");
+    r.who.ipv6_prefix = 128;
+    key_of(&r, key);
+    assert_key(key, "ip", "2001%3Adb8%3A1%3A2%3A3%3A4%3A5%3A6%2F128");
+    r.who.ipv6_prefix = 1;
+    key_of(&r, key);
+    assert_key(key, "ip", "%3A%3A%2F1");
+    /* A caller built without a config gets the default, /64. */
+    r.who.ipv6_prefix = 0;
+    key_of(&r, key);
+    assert_key(key, "ip", "2001%3Adb8%3A1%3A2%3A%3A%2F64");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, user_and_role_come_from_the_caller)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: user, limiter: l}");
+    request_init(&r, "192.0.2.1");
+    r.who.user = "alice";
+    /* The header is not read: the proxy decides what is believed. */
+    headers_add(&r.headers, "X-User-Id", "mallory");
+    key_of(&r, key);
+    assert_key(key, "user", "alice");
+    teardown();
+
+    load("{key: role, limiter: l}");
+    r.who.role = "admin";
+    key_of(&r, key);
+    assert_key(key, "role", "admin");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, header_is_the_first_field_of_that_name)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'header:X-Api-Key', limiter: l}");
+    request_init(&r, NULL);
+    headers_add(&r.headers, "x-api-key", "k1");
+    headers_add(&r.headers, "X-Api-Key", "k2");
+    key_of(&r, key);
+    assert_key(key, "header:x-api-key", "k1");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, query_parameter_is_decoded_then_escaped)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'query:api_key', limiter: l}");
+    request_init(&r, NULL);
+    r.who.query = "a=1&api_keyx=no&api_key=x%41+y%2&api_key=second";
+    key_of(&r, key);
+    /* "%41" is 'A', '+' a space, a stray '%' itself. */
+    assert_key(key, "query:api_key", "xA%20y%252");
+    /* The name is compared decoded too. */
+    r.who.query = "api%5Fkey=v";
+    key_of(&r, key);
+    assert_key(key, "query:api_key", "v");
+    /* The same value however it is encoded: one bucket. */
+    r.who.query = "api_key=a%20b";
+    key_of(&r, key);
+    assert_key(key, "query:api_key", "a%20b");
+    r.who.query = "api_key=a+b";
+    key_of(&r, key);
+    assert_key(key, "query:api_key", "a%20b");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, cookie_is_found_in_any_cookie_field)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'cookie:sid', limiter: l}");
+    request_init(&r, NULL);
+    headers_add(&r.headers, "Cookie", "a=b; xsid=no;sid= s1 ; c=d");
+    key_of(&r, key);
+    assert_key(key, "cookie:sid", "s1");
+    headers_deinit(&r.headers);
+
+    request_init(&r, NULL);
+    headers_add(&r.headers, "Cookie", "a=b");
+    headers_add(&r.headers, "cookie", "SID=upper; sid=s2");
+    key_of(&r, key);
+    assert_key(key, "cookie:sid", "s2");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, route_key_is_one_bucket_for_everyone)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: route, limiter: l}");
+    request_init(&r, NULL);
+    key_of(&r, key);
+    assert_key(key, "route", "-");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, combined_parts_are_joined_with_plus)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'ip+header:X-Api-Key+user+cookie:s', limiter: l}");
+    request_init(&r, "10.0.0.7");
+    headers_add(&r.headers, "X-Api-Key", "k+1");
+    headers_add(&r.headers, "Cookie", "s=c");
+    r.who.user = "bob";
+    key_of(&r, key);
+    /* A '+' inside a value is escaped, so the join stays unambiguous. */
+    assert_key(key, "ip+header:x-api-key+user+cookie:s",
+               "10.0.0.7+k%2B1+bob+c");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, empty_or_missing_part_builds_no_key)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'ip+header:X-Api-Key', limiter: l}");
+    request_init(&r, "10.0.0.7");
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    cr_assert_str_eq(key, "");
+    headers_add(&r.headers, "X-Api-Key", "");
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    headers_deinit(&r.headers);
+    request_init(&r, NULL);
+    headers_add(&r.headers, "X-Api-Key", "k");
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    headers_deinit(&r.headers);
+    teardown();
+
+    request_init(&r, NULL);
+    load("{key: user, limiter: l}");
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    r.who.user = "";
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    teardown();
+
+    load("{key: 'query:q', limiter: l}");
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    r.who.query = "q&x=1";
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    r.who.query = "q=";
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    r.who.query = "";
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    teardown();
+
+    load("{key: 'cookie:c', limiter: l}");
+    headers_add(&r.headers, "Cookie", "c; d=1; c =");
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, "p:", "r", key));
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, tiers_are_tried_in_order_by_role_then_key)
+{
+    struct request r;
+    const struct tier *t;
+
+    load("{tiers: [{when: {role: superadmin}, limiter: none},"
+         " {when: {role: admin}, key: ip, limiter: l},"
+         " {key: user, limiter: l},"
+         " {key: ip, limiter: l}]}");
+    request_init(&r, "192.0.2.1");
+
+    r.who.role = "superadmin";
+    r.who.user = "root";
+    t = ratekey_tier(rl, &r.who);
+    cr_assert_eq(t, &rl->tiers[0]);
+    cr_assert_null(t->limiter);
+
+    r.who.role = "admin";
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[1]);
+    /* Roles compare exactly. */
+    r.who.role = "Admin";
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[2]);
+    r.who.role = NULL;
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[2]);
+    /* Anonymous callers fall through to the address. */
+    r.who.user = NULL;
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[3]);
+    /* An admin whose key cannot be built falls through as well. */
+    r.who.role = "admin";
+    r.who.client = NULL;
+    r.who.user = "ann";
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[2]);
+    r.who.user = NULL;
+    cr_assert_null(ratekey_tier(rl, &r.who));
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, none_tier_with_a_key_applies_only_when_it_resolves)
+{
+    struct request r;
+
+    load("{tiers: [{key: 'header:X-Internal', limiter: none},"
+         " {key: ip, limiter: l}]}");
+    request_init(&r, "192.0.2.1");
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[1]);
+    headers_add(&r.headers, "X-Internal", "1");
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[0]);
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, hostile_bytes_are_escaped_out_of_the_hash_tag)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    const char *open;
+
+    load("{key: user, limiter: l}");
+    request_init(&r, NULL);
+    r.who.user = "a{b}:c d+\xc3\xa9#%~@._-Z9";
+    key_of(&r, key);
+    assert_key(key, "user", "a%7Bb%7D%3Ac%20d%2B%C3%A9%23%25~@._-Z9");
+    /* One tag, closed at the very end. */
+    open = strchr(key, '{');
+    cr_assert_not_null(open);
+    cr_assert_null(strchr(open + 1, '{'));
+    cr_assert_eq(strchr(key, '}'), key + strlen(key) - 1);
+    r.who.user = "\x01\x7f\xff";
+    key_of(&r, key);
+    assert_key(key, "user", "%01%7F%FF");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, long_values_are_hashed_with_sha256)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    char again[RATEKEY_MAX];
+    char value[10001];
+
+    load("{key: user, limiter: l}");
+    request_init(&r, NULL);
+    /* 64 bytes after escaping: kept as is. */
+    memset(value, 'a', 64);
+    value[64] = '\0';
+    r.who.user = value;
+    key_of(&r, key);
+    assert_key(key, "user", value);
+    /* 65: "#" and the first 128 bits of SHA-256("a" x 65). */
+    value[64] = 'a';
+    value[65] = '\0';
+    key_of(&r, key);
+    assert_key(key, "user", "#635361c48bb9eab14198e76ea8ab7f1a");
+    key_of(&r, again);
+    cr_assert_str_eq(again, key, "deterministic");
+    value[0] = 'b';
+    key_of(&r, again);
+    cr_assert_str_neq(again, key, "another value, another hash");
+    /* 22 spaces are 66 bytes escaped: the escaped form is hashed. */
+    memset(value, ' ', 22);
+    value[22] = '\0';
+    key_of(&r, key);
+    assert_key(key, "user", "#4df1c00910e4fb7ce6020c03238725c4");
+    /* However long the value, the key stays short. */
+    memset(value, 'x', 10000);
+    value[10000] = '\0';
+    key_of(&r, key);
+    assert_key(key, "user", "#e4ee97ec252749d2096447e849628d0d");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, longest_key_the_config_allows_fits)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    char name[200];
+    char *args;
+    char big[65];
+    char query[67];
+
+    /* 7 + 1 + 8 + 1 + 219 = 236 fixed bytes; a config allows 237. */
+    memset(name, 'h', 190);
+    name[190] = '\0';
+    args =
+        xasprintf("{key: 'header:%s+query:a+cookie:b+user', limiter: l}", name);
+    load(args);
+    free(args);
+    request_init(&r, NULL);
+    memset(big, '~', 64);
+    big[64] = '\0';
+    headers_add(&r.headers, name, big);
+    /* 21 bytes that escape to 63: the longest kept unhashed. */
+    headers_add(&r.headers, "Cookie",
+                "b=\xff\xff\xff\xff\xff\xff\xff\xff"
+                "\xff\xff\xff\xff\xff\xff\xff\xff"
+                "\xff\xff\xff\xff\xff");
+    query[0] = 'a';
+    query[1] = '=';
+    memset(query + 2, '~', 64);
+    query[66] = '\0';
+    r.who.query = query;
+    r.who.user = big;
+    cr_assert(ratekey_build(&rl->tiers[0], &r.who, "sluice:", "r", key));
+    /* Room is left for the ":<rule>" suffix. */
+    cr_assert_eq(strlen(key), 500, "%zu %s", strlen(key), key);
+    cr_assert_lt(strlen(key), RATEKEY_MAX - 8);
+    /* A prefix no config would accept does not overflow the buffer. */
+    memset(name, 'p', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, name, "r", key));
+    cr_assert_str_eq(key, "");
+    headers_deinit(&r.headers);
+}
