@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -267,6 +268,15 @@ method_name(enum evhttp_cmd_type cmd)
     return "UNKNOWN";
 }
 
+static uint64_t
+wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static struct evbuffer *
 request_json(const struct echo *echo, struct evhttp_request *req)
 {
@@ -323,6 +333,8 @@ request_json(const struct echo *echo, struct evhttp_request *req)
         json_cstring(out, peer);
         free(peer);
     }
+    /* When the request arrived, so that tests can see its spacing. */
+    evbuffer_add_printf(out, ",\"received_ms\":%" PRIu64, wall_ms());
     evbuffer_add(out, "}\n", 2);
     return out;
 }

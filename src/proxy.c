@@ -22,6 +22,8 @@
 #include "path.h"
 #include "predicate.h"
 #include "problem.h"
+#include "ratekey.h"
+#include "ratelimit.h"
 #include "router.h"
 #include "xmalloc.h"
 
@@ -31,6 +33,11 @@
  * slow client makes the gateway buffer the whole response.
  */
 #define CLIENT_HIGH_WATER (256 * 1024)
+/*
+ * Requests a worker may hold in delay mode at once; past it a request that
+ * would be held is refused with 429, so a flood cannot pile up timers.
+ */
+#define MAX_HELD 4096
 /* Upstream response headers beyond this are a broken upstream: 502. */
 #define UPSTREAM_MAX_HEADERS (256 * 1024)
 
@@ -56,6 +63,8 @@ struct pool {
 
 struct proxy {
     struct event_base *base;       /* borrowed */
+    struct ratelimit *rl;          /* borrowed: this worker's limiters */
+    size_t held;                   /* requests held in delay mode */
     struct evdns_base *dns;        /* borrowed */
     struct timeval client_tv;      /* the server's client timeout */
     struct pool *pools;            /* owned list */
@@ -66,6 +75,8 @@ struct proxy {
 };
 
 enum exchange_state {
+    EX_LIMITING,  /* waiting for the rate limiter's decision */
+    EX_DELAYED,   /* admitted in delay mode, held on 'timer' */
     EX_WAITING,   /* request sent upstream, no response yet */
     EX_STREAMING, /* response headers sent, body flowing */
 };
@@ -81,6 +92,9 @@ struct exchange {
     enum evhttp_cmd_type method;     /* client method, forwarded as is */
     char *target;                    /* origin-form sent upstream; owned */
     struct headers fwd;              /* request headers to send; owned */
+    struct ratelimit_check *check;   /* pending decision, or NULL */
+    struct headers rl_headers;       /* rate-limit fields for the
+                                        response; owned */
     bool has_body;                   /* the client sent a body */
     struct upstream_conn *uc;        /* connection in use, or NULL */
     bool reused;                     /* uc had served a request before */
@@ -160,12 +174,13 @@ on_reap(evutil_socket_t fd, short what, void *arg)
 }
 
 struct proxy *
-proxy_new(struct event_base *base, struct evdns_base *dns,
+proxy_new(struct event_base *base, struct evdns_base *dns, struct ratelimit *rl,
           uint64_t client_timeout_ms)
 {
     struct proxy *p = xcalloc(1, sizeof(*p));
 
     p->base = base;
+    p->rl = rl;
     p->dns = dns;
     p->client_tv = ms_to_tv(client_timeout_ms);
     p->reaper = evtimer_new(base, on_reap, p);
@@ -323,6 +338,7 @@ exchange_free(struct exchange *ex)
         event_free(ex->client_gone);
     }
     headers_deinit(&ex->fwd);
+    headers_deinit(&ex->rl_headers);
     free(ex->target);
     config_unref(ex->cfg);
     if (ex->prev != NULL) {
@@ -346,10 +362,21 @@ release_upstream(struct exchange *ex)
     }
 }
 
-/* Stops watching for the client leaving and stops the timer. */
+/*
+ * Stops watching for the client leaving, stops the timer, and drops a
+ * pending rate-limit decision or a delay-mode hold.
+ */
 static void
 stop_waiting(struct exchange *ex)
 {
+    if (ex->check != NULL) {
+        ratelimit_cancel(ex->check);
+        ex->check = NULL;
+    }
+    if (ex->state == EX_DELAYED) {
+        ex->proxy->held--;
+        ex->state = EX_WAITING;
+    }
     if (ex->client_gone != NULL) {
         event_free(ex->client_gone);
         ex->client_gone = NULL;
@@ -434,6 +461,8 @@ arm_timer(struct exchange *ex, uint64_t ms)
     evtimer_add(ex->timer, &tv);
 }
 
+static void start_upstream(struct exchange *ex);
+
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -443,6 +472,11 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    if (ex->state == EX_DELAYED) {
+        ex->proxy->held--;
+        start_upstream(ex);
+        return;
+    }
     if (ex->connect_phase) {
         ex->connect_phase = false;
         if (ex->uc != NULL && conn_connected(ex->uc->evcon)) {
@@ -614,6 +648,10 @@ on_upstream_headers(struct evhttp_request *ureq, void *arg)
     }
     for (size_t i = 0; i < resp.n; i++) {
         evhttp_add_header(ch, resp.v[i].name, resp.v[i].value);
+    }
+    for (size_t i = 0; i < ex->rl_headers.n; i++) {
+        evhttp_add_header(ch, ex->rl_headers.v[i].name,
+                          ex->rl_headers.v[i].value);
     }
     headers_deinit(&resp);
 
@@ -807,6 +845,114 @@ header_bytes(struct evhttp_request *creq)
     return n;
 }
 
+static void
+start_upstream(struct exchange *ex)
+{
+    ex->state = EX_WAITING;
+    if (send_upstream(ex) < 0) {
+        char detail[128];
+
+        snprintf(detail, sizeof(detail), "upstream %s:%u: cannot connect",
+                 ex->route->uri.host, ex->route->uri.port);
+        fail_exchange(ex, 502, detail);
+    }
+}
+
+/* Answers a refusal of the rate limiter, fields and body included. */
+static void
+reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(ex->creq);
+    struct evbuffer *buf = evbuffer_new();
+
+    for (size_t i = 0; i < o->headers.n; i++) {
+        evhttp_add_header(oh, o->headers.v[i].name, o->headers.v[i].value);
+    }
+    evhttp_add_header(oh, "Content-Type", PROBLEM_CONTENT_TYPE);
+    evbuffer_add(buf, o->body, strlen(o->body));
+    evhttp_send_reply(ex->creq, o->status, problem_reason(o->status), buf);
+    evbuffer_free(buf);
+}
+
+static void
+on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
+{
+    struct proxy *p = ex->proxy;
+    uint64_t delay = o->delay_ms;
+
+    if (o->verdict == RATELIMIT_DENY) {
+        log_debug("proxy: route %s: %d by limiter %s", ex->route->id, o->status,
+                  o->limiter != NULL ? o->limiter : "-");
+        stop_waiting(ex);
+        reply_refusal(ex, o);
+        ratelimit_outcome_deinit(o);
+        exchange_free(ex);
+        return;
+    }
+    /* The fields go on the response once it starts. */
+    ex->rl_headers = o->headers;
+    headers_init(&o->headers);
+    ratelimit_outcome_deinit(o);
+    if (delay == 0) {
+        start_upstream(ex);
+        return;
+    }
+    if (p->held >= MAX_HELD) {
+        fail_exchange(ex, 429,
+                      "too many requests are already held in delay mode");
+        return;
+    }
+    p->held++;
+    ex->state = EX_DELAYED;
+    arm_timer(ex, delay);
+}
+
+static void
+on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
+{
+    struct exchange *ex = arg;
+
+    ex->check = NULL;
+    on_ratelimit_outcome(ex, o);
+}
+
+static const char *
+header_or_null(const struct headers *h, const char *name)
+{
+    return name != NULL ? headers_get(h, name) : NULL;
+}
+
+/* A new exchange for 'creq', linked into the proxy, watching the client. */
+static struct exchange *
+exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
+             struct evhttp_request *creq, enum evhttp_cmd_type method)
+{
+    struct exchange *ex = xcalloc(1, sizeof(*ex));
+    struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
+
+    ex->state = EX_LIMITING;
+    ex->proxy = p;
+    ex->cfg = config_ref(cfg);
+    ex->route = route;
+    ex->creq = creq;
+    ex->cconn = cconn;
+    ex->method = method;
+    headers_init(&ex->fwd);
+    headers_init(&ex->rl_headers);
+    ex->next = p->live;
+    if (p->live != NULL) {
+        p->live->prev = ex;
+    }
+    p->live = ex;
+    p->in_flight++;
+    ex->timer = evtimer_new(p->base, on_timer, ex);
+    ex->client_gone = event_new(
+        p->base, bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
+        EV_CLOSED, on_client_gone, ex);
+    event_add(ex->client_gone, NULL);
+    return ex;
+}
+
 void
 proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
 {
@@ -823,9 +969,10 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     struct request_view view;
     const struct route *route;
     struct exchange *ex;
+    struct ratelimit_outcome outcome;
     char *path = NULL;
     enum path_status st;
-    bool trusted;
+    bool trusted, limited;
 
     if (header_bytes(creq) > sc->max_header_bytes) {
         reply_problem(creq, 431,
@@ -866,6 +1013,25 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
         reply_problem(creq, 404, "no route matches this request");
         return;
     }
+    limited = p->rl != NULL && ratelimit_route_limited(route);
+
+    ex = exchange_new(p, cfg, route, creq, method);
+    if (limited) {
+        struct caller who;
+
+        who.client = &client;
+        who.user =
+            trusted ? header_or_null(&in, cfg->identity.user_header) : NULL;
+        who.role =
+            trusted ? header_or_null(&in, cfg->identity.role_header) : NULL;
+        who.headers = &in;
+        who.query = query;
+        who.ipv6_prefix = cfg->identity.ipv6_prefix;
+        /* Keys are built now, from the request as the client sent it. */
+        ex->check = ratelimit_check(p->rl, cfg, route, &who,
+                                    evhttp_request_get_uri(creq),
+                                    on_ratelimit_done, ex, &outcome);
+    }
 
     out.path = xstrdup(path);
     out.headers = in; /* moved: 'in' is not used again */
@@ -874,42 +1040,18 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     for (size_t i = 0; i < route->nfilters; i++) {
         filter_apply_request(&route->filters[i], &out);
     }
-
-    ex = xcalloc(1, sizeof(*ex));
-    ex->state = EX_WAITING;
-    ex->proxy = p;
-    ex->cfg = config_ref(cfg);
-    ex->route = route;
-    ex->creq = creq;
-    ex->cconn = cconn;
-    ex->method = method;
     ex->target = build_target(route, out.path, query);
     ex->has_body =
         evbuffer_get_length(evhttp_request_get_input_buffer(creq)) > 0 ||
         method == EVHTTP_REQ_POST || method == EVHTTP_REQ_PUT ||
         method == EVHTTP_REQ_PATCH;
-    headers_init(&ex->fwd);
     build_forward_headers(&ex->fwd, &out, route, &peer, trusted);
     headers_deinit(&out.headers);
     free(out.path);
     free(path);
-    ex->next = p->live;
-    if (p->live != NULL) {
-        p->live->prev = ex;
-    }
-    p->live = ex;
-    p->in_flight++;
-
-    ex->timer = evtimer_new(p->base, on_timer, ex);
-    ex->client_gone = event_new(
-        p->base, bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
-        EV_CLOSED, on_client_gone, ex);
-    event_add(ex->client_gone, NULL);
-    if (send_upstream(ex) < 0) {
-        char detail[128];
-
-        snprintf(detail, sizeof(detail), "upstream %s:%u: cannot connect",
-                 route->uri.host, route->uri.port);
-        fail_exchange(ex, 502, detail);
+    if (!limited) {
+        start_upstream(ex);
+    } else if (ex->check == NULL) {
+        on_ratelimit_outcome(ex, &outcome);
     }
 }

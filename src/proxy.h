@@ -15,14 +15,16 @@ struct event_base;
 struct evdns_base;
 struct evhttp_request;
 struct proxy; /* opaque */
+struct ratelimit;
 
 /*
- * 'base' and 'dns' are borrowed and must outlive the proxy.
+ * 'base', 'dns' and 'rl' (the worker's rate limiters, may be NULL) are
+ * borrowed and must outlive the proxy.
  * 'client_timeout_ms' is the server's client timeout: while a response
  * streams only the write side is timed, and both are restored after.
  */
 struct proxy *proxy_new(struct event_base *base, struct evdns_base *dns,
-                        uint64_t client_timeout_ms);
+                        struct ratelimit *rl, uint64_t client_timeout_ms);
 /*
  * Frees the pools and their idle connections. Requests still in flight
  * must have finished first (proxy_in_flight() == 0). NULL is a no-op.

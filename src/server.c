@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/dns.h>
@@ -19,8 +20,10 @@
 #include <event2/thread.h>
 
 #include "config.h"
+#include "local_store.h"
 #include "log.h"
 #include "proxy.h"
+#include "ratelimit.h"
 #include "xmalloc.h"
 
 /*
@@ -31,6 +34,7 @@
 #define HEADER_HEADROOM_FACTOR 4
 #define HEADER_HEADROOM_MIN (64 * 1024)
 #define DRAIN_POLL_MS 10
+#define SWEEP_INTERVAL_MS 5000
 
 struct server;
 
@@ -43,6 +47,7 @@ struct worker {
     struct evhttp *http;               /* owned */
     struct evhttp_bound_socket *bound; /* the listener; owned by 'http' */
     struct proxy *proxy;               /* owned */
+    struct ratelimit *rl;              /* owned: Redis client, limiters */
     struct config *cfg;                /* this worker's reference */
     pthread_mutex_t mu;                /* guards 'next_cfg' */
     struct config *next_cfg;           /* handed over by a reload, or NULL */
@@ -54,12 +59,14 @@ struct worker {
 };
 
 struct server {
-    struct config *cfg;       /* reference to the newest config */
-    struct event_base *base;  /* main thread: signals; owned */
-    struct worker *workers;   /* owned */
-    unsigned nworkers;        /* threads */
-    struct event *signals[4]; /* SIGTERM SIGINT SIGHUP SIGPIPE; owned */
-    int stopping;             /* signals of the stopping kind seen */
+    struct config *cfg;        /* reference to the newest config */
+    struct event_base *base;   /* main thread: signals; owned */
+    struct worker *workers;    /* owned */
+    struct local_store *store; /* local limiter state, all workers */
+    struct event *sweep;       /* drops expired local state */
+    unsigned nworkers;         /* threads */
+    struct event *signals[4];  /* SIGTERM SIGINT SIGHUP SIGPIPE; owned */
+    int stopping;              /* signals of the stopping kind seen */
 };
 
 static struct timeval
@@ -209,7 +216,8 @@ worker_init(struct worker *w, struct server *s, unsigned index,
         return -1;
     }
     w->bound = evhttp_bind_listener(w->http, lev);
-    w->proxy = proxy_new(w->base, w->dns, sc->client_timeout_ms);
+    w->rl = ratelimit_new(w->base, s->cfg, s->store, index);
+    w->proxy = proxy_new(w->base, w->dns, w->rl, sc->client_timeout_ms);
     w->reload_ev = event_new(w->base, -1, 0, on_reload, w);
     w->stop_ev = event_new(w->base, -1, 0, on_stop, w);
     w->drain_timer = evtimer_new(w->base, on_drain_tick, w);
@@ -235,6 +243,7 @@ worker_deinit(struct worker *w)
         evhttp_free(w->http);
     }
     proxy_free(w->proxy);
+    ratelimit_free(w->rl);
     if (w->reload_ev != NULL) {
         event_free(w->reload_ev);
         event_free(w->stop_ev);
@@ -331,6 +340,19 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     }
 }
 
+static void
+on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+    struct timespec ts;
+
+    (void)fd;
+    (void)what;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    local_store_sweep(s->store, (uint64_t)ts.tv_sec * 1000 +
+                                    (uint64_t)ts.tv_nsec / 1000000);
+}
+
 static unsigned
 worker_count(const struct server_conf *sc)
 {
@@ -379,6 +401,7 @@ server_new(struct config *cfg)
     s->cfg = config_ref(cfg);
     s->base = event_base_new();
     s->nworkers = worker_count(sc);
+    s->store = local_store_new(64);
     s->workers = xcalloc(s->nworkers, sizeof(*s->workers));
     for (unsigned i = 0; i < s->nworkers; i++) {
         if (worker_init(&s->workers[i], s, i, ai->ai_addr, ai->ai_addrlen) <
@@ -392,6 +415,12 @@ server_new(struct config *cfg)
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         s->signals[i] = evsignal_new(s->base, sigs[i], on_signal, s);
         event_add(s->signals[i], NULL);
+    }
+    s->sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
+    {
+        struct timeval tv = ms_tv(SWEEP_INTERVAL_MS);
+
+        event_add(s->sweep, &tv);
     }
     return s;
 }
@@ -435,10 +464,14 @@ server_free(struct server *s)
         worker_deinit(&s->workers[i]);
     }
     free(s->workers);
+    local_store_free(s->store);
     for (size_t i = 0; i < sizeof(s->signals) / sizeof(s->signals[0]); i++) {
         if (s->signals[i] != NULL) {
             event_free(s->signals[i]);
         }
+    }
+    if (s->sweep != NULL) {
+        event_free(s->sweep);
     }
     if (s->base != NULL) {
         event_base_free(s->base);

@@ -1341,9 +1341,19 @@ redis_start_on(struct proc *p, uint16_t port)
     const char *bin = getenv("REDIS_SERVER_BIN");
     char portstr[8];
     char *argv[] = {(char *)(bin != NULL ? bin : "redis-server"),
-                    "--port", portstr, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--daemonize", "no",
-                    "--loglevel", "warning", NULL};
+                    "--port",
+                    portstr,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--loglevel",
+                    "warning",
+                    NULL};
 
     snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
     if (proc_start(p, argv) < 0) {
@@ -1362,4 +1372,131 @@ redis_start(struct proc *p, uint16_t *port)
 {
     *port = harness_free_port();
     redis_start_on(p, *port);
+}
+
+struct load_slot {
+    CURL *easy;                 /* reused for request after request */
+    struct curl_slist *headers; /* this request's list, or NULL */
+    int64_t started;            /* harness_now_ms() at start */
+};
+
+static size_t
+discard_body(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+    (void)ptr;
+    (void)arg;
+    return size * nmemb;
+}
+
+static void
+load_start(CURLM *multi, struct load_slot *slot, const char *url,
+           const char *const *hdrs, long timeout_ms)
+{
+    curl_slist_free_all(slot->headers);
+    slot->headers = NULL;
+    for (size_t i = 0; hdrs != NULL && hdrs[i] != NULL; i++) {
+        slot->headers = curl_slist_append(slot->headers, hdrs[i]);
+    }
+    curl_easy_setopt(slot->easy, CURLOPT_URL, url);
+    curl_easy_setopt(slot->easy, CURLOPT_HTTPHEADER, slot->headers);
+    curl_easy_setopt(slot->easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+    slot->started = harness_now_ms();
+    curl_multi_add_handle(multi, slot->easy);
+}
+
+int
+http_load(const char *const *urls, size_t nurls,
+          const char *const *const *header_sets, size_t nsets,
+          size_t concurrency, size_t total, long timeout_ms,
+          struct load_result *out)
+{
+    CURLM *multi = curl_multi_init();
+    struct load_slot *slots = calloc(concurrency, sizeof(*slots));
+    size_t next = 0, done = 0;
+    int running = 0;
+
+    memset(out, 0, sizeof(*out));
+    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)concurrency);
+    for (size_t i = 0; i < concurrency && next < total; i++, next++) {
+        slots[i].easy = curl_easy_init();
+        curl_easy_setopt(slots[i].easy, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(slots[i].easy, CURLOPT_WRITEFUNCTION, discard_body);
+        curl_easy_setopt(slots[i].easy, CURLOPT_PRIVATE, &slots[i]);
+        load_start(multi, &slots[i], urls[next % nurls],
+                   header_sets != NULL ? header_sets[next % nsets] : NULL,
+                   timeout_ms);
+    }
+    while (done < total) {
+        CURLMsg *msg;
+        int left;
+
+        curl_multi_perform(multi, &running);
+        while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
+            struct load_slot *slot;
+            long status = 0;
+            long ms;
+
+            if (msg->msg != CURLMSG_DONE) {
+                continue;
+            }
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &slot);
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE,
+                              &status);
+            ms = (long)(harness_now_ms() - slot->started);
+            if (ms > out->max_ms) {
+                out->max_ms = ms;
+            }
+            if (msg->data.result != CURLE_OK || status <= 0 || status >= 600) {
+                out->errors++;
+            } else {
+                out->status[status]++;
+                out->sent++;
+            }
+            done++;
+            curl_multi_remove_handle(multi, msg->easy_handle);
+            if (next < total) {
+                load_start(multi, slot, urls[next % nurls],
+                           header_sets != NULL ? header_sets[next % nsets]
+                                               : NULL,
+                           timeout_ms);
+                next++;
+            }
+        }
+        if (done < total) {
+            curl_multi_poll(multi, NULL, 0, 100, NULL);
+        }
+    }
+    for (size_t i = 0; i < concurrency; i++) {
+        if (slots[i].easy != NULL) {
+            curl_easy_cleanup(slots[i].easy);
+        }
+        curl_slist_free_all(slots[i].headers);
+    }
+    free(slots);
+    curl_multi_cleanup(multi);
+    return 0;
+}
+
+char *
+harness_subst(const char *s, const char *from, const char *to)
+{
+    size_t flen = strlen(from), tlen = strlen(to), n = 0, count = 0;
+    const char *p;
+    char *out;
+
+    for (p = strstr(s, from); p != NULL; p = strstr(p + flen, from)) {
+        count++;
+    }
+    out = malloc(strlen(s) + count * tlen + 1);
+    while (*s) {
+        if (strncmp(s, from, flen) == 0) {
+            memcpy(out + n, to, tlen);
+            n += tlen;
+            s += flen;
+        } else {
+            out[n++] = *s++;
+        }
+    }
+    out[n] = '\0';
+    return out;
 }

@@ -47,6 +47,9 @@ int64_t harness_now_ms(void);
 /* printf into a new string; the caller frees it. */
 char *harness_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A copy of 's' with every 'from' replaced by 'to'; the caller frees it. */
+char *harness_subst(const char *s, const char *from, const char *to);
+
 /* Writes 'content' to a new file under $TMPDIR (or /tmp) and returns its
  * path; the caller unlink()s the file and frees the path. Fails the test if
  * the file cannot be written. */
@@ -203,6 +206,26 @@ struct http_download {
 int http_download(struct http_download *out, const char *url,
                   const struct http_download_opts *opts);
 void http_download_free(struct http_download *d); /* keeps 'd' itself */
+
+/* What a load run saw. */
+struct load_result {
+    size_t sent;        /* requests completed (any status) */
+    size_t errors;      /* transfers that failed (no status) */
+    size_t status[600]; /* completed requests by status code */
+    long max_ms;        /* slowest request, milliseconds */
+};
+
+/*
+ * Sends 'total' GETs, cycling through 'urls' (and through 'header_sets',
+ * when not NULL: request i gets header_sets[i % nsets], a NULL-terminated
+ * list like http_request's), with 'concurrency' requests in flight over
+ * at most that many keep-alive connections (curl multi). Each request
+ * times out after 'timeout_ms'. Always fills '*out'; returns 0.
+ */
+int http_load(const char *const *urls, size_t nurls,
+              const char *const *const *header_sets, size_t nsets,
+              size_t concurrency, size_t total, long timeout_ms,
+              struct load_result *out);
 
 /*
  * Raw TCP, for what curl will not send: connects to 127.0.0.1:'port', sends

@@ -27,22 +27,9 @@ static char *
 with_echo(const char *s, uint16_t echo_port)
 {
     char addr[32];
-    size_t alen, n = 0;
-    char *out = malloc(strlen(s) * 2 + 64);
 
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", echo_port);
-    alen = strlen(addr);
-    while (*s) {
-        if (strncmp(s, "@ECHO@", 6) == 0) {
-            memcpy(out + n, addr, alen);
-            n += alen;
-            s += 6;
-        } else {
-            out[n++] = *s++;
-        }
-    }
-    out[n] = '\0';
-    return out;
+    return harness_subst(s, "@ECHO@", addr);
 }
 
 /*

@@ -1,0 +1,94 @@
+/*
+ * ratelimit.h - the RequestRateLimiter filters of a route, at request time:
+ * pick the tier, build the key, ask Redis (one script call per filter, all
+ * at once) or the in-process twin, apply the failure policy, and turn the
+ * decisions into a verdict with its response fields. One per worker
+ * thread; does I/O through redis.h.
+ */
+#ifndef SLUICE_RATELIMIT_H
+#define SLUICE_RATELIMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "headers.h"
+
+struct caller;
+struct config;
+struct event_base;
+struct local_store;
+struct route;
+struct ratelimit;       /* opaque */
+struct ratelimit_check; /* opaque: one pending decision */
+
+enum ratelimit_verdict {
+    RATELIMIT_PASS, /* forward now (or after delay_ms) */
+    RATELIMIT_DENY, /* answer 'status' (429, 403 or 503) with 'body' */
+};
+
+/* How a decision was made, for logs and metrics. */
+enum ratelimit_source {
+    RATELIMIT_NONE,     /* no limiter applied (tier "none", or no filter) */
+    RATELIMIT_REDIS,    /* the Lua script decided */
+    RATELIMIT_LOCAL,    /* backend: local */
+    RATELIMIT_FALLBACK, /* Redis failed; the local twin decided */
+    RATELIMIT_POLICY,   /* Redis failed; on_redis_error allow/deny */
+};
+
+struct ratelimit_outcome {
+    enum ratelimit_verdict verdict;
+    int status;                   /* DENY: 429 (or configured), 403, 503 */
+    uint64_t delay_ms;            /* PASS: hold this long before forwarding */
+    struct headers headers;       /* fields for the response; owned */
+    char *body;                   /* DENY: problem+json body; owned */
+    enum ratelimit_source source; /* of the deciding filter */
+    const char *limiter;          /* the deciding limiter's name, or NULL;
+                                     borrowed from the config */
+    const char *tier;             /* the deciding tier's label, or NULL */
+    bool dry_run_denied;          /* a dry-run filter would have refused */
+};
+
+void ratelimit_outcome_deinit(struct ratelimit_outcome *o);
+
+/*
+ * Called once with the outcome (the callee owns it: deinit it). Never
+ * called if the check was cancelled.
+ */
+typedef void ratelimit_done_cb(struct ratelimit_outcome *o, void *arg);
+
+/*
+ * A worker's limiter runtime on 'base' (borrowed). Connects to Redis when
+ * 'cfg' has a redis: section. 'store' (borrowed, shared by all workers)
+ * holds local state. 'worker' numbers request ids.
+ */
+struct ratelimit *ratelimit_new(struct event_base *base,
+                                const struct config *cfg,
+                                struct local_store *store, unsigned worker);
+/* Pending checks must have been cancelled or completed. NULL: no-op. */
+void ratelimit_free(struct ratelimit *rl);
+
+/* True when Redis is connected, or when no limiter of 'cfg' needs it. */
+bool ratelimit_ready(const struct ratelimit *rl);
+
+/*
+ * Decides for a request to 'route' (in 'cfg', which must outlive the
+ * check) by 'who' (read only during this call). 'instance' (the request
+ * target, for problem bodies) must live until the callback. When every
+ * filter can decide at once (no Redis call), fills '*now' and returns
+ * NULL. Otherwise returns a handle and calls 'cb' later, exactly once,
+ * within redis.timeout, unless cancelled.
+ */
+struct ratelimit_check *
+ratelimit_check(struct ratelimit *rl, const struct config *cfg,
+                const struct route *route, const struct caller *who,
+                const char *instance, ratelimit_done_cb *cb, void *arg,
+                struct ratelimit_outcome *now);
+
+/* The caller has gone: 'cb' will not run. */
+void ratelimit_cancel(struct ratelimit_check *c);
+
+/* True if 'route' has at least one RequestRateLimiter filter. */
+bool ratelimit_route_limited(const struct route *route);
+
+#endif

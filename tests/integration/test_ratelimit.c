@@ -1,0 +1,664 @@
+/*
+ * RequestRateLimiter end to end: real gateways, a real Redis and the echo
+ * upstream, seen from the client. Windows are an hour long wherever the
+ * count matters, so that no window ends during a test; the one test that
+ * could straddle a window boundary checks Redis's clock and skips if so.
+ */
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_GATEWAYS 4
+
+struct rig {
+    struct proc redis;              /* the shared Redis, if any */
+    uint16_t redis_port;            /* its port */
+    struct proc echo;               /* the upstream */
+    uint16_t echo_port;             /* its port */
+    struct proc gw[MAX_GATEWAYS];   /* the gateways */
+    uint16_t gw_port[MAX_GATEWAYS]; /* their ports */
+    char *cfg_path[MAX_GATEWAYS];   /* their configs; owned */
+    size_t ngw;                     /* gateways started */
+};
+
+static bool
+all_workers_connected(void *arg)
+{
+    char *log = proc_log(arg);
+    size_t n = 0;
+
+    for (const char *p = strstr(log, "redis: connected"); p != NULL;
+         p = strstr(p + 1, "redis: connected")) {
+        n++;
+    }
+    free(log);
+    /* Every rig gateway runs one worker, except where the test says. */
+    return n >= 1;
+}
+
+static bool
+redis_connected(struct proc *gw)
+{
+    return harness_wait_until(all_workers_connected, gw, 10000);
+}
+
+/*
+ * Starts Redis (when 'with_redis'), the echo, and 'ngw' gateways whose
+ * config is 'yaml' with @PORT@, @ECHO@ and @REDIS@ filled in.
+ */
+static void
+rig_start(struct rig *r, bool with_redis, size_t ngw, const char *yaml)
+{
+    char addr[32];
+
+    memset(r, 0, sizeof(*r));
+    if (with_redis) {
+        redis_start(&r->redis, &r->redis_port);
+    }
+    echo_start(&r->echo, &r->echo_port);
+    for (size_t i = 0; i < ngw; i++) {
+        char *a, *b, *c;
+
+        r->gw_port[i] = harness_free_port();
+        snprintf(addr, sizeof(addr), "%u", r->gw_port[i]);
+        a = harness_subst(yaml, "@PORT@", addr);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", r->echo_port);
+        b = harness_subst(a, "@ECHO@", addr);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", r->redis_port);
+        c = harness_subst(b, "@REDIS@", addr);
+        r->cfg_path[i] = harness_write_temp(c);
+        free(a);
+        free(b);
+        free(c);
+        gateway_start(&r->gw[i], r->cfg_path[i], r->gw_port[i]);
+        r->ngw++;
+    }
+    /* Decisions made before a worker's Redis connection is up would fall
+     * back to the local twin and blur the counts. */
+    for (size_t i = 0; with_redis && strstr(yaml, "redis:") && i < r->ngw;
+         i++) {
+        cr_assert(redis_connected(&r->gw[i]),
+                  "gateway %zu never connected to Redis", i);
+    }
+}
+
+static void
+rig_stop(struct rig *r)
+{
+    int status[MAX_GATEWAYS];
+
+    for (size_t i = 0; i < r->ngw; i++) {
+        status[i] = proc_stop(&r->gw[i], SIGTERM, 15000);
+        unlink(r->cfg_path[i]);
+        free(r->cfg_path[i]);
+    }
+    proc_stop(&r->echo, SIGTERM, 5000);
+    if (r->redis.pid != 0) {
+        proc_stop(&r->redis, SIGTERM, 5000);
+    }
+    for (size_t i = 0; i < r->ngw; i++) {
+        cr_assert_eq(status[i], 0, "gateway %zu exited with %d", i, status[i]);
+    }
+}
+
+static char *
+gw_url(const struct rig *r, size_t i, const char *path)
+{
+    return harness_strf("http://127.0.0.1:%u%s", r->gw_port[i], path);
+}
+
+static long
+get_with(const struct rig *r, size_t i, const char *path,
+         const char *const *headers, struct http_response *out)
+{
+    char *u = gw_url(r, i, path);
+
+    http_request(out, "GET", u, headers, NULL, 0, 10000);
+    free(u);
+    return out->status;
+}
+
+static long
+status_of(const struct rig *r, const char *path, const char *const *headers)
+{
+    struct http_response resp;
+    long st = get_with(r, 0, path, headers, &resp);
+
+    http_response_free(&resp);
+    return st;
+}
+
+static redisContext *
+redis_sync(const struct rig *r)
+{
+    redisContext *c = redisConnect("127.0.0.1", r->redis_port);
+
+    cr_assert(c != NULL && c->err == 0, "cannot connect to the test Redis");
+    return c;
+}
+
+static long long
+redis_now_ms(redisContext *c)
+{
+    redisReply *rep = redisCommand(c, "TIME");
+    long long ms;
+
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_ARRAY);
+    ms =
+        atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    freeReplyObject(rep);
+    return ms;
+}
+
+#define GATEWAY_HEAD                                                           \
+    "server:\n"                                                                \
+    "  listen: 127.0.0.1:@PORT@\n"                                             \
+    "  workers: 1\n"                                                           \
+    "  trusted_proxies: [127.0.0.1/32]\n"                                      \
+    "redis:\n"                                                                 \
+    "  url: redis://@REDIS@/0\n"                                               \
+    "  timeout: 200ms\n"
+
+/* ---- one budget across gateways ---- */
+
+Test(ratelimit, four_gateways_share_one_fixed_window_exactly, .timeout = 120)
+{
+    struct rig r;
+    struct load_result res;
+    const char *urls[MAX_GATEWAYS];
+    char *owned[MAX_GATEWAYS];
+    redisContext *rc;
+    long long before, after;
+
+    rig_start(&r, true, 4,
+              GATEWAY_HEAD "limiters:\n"
+                           "  shared: { algorithm: fixed_window, limit: 500, "
+                           "window: 1h }\n"
+                           "routes:\n"
+                           "  - id: api\n"
+                           "    uri: http://@ECHO@\n"
+                           "    predicates: [Path=/**]\n"
+                           "    filters:\n"
+                           "      - name: RequestRateLimiter\n"
+                           "        args: { key: route, limiter: shared }\n");
+    for (size_t i = 0; i < 4; i++) {
+        owned[i] = gw_url(&r, i, "/api");
+        urls[i] = owned[i];
+    }
+    rc = redis_sync(&r);
+    before = redis_now_ms(rc);
+    http_load(urls, 4, NULL, 0, 200, 2000, 10000, &res);
+    after = redis_now_ms(rc);
+    redisFree(rc);
+    if (before / 3600000 != after / 3600000) {
+        rig_stop(&r);
+        cr_skip_test("the load straddled a window boundary");
+    }
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[200], 500, "admitted %zu of 2000", res.status[200]);
+    cr_assert_eq(res.status[429], 1500);
+    for (size_t i = 0; i < 4; i++) {
+        free(owned[i]);
+    }
+    rig_stop(&r);
+}
+
+Test(ratelimit, local_backend_is_one_budget_across_workers, .timeout = 60)
+{
+    struct rig r;
+    struct load_result res;
+    char *u;
+    const char *urls[1];
+
+    rig_start(&r, false, 1,
+              "server:\n"
+              "  listen: 127.0.0.1:@PORT@\n"
+              "  workers: 4\n"
+              "limiters:\n"
+              "  shared: { algorithm: sliding_window, limit: 100, "
+              "window: 1h }\n"
+              "routes:\n"
+              "  - id: api\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: route, limiter: shared }\n");
+    u = gw_url(&r, 0, "/x");
+    urls[0] = u;
+    http_load(urls, 1, NULL, 0, 50, 400, 10000, &res);
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[200], 100);
+    cr_assert_eq(res.status[429], 300);
+    free(u);
+    rig_stop(&r);
+}
+
+/* ---- tiers and identity ---- */
+
+#define TIERED                                                                 \
+    "limiters:\n"                                                              \
+    "  per-user: { algorithm: token_bucket, rate: 1/h, burst: 3 }\n"           \
+    "  per-ip: { algorithm: gcra, rate: 1/h, burst: 2 }\n"                     \
+    "  admin-ip: { algorithm: sliding_window, rules: [ { limit: 5, "           \
+    "window: 1h }, { limit: 100, window: 1d } ] }\n"                           \
+    "routes:\n"                                                                \
+    "  - id: images\n"                                                         \
+    "    uri: http://@ECHO@\n"                                                 \
+    "    predicates: [Path=/images/**]\n"                                      \
+    "    filters:\n"                                                           \
+    "      - name: RequestRateLimiter\n"                                       \
+    "        args:\n"                                                          \
+    "          tiers:\n"                                                       \
+    "            - when: { role: superadmin }\n"                               \
+    "              limiter: none\n"                                            \
+    "            - when: { role: admin }\n"                                    \
+    "              key: ip\n"                                                  \
+    "              limiter: admin-ip\n"                                        \
+    "            - key: user\n"                                                \
+    "              limiter: per-user\n"                                        \
+    "            - key: ip\n"                                                  \
+    "              limiter: per-ip\n"
+
+static size_t
+count_passes(const struct rig *r, const char *const *headers, size_t tries)
+{
+    size_t ok = 0;
+
+    for (size_t i = 0; i < tries; i++) {
+        long st = status_of(r, "/images/a.png", headers);
+
+        cr_assert(st == 200 || st == 429, "status %ld", st);
+        ok += st == 200;
+    }
+    return ok;
+}
+
+Test(ratelimit, tiers_limit_each_kind_of_caller_its_own_way)
+{
+    struct rig r;
+    const char *super[] = {"X-User-Role: superadmin", "X-User-Id: root", NULL};
+    const char *admin1[] = {"X-User-Role: admin", "X-User-Id: ann", NULL};
+    const char *admin2[] = {"X-User-Role: admin", "X-User-Id: bob", NULL};
+    const char *u1[] = {"X-User-Id: u1", NULL};
+    const char *u2[] = {"X-User-Id: u2", NULL};
+
+    rig_start(&r, true, 1, GATEWAY_HEAD TIERED);
+    cr_assert_eq(count_passes(&r, super, 30), 30, "superadmin was limited");
+    /* A shared admin account is limited by address, whoever logs in. */
+    cr_assert_eq(count_passes(&r, admin1, 3), 3);
+    cr_assert_eq(count_passes(&r, admin2, 5), 2);
+    /* Users by user id: each has a budget of their own. */
+    cr_assert_eq(count_passes(&r, u1, 6), 3);
+    cr_assert_eq(count_passes(&r, u2, 6), 3);
+    /* Anonymous callers by address. */
+    cr_assert_eq(count_passes(&r, NULL, 5), 2);
+    rig_stop(&r);
+}
+
+Test(ratelimit, user_header_from_an_untrusted_peer_is_ignored)
+{
+    struct rig r;
+    const char *u1[] = {"X-User-Id: u1", NULL};
+    const char *u2[] = {"X-User-Id: u2", NULL};
+    char *yaml = harness_subst(GATEWAY_HEAD TIERED,
+                               "  trusted_proxies: [127.0.0.1/32]\n", "");
+
+    rig_start(&r, true, 1, yaml);
+    /* Not believed: both fall through to the per-ip tier (burst 2). */
+    cr_assert_eq(count_passes(&r, u1, 2), 2);
+    cr_assert_eq(count_passes(&r, u2, 2), 0,
+                 "an untrusted X-User-Id opened a bucket of its own");
+    free(yaml);
+    rig_stop(&r);
+}
+
+Test(ratelimit, x_forwarded_for_from_an_untrusted_peer_is_ignored)
+{
+    struct rig r;
+    const char *a[] = {"X-Forwarded-For: 198.51.100.1", NULL};
+    const char *b[] = {"X-Forwarded-For: 198.51.100.2", NULL};
+    const char *yaml = "server:\n"
+                       "  listen: 127.0.0.1:@PORT@\n"
+                       "  workers: 1\n"
+                       "limiters:\n"
+                       "  per-ip: { algorithm: fixed_window, limit: 1, "
+                       "window: 1h }\n"
+                       "routes:\n"
+                       "  - id: api\n"
+                       "    uri: http://@ECHO@\n"
+                       "    predicates: [Path=/**]\n"
+                       "    filters:\n"
+                       "      - name: RequestRateLimiter\n"
+                       "        args: { key: ip, limiter: per-ip }\n";
+    char *trusting;
+
+    rig_start(&r, false, 1, yaml);
+    cr_assert_eq(status_of(&r, "/x", a), 200);
+    cr_assert_eq(status_of(&r, "/x", b), 429,
+                 "a client picked its own bucket with X-Forwarded-For");
+    rig_stop(&r);
+
+    trusting = harness_subst(yaml, "  workers: 1\n",
+                             "  workers: 1\n"
+                             "  trusted_proxies: [127.0.0.1/32]\n");
+    rig_start(&r, false, 1, trusting);
+    cr_assert_eq(status_of(&r, "/x", a), 200);
+    cr_assert_eq(status_of(&r, "/x", b), 200);
+    cr_assert_eq(status_of(&r, "/x", a), 429);
+    free(trusting);
+    rig_stop(&r);
+}
+
+/* ---- what the client is told ---- */
+
+static char *
+must_header(const struct http_response *resp, const char *name)
+{
+    char *v = http_response_header(resp, name);
+
+    cr_assert(v != NULL, "no %s in:\n%s", name, resp->headers);
+    return v;
+}
+
+Test(ratelimit, refusal_carries_every_field_and_a_problem_body)
+{
+    struct rig r;
+    struct http_response resp;
+    char *v, *t_field, *expect;
+    long retry;
+
+    rig_start(&r, true, 1,
+              GATEWAY_HEAD
+              "limiters:\n"
+              "  per-user: { algorithm: token_bucket, rate: 1/h, burst: 2 }\n"
+              "routes:\n"
+              "  - id: api\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: ip, limiter: per-user }\n");
+    cr_assert_eq(get_with(&r, 0, "/x", NULL, &resp), 200);
+    v = must_header(&resp, "RateLimit-Policy");
+    cr_assert_str_eq(v, "\"per-user\";q=2;w=7200");
+    free(v);
+    v = must_header(&resp, "RateLimit");
+    cr_assert(strncmp(v, "\"per-user\";r=1;t=", 17) == 0, "%s", v);
+    free(v);
+    v = must_header(&resp, "X-RateLimit-Limit");
+    cr_assert_str_eq(v, "2");
+    free(v);
+    v = must_header(&resp, "X-RateLimit-Remaining");
+    cr_assert_str_eq(v, "1");
+    free(v);
+    cr_assert_eq(http_response_header_count(&resp, "Retry-After"), 0);
+    http_response_free(&resp);
+
+    cr_assert_eq(get_with(&r, 0, "/x", NULL, &resp), 200);
+    http_response_free(&resp);
+    cr_assert_eq(get_with(&r, 0, "/x", NULL, &resp), 429);
+    v = must_header(&resp, "Retry-After");
+    retry = atol(v);
+    /* 1 token per hour, the last taken a moment ago: about an hour. */
+    cr_assert(retry > 3500 && retry <= 3600, "Retry-After: %s", v);
+    expect = harness_strf("\"per-user\";r=0;t=%ld", retry);
+    t_field = must_header(&resp, "RateLimit");
+    cr_assert_str_eq(t_field, expect);
+    free(t_field);
+    free(expect);
+    free(v);
+    v = must_header(&resp, "X-RateLimit-Remaining");
+    cr_assert_str_eq(v, "0");
+    free(v);
+    v = must_header(&resp, "Content-Type");
+    cr_assert_str_eq(v, "application/problem+json");
+    free(v);
+    cr_assert(strstr(resp.body, "\"status\":429") != NULL, "%s", resp.body);
+    cr_assert(strstr(resp.body, "\"policy\":\"per-user\"") != NULL, "%s",
+              resp.body);
+    cr_assert(strstr(resp.body, "\"title\":\"Too Many Requests\"") != NULL,
+              "%s", resp.body);
+    http_response_free(&resp);
+    rig_stop(&r);
+}
+
+Test(ratelimit, dry_run_counts_but_never_refuses)
+{
+    struct rig r;
+    struct http_response resp;
+    char *v;
+
+    rig_start(&r, false, 1,
+              "server:\n"
+              "  listen: 127.0.0.1:@PORT@\n"
+              "  workers: 1\n"
+              "limiters:\n"
+              "  one: { algorithm: fixed_window, limit: 1, window: 1h }\n"
+              "routes:\n"
+              "  - id: api\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: route, limiter: one, dry_run: true }\n");
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(get_with(&r, 0, "/x", NULL, &resp), 200);
+        v = must_header(&resp, "X-RateLimit-Remaining");
+        cr_assert_str_eq(v, "0");
+        free(v);
+        http_response_free(&resp);
+    }
+    rig_stop(&r);
+}
+
+/* ---- delay mode ---- */
+
+static int
+cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+
+    return (x > y) - (x < y);
+}
+
+struct fetch {
+    const struct rig *r;   /* borrowed */
+    long status;           /* the answer */
+    long long received_ms; /* echo's received_ms, or -1 */
+};
+
+static void *
+fetch_one(void *arg)
+{
+    struct fetch *f = arg;
+    struct http_response resp;
+    char *ms;
+
+    get_with(f->r, 0, "/smooth", NULL, &resp);
+    f->status = resp.status;
+    ms = echo_field(resp.body, "received_ms");
+    f->received_ms = ms != NULL ? atoll(ms) : -1;
+    free(ms);
+    http_response_free(&resp);
+    return NULL;
+}
+
+Test(ratelimit, delay_mode_spaces_requests_at_the_rate)
+{
+    enum { N = 10 };
+    struct rig r;
+    struct fetch f[N];
+    pthread_t th[N];
+    long long arrived[N];
+
+    rig_start(&r, true, 1,
+              GATEWAY_HEAD
+              "limiters:\n"
+              "  smooth: { algorithm: leaky_bucket, rate: 10/s, burst: 50, "
+              "mode: delay, max_delay: 2s }\n"
+              "routes:\n"
+              "  - id: api\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: route, limiter: smooth }\n");
+    for (int i = 0; i < N; i++) {
+        f[i].r = &r;
+        pthread_create(&th[i], NULL, fetch_one, &f[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(f[i].status, 200);
+        cr_assert_neq(f[i].received_ms, -1);
+        arrived[i] = f[i].received_ms;
+    }
+    qsort(arrived, N, sizeof(arrived[0]), cmp_ll);
+    /* 10/s: the k-th request reaches the upstream k * 100 ms after the
+     * first (timers never fire early; a little slack for the clock). */
+    for (int k = 1; k < N; k++) {
+        cr_assert_geq(arrived[k] - arrived[0], k * 100 - 15,
+                      "request %d arrived %lld ms after the first", k,
+                      arrived[k] - arrived[0]);
+    }
+    rig_stop(&r);
+}
+
+/* ---- when Redis fails ---- */
+
+#define POLICY_ROUTES                                                          \
+    "limiters:\n"                                                              \
+    "  five: { algorithm: fixed_window, limit: 5, window: 1h }\n"              \
+    "routes:\n"                                                                \
+    "  - id: api\n"                                                            \
+    "    uri: http://@ECHO@\n"                                                 \
+    "    predicates: [Path=/**]\n"                                             \
+    "    filters:\n"                                                           \
+    "      - name: RequestRateLimiter\n"                                       \
+    "        args: { key: route, limiter: five, on_redis_error: @POLICY@ }\n"
+
+static void
+run_policy(const char *policy, size_t want_ok, long want_other)
+{
+    struct rig r;
+    struct load_result res;
+    char *yaml = harness_subst(GATEWAY_HEAD POLICY_ROUTES, "@POLICY@", policy);
+    const char *urls[1];
+    char *u;
+    uint16_t port;
+
+    rig_start(&r, true, 1, yaml);
+    cr_assert_eq(status_of(&r, "/x", NULL), 200, "%s: Redis up", policy);
+    port = r.redis_port;
+    cr_assert_eq(proc_stop(&r.redis, SIGKILL, 5000), 128 + SIGKILL);
+
+    u = gw_url(&r, 0, "/x");
+    urls[0] = u;
+    http_load(urls, 1, NULL, 0, 4, 12, 10000, &res);
+    cr_assert_eq(res.errors, 0, "%s", policy);
+    cr_assert_eq(res.status[200], want_ok, "%s: %zu passed", policy,
+                 res.status[200]);
+    if (want_ok < 12) {
+        cr_assert_eq(res.status[want_other], 12 - want_ok, "%s", policy);
+    }
+    /* redis.timeout is 200 ms; nothing may wait much past it. */
+    cr_assert_lt(res.max_ms, 1500, "%s: a request waited %ld ms", policy,
+                 res.max_ms);
+
+    /* Redis back on the same port: decisions return to it. */
+    redis_start_on(&r.redis, port);
+    {
+        redisContext *rc = redis_sync(&r);
+        int64_t deadline = harness_now_ms() + 10000;
+        bool keys = false;
+
+        while (!keys && harness_now_ms() < deadline) {
+            redisReply *rep;
+
+            status_of(&r, "/x", NULL);
+            rep = redisCommand(rc, "DBSIZE");
+            keys = rep != NULL && rep->integer > 0;
+            freeReplyObject(rep);
+        }
+        cr_assert(keys, "%s: the gateway never wrote to Redis again", policy);
+        redisFree(rc);
+    }
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
+Test(ratelimit, redis_down_with_local_policy_keeps_limiting, .timeout = 60)
+{
+    /* The twin starts fresh: 5 pass, the rest are refused. */
+    run_policy("local", 5, 429);
+}
+
+Test(ratelimit, redis_down_with_allow_policy_lets_all_through, .timeout = 60)
+{
+    run_policy("allow", 12, 200);
+}
+
+Test(ratelimit, redis_down_with_deny_policy_answers_503, .timeout = 60)
+{
+    run_policy("deny", 0, 503);
+}
+
+struct flusher {
+    uint16_t port;     /* Redis */
+    volatile int stop; /* set by the test */
+    int flushes;       /* SCRIPT FLUSH sent */
+};
+
+static void *
+flush_loop(void *arg)
+{
+    struct flusher *f = arg;
+    redisContext *c = redisConnect("127.0.0.1", f->port);
+
+    while (c != NULL && c->err == 0 && !f->stop) {
+        redisReply *rep = redisCommand(c, "SCRIPT FLUSH");
+
+        freeReplyObject(rep);
+        f->flushes++;
+        usleep(5000);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+Test(ratelimit, script_flush_under_load_fails_no_request, .timeout = 60)
+{
+    struct rig r;
+    struct load_result res;
+    struct flusher fl = {0};
+    pthread_t th;
+    const char *urls[1];
+    char *u, *yaml, *deny;
+
+    /* deny makes any Redis failure visible as a 503. */
+    deny = harness_subst(GATEWAY_HEAD POLICY_ROUTES, "@POLICY@", "deny");
+    yaml = harness_subst(deny, "limit: 5,", "limit: 1000000,");
+    free(deny);
+    rig_start(&r, true, 1, yaml);
+    fl.port = r.redis_port;
+    pthread_create(&th, NULL, flush_loop, &fl);
+    u = gw_url(&r, 0, "/x");
+    urls[0] = u;
+    http_load(urls, 1, NULL, 0, 20, 2000, 10000, &res);
+    fl.stop = 1;
+    pthread_join(th, NULL);
+    cr_assert_gt(fl.flushes, 5, "the scripts were hardly flushed");
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[200], 2000, "503: %zu", res.status[503]);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
