@@ -32,6 +32,7 @@ struct server_conf {
     uint64_t max_body_bytes;    /* request body; 413 beyond */
     uint64_t client_timeout_ms; /* idle client read/write timeout */
     uint64_t drain_timeout_ms;  /* SIGTERM: how long in-flight may run */
+    bool watch;                 /* reload when the file changes on disk */
 };
 
 struct admin_conf {
@@ -99,6 +100,9 @@ struct config {
     struct limiter_def *limiters; /* the named limiters; owned */
     size_t nlimiters;
     int log_level;        /* enum log_level */
+    char *access_log;     /* "-" stdout (default), "off", or a file
+                             path; owned */
+    int access_format;    /* enum accesslog_format; default text */
     struct route *routes; /* in file order; owned */
     size_t nroutes;
 };

@@ -802,7 +802,9 @@ Test(scripts, keys_of_every_algorithm_are_gone_after_idling_past_their_ttl)
             cr_assert(ttl >= 1 && ttl <= 400, "%s: PTTL %lld", l.keys[j], ttl);
         }
     }
-    cr_assert_eq(scan_keys("idle:*", NULL, 0), 2 * NALGOS);
+    /* Each key was seen alive with its TTL just after it was written (a
+     * count of all of them here would race the earliest expiries on a
+     * slow run). */
     cr_assert(harness_wait_until(no_idle_keys_left, NULL, 3000),
               "keys still there after 3 s");
 }
