@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <yaml.h>
 
+#include "accesslog.h"
 #include "headers.h"
 #include "log.h"
 #include "ratekey.h"
@@ -1073,6 +1074,69 @@ parse_log_level(struct loader *ld, yaml_node_t *node, const struct field *f,
         return;
     }
     *out = (int)level;
+}
+
+/* log.access: where access-log lines go. */
+static void
+parse_access_log(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const char *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = scalar_value(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (s[0] == '\0') {
+        report(ld, node, path,
+               "empty access log (expected stdout, -, off or a file path)");
+        return;
+    }
+    free(*out);
+    /* One spelling of stdout, so that readers of the field check one. */
+    *out = xstrdup(strcmp(s, "stdout") == 0 ? "-" : s);
+}
+
+/* alternatives() reads the names of a table of choices. */
+_Static_assert(offsetof(struct choice, name) == 0, "name first");
+
+static const struct choice access_format_choices[] = {
+    {"text", ACCESSLOG_TEXT},
+    {"json", ACCESSLOG_JSON},
+};
+
+/* log.access_format: a near miss ("jsn") gets a suggestion. */
+static void
+parse_access_format(struct loader *ld, yaml_node_t *node, const struct field *f,
+                    void *base, const char *path)
+{
+    const struct choice *c = access_format_choices;
+    size_t n = NELEMS(access_format_choices);
+    int *out = field_ptr(base, f);
+    const char *s = scalar_value(ld, node, path);
+    size_t near = SIZE_MAX;
+    char *alt;
+    char *list;
+
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s, c[i].name) == 0) {
+            *out = c[i].value;
+            return;
+        }
+    }
+    alt = alternatives(s, c, n, sizeof(*c), &near);
+    list = choice_list(c, n);
+    if (near != SIZE_MAX) {
+        report(ld, node, path, "bad access format \"%s\" %s", s, alt);
+    } else {
+        report(ld, node, path, "bad access format \"%s\" (expected %s)", s,
+               list);
+    }
+    free(alt);
+    free(list);
 }
 
 static void
@@ -2921,6 +2985,9 @@ static const struct field server_fields[] = {
     {.key = "drain_timeout",
      .parse = parse_duration,
      .offset = offsetof(struct server_conf, drain_timeout_ms)},
+    {.key = "watch",
+     .parse = parse_bool,
+     .offset = offsetof(struct server_conf, watch)},
 };
 
 static const struct field admin_fields[] = {
@@ -2978,6 +3045,12 @@ static const struct field log_fields[] = {
     {.key = "level",
      .parse = parse_log_level,
      .offset = offsetof(struct config, log_level)},
+    {.key = "access",
+     .parse = parse_access_log,
+     .offset = offsetof(struct config, access_log)},
+    {.key = "access_format",
+     .parse = parse_access_format,
+     .offset = offsetof(struct config, access_format)},
 };
 
 static void
@@ -3089,6 +3162,8 @@ config_new(const char *name)
     cfg->upstream.response_timeout_ms = 60 * 1000;
     cfg->upstream.keepalive = 256;
     cfg->log_level = LOG_INFO;
+    cfg->access_log = xstrdup("-");
+    cfg->access_format = ACCESSLOG_TEXT;
     return cfg;
 }
 
@@ -3122,6 +3197,7 @@ config_free(struct config *cfg)
     free(cfg->redis.key_prefix);
     free(cfg->identity.user_header);
     free(cfg->identity.role_header);
+    free(cfg->access_log);
     /* Routes first: their tiers point into the limiters. */
     for (size_t i = 0; i < cfg->nroutes; i++) {
         route_deinit(&cfg->routes[i]);

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "accesslog.h"
 #include "config.h"
 #include "log.h"
 #include "netaddr.h"
@@ -1834,4 +1835,83 @@ Test(config, broken_limiter_is_reported_once)
                  "l, cost: 5}}\n",
                  "t.yaml:1:39: limiters.l.rate: bad rate \"fast\" (expected "
                  "a count above 0 per period: N/s, N/m, N/h or N/d)");
+}
+
+Test(config, access_log_and_watch_have_defaults)
+{
+    struct config *cfg = parse_ok("routes: []\n");
+
+    cr_assert_str_eq(cfg->access_log, "-");
+    cr_assert_eq(cfg->access_format, ACCESSLOG_TEXT);
+    cr_assert_not(cfg->server.watch);
+    config_unref(cfg);
+}
+
+/* The value log.access takes for 'written'. */
+static void
+assert_access_log(const char *written, const char *want)
+{
+    char yaml[256];
+    struct config *cfg;
+
+    snprintf(yaml, sizeof(yaml), "routes: []\nlog: {access: %s}\n", written);
+    cfg = parse_ok(yaml);
+    cr_assert_str_eq(cfg->access_log, want, "access: %s", written);
+    config_unref(cfg);
+}
+
+Test(config, access_log_is_stdout_off_or_a_file)
+{
+    assert_access_log("stdout", "-");
+    assert_access_log("-", "-");
+    assert_access_log("'-'", "-");
+    assert_access_log("off", "off");
+    assert_access_log("/var/log/sluice/access.log",
+                      "/var/log/sluice/access.log");
+    assert_access_log("logs/access.log", "logs/access.log");
+}
+
+Test(config, access_format_is_text_or_json)
+{
+    struct config *cfg = parse_ok("routes: []\nlog: {access_format: json}\n");
+
+    cr_assert_eq(cfg->access_format, ACCESSLOG_JSON);
+    config_unref(cfg);
+    cfg = parse_ok("routes: []\nlog:\n  access_format: text\n"
+                   "  access: /tmp/a.log\n");
+    cr_assert_eq(cfg->access_format, ACCESSLOG_TEXT);
+    cr_assert_str_eq(cfg->access_log, "/tmp/a.log");
+    config_unref(cfg);
+}
+
+Test(config, watch_is_a_boolean)
+{
+    struct config *cfg = parse_ok("routes: []\nserver: {watch: true}\n");
+
+    cr_assert(cfg->server.watch);
+    config_unref(cfg);
+    cfg = parse_ok("routes: []\nserver: {watch: no}\n");
+    cr_assert_not(cfg->server.watch);
+    config_unref(cfg);
+    assert_error("routes: []\nserver: {watch: often}\n",
+                 "t.yaml:2:17: server.watch: bad boolean \"often\" (expected "
+                 "true or false)");
+}
+
+Test(config, bad_access_settings_are_errors)
+{
+    assert_error("routes: []\nlog: {access_format: jsn}\n",
+                 "t.yaml:2:22: log.access_format: bad access format \"jsn\" "
+                 "(did you mean \"json\"?)");
+    assert_error("routes: []\nlog: {access_format: xml}\n",
+                 "t.yaml:2:22: log.access_format: bad access format \"xml\" "
+                 "(expected text or json)");
+    assert_error("routes: []\nlog: {access: ''}\n",
+                 "t.yaml:2:15: log.access: empty access log (expected "
+                 "stdout, -, off or a file path)");
+    assert_error("routes: []\nlog: {access: ~}\n",
+                 "t.yaml:2:15: log.access: missing value");
+    assert_error("routes: []\nlog: {acces: off}\n",
+                 "t.yaml:2:7: log: unknown key \"acces\" (did you mean "
+                 "\"access\"?)");
 }
