@@ -3,6 +3,7 @@
  * or print the version.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +23,13 @@ usage(FILE *out)
             "       sluice --version\n"
             "\n"
             "  -c, --config FILE  configuration (default %s)\n"
+            "      --watch        reload FILE when it changes on disk\n"
             "      --check        report every error in FILE and exit\n"
             "  -v, --version      print the version and exit\n"
             "  -h, --help         print this help and exit\n"
             "\n"
-            "Signals: SIGHUP reloads FILE; SIGTERM or SIGINT drains and "
-            "exits.\n",
+            "Signals: SIGHUP reloads FILE; SIGUSR1 reopens the access log;\n"
+            "SIGTERM or SIGINT drains and exits (a second one: at once).\n",
             DEFAULT_CONFIG);
 }
 
@@ -37,6 +39,7 @@ main(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"check", no_argument, NULL, 'k'},
+        {"watch", no_argument, NULL, 'w'},
         {"version", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -46,6 +49,7 @@ main(int argc, char **argv)
     struct config *cfg;
     struct server *srv;
     int check = 0;
+    bool watch = false;
     int c, rc;
 
     while ((c = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
@@ -55,6 +59,9 @@ main(int argc, char **argv)
             break;
         case 'k':
             check = 1;
+            break;
+        case 'w':
+            watch = true;
             break;
         case 'v':
             printf("sluice %s\n", SLUICE_VERSION);
@@ -93,7 +100,7 @@ main(int argc, char **argv)
     }
 
     log_set_level((enum log_level)cfg->log_level);
-    srv = server_new(cfg);
+    srv = server_new(cfg, watch);
     config_unref(cfg);
     if (srv == NULL) {
         return 1;

@@ -21,6 +21,8 @@
 #include "netaddr.h"
 #include "path.h"
 #include "predicate.h"
+#include "metrics.h"
+#include "accesslog.h"
 #include "problem.h"
 #include "ratekey.h"
 #include "ratelimit.h"
@@ -61,6 +63,21 @@ struct pool {
     struct pool *next;           /* next pool of the proxy */
 };
 
+/*
+ * A client connection that has sent a request. evhttp has one close
+ * callback per connection and no user pointer, so the proxy keeps its own
+ * record: the close callback is set once, counts the connection out, and
+ * tells the exchange streaming on it, if any.
+ */
+struct client_conn {
+    struct evhttp_connection *evcon; /* evhttp's */
+    struct proxy *proxy;             /* the owner */
+    struct exchange *ex;             /* the exchange on it, or NULL */
+    struct client_conn *next;        /* in its hash bucket */
+};
+
+#define CONN_BUCKETS 4096
+
 struct proxy {
     struct event_base *base;       /* borrowed */
     struct ratelimit *rl;          /* borrowed: this worker's limiters */
@@ -71,7 +88,10 @@ struct proxy {
     struct upstream_conn *surplus; /* released beyond keepalive; owned */
     struct event *reaper;          /* frees 'surplus' from the loop */
     struct exchange *live;         /* exchanges alive, newest first */
-    size_t in_flight;              /* length of 'live' */
+    struct client_conn *conns[CONN_BUCKETS]; /* by evcon address */
+    struct metrics_shard *metrics;           /* borrowed: this worker's shard */
+    struct accesslog *log;                   /* borrowed: the access log */
+    size_t in_flight;                        /* length of 'live' */
 };
 
 enum exchange_state {
@@ -107,6 +127,18 @@ struct exchange {
     struct event *client_gone;       /* EV_CLOSED watch while waiting */
     bool paused;                     /* upstream reads held back */
     struct exchange *prev, *next;    /* in proxy->live */
+    struct client_conn *cc;          /* the client's connection record */
+    int64_t t0;                      /* monotonic ms at arrival */
+    int64_t wall;                    /* epoch ms at arrival */
+    int64_t up_t0;                   /* monotonic ms the upstream request
+                                        went out; 0 before */
+    int64_t up_ms;                   /* until its response headers; -1 */
+    int status;                      /* sent to the client; 499 when the
+                                        client left first */
+    uint64_t bytes;                  /* response body bytes sent */
+    const char *decision;            /* rate-limit result, or NULL */
+    const char *tier;                /* its tier label, or NULL */
+    char client[64];                 /* resolved client address */
 };
 
 static void on_upstream_done(struct evhttp_request *ureq, void *arg);
@@ -174,16 +206,17 @@ on_reap(evutil_socket_t fd, short what, void *arg)
 }
 
 struct proxy *
-proxy_new(struct event_base *base, struct evdns_base *dns, struct ratelimit *rl,
-          uint64_t client_timeout_ms)
+proxy_new(const struct proxy_deps *deps)
 {
     struct proxy *p = xcalloc(1, sizeof(*p));
 
-    p->base = base;
-    p->rl = rl;
-    p->dns = dns;
-    p->client_tv = ms_to_tv(client_timeout_ms);
-    p->reaper = evtimer_new(base, on_reap, p);
+    p->base = deps->base;
+    p->rl = deps->rl;
+    p->dns = deps->dns;
+    p->metrics = deps->metrics;
+    p->log = deps->log;
+    p->client_tv = ms_to_tv(deps->client_timeout_ms);
+    p->reaper = evtimer_new(p->base, on_reap, p);
     return p;
 }
 
@@ -197,6 +230,16 @@ proxy_free(struct proxy *p)
     }
     free_surplus(p);
     event_free(p->reaper);
+    for (size_t i = 0; i < CONN_BUCKETS; i++) {
+        while (p->conns[i] != NULL) {
+            struct client_conn *cc = p->conns[i];
+
+            /* Connections outliving the proxy must not call back. */
+            evhttp_connection_set_closecb(cc->evcon, NULL, NULL);
+            p->conns[i] = cc->next;
+            free(cc);
+        }
+    }
     for (struct pool *pl = p->pools; pl != NULL; pl = next) {
         next = pl->next;
         for (size_t i = 0; i < pl->nidle; i++) {
@@ -227,10 +270,8 @@ proxy_abort_all(struct proxy *p)
         struct evhttp_connection *cconn = ex->cconn;
 
         stop_waiting(ex);
-        if (ex->state == EX_STREAMING) {
-            evhttp_connection_set_closecb(cconn, NULL, NULL);
-        }
         cancel_upstream(ex);
+        ex->status = 499;
         exchange_free(ex);
         evhttp_connection_free(cconn);
     }
@@ -311,7 +352,8 @@ conn_connected(struct evhttp_connection *evcon)
 
 /* ---- answers the gateway makes itself ---- */
 
-static void
+/* Returns the length of the body sent. */
+static size_t
 reply_problem(struct evhttp_request *creq, int status, const char *detail)
 {
     struct evbuffer *buf = evbuffer_new();
@@ -320,17 +362,82 @@ reply_problem(struct evhttp_request *creq, int status, const char *detail)
 
     evhttp_add_header(evhttp_request_get_output_headers(creq), "Content-Type",
                       PROBLEM_CONTENT_TYPE);
-    evbuffer_add(buf, body, strlen(body));
+    size_t len = strlen(body);
+
+    evbuffer_add(buf, body, len);
     free(body);
     evhttp_send_reply(creq, status, problem_reason(status), buf);
     evbuffer_free(buf);
+    return len;
 }
 
 /* ---- exchange lifecycle ---- */
 
+static int64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t
+wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Counts a finished request and writes its access-log line. */
+static void
+record(struct proxy *p, struct evhttp_request *creq, const char *method,
+       const char *route, const char *client, int status, uint64_t bytes,
+       int64_t wall, int64_t t0, int64_t up_ms, const char *decision,
+       const char *tier)
+{
+    char code[8];
+    const char *labels[3];
+    struct access_entry e;
+
+    snprintf(code, sizeof(code), "%d", status);
+    labels[0] = route != NULL ? route : "-";
+    labels[1] = metrics_method_class(method);
+    labels[2] = code;
+    if (p->metrics != NULL) {
+        metrics_add(p->metrics, M_REQUESTS, labels, 1);
+    }
+    if (p->log == NULL) {
+        return;
+    }
+    e.time_ms = wall;
+    e.client = client;
+    e.method = method;
+    e.path = creq != NULL ? evhttp_request_get_uri(creq) : NULL;
+    e.route = route;
+    e.status = status;
+    e.bytes = bytes;
+    e.upstream_ms = up_ms;
+    e.total_ms = mono_ms() - t0;
+    e.decision = decision;
+    e.tier = tier;
+    accesslog_write(p->log, &e);
+}
+
 static void
 exchange_free(struct exchange *ex)
 {
+    record(ex->proxy, ex->creq, method_name(ex->method), ex->route->id,
+           ex->client, ex->status, ex->bytes, ex->wall, ex->t0, ex->up_ms,
+           ex->decision, ex->tier);
+    if (ex->proxy->metrics != NULL) {
+        metrics_add(ex->proxy->metrics, M_IN_FLIGHT, NULL, -1);
+    }
+    if (ex->cc != NULL && ex->cc->ex == ex) {
+        ex->cc->ex = NULL;
+    }
     if (ex->timer != NULL) {
         event_free(ex->timer);
     }
@@ -362,6 +469,15 @@ release_upstream(struct exchange *ex)
     }
 }
 
+static void
+hold(struct proxy *p, int by)
+{
+    p->held += (size_t)(ssize_t)by;
+    if (p->metrics != NULL) {
+        metrics_add(p->metrics, M_HELD, NULL, by);
+    }
+}
+
 /*
  * Stops watching for the client leaving, stops the timer, and drops a
  * pending rate-limit decision or a delay-mode hold.
@@ -374,7 +490,7 @@ stop_waiting(struct exchange *ex)
         ex->check = NULL;
     }
     if (ex->state == EX_DELAYED) {
-        ex->proxy->held--;
+        hold(ex->proxy, -1);
         ex->state = EX_WAITING;
     }
     if (ex->client_gone != NULL) {
@@ -408,7 +524,8 @@ fail_exchange(struct exchange *ex, int status, const char *detail)
              detail);
     stop_waiting(ex);
     cancel_upstream(ex);
-    reply_problem(ex->creq, status, detail);
+    ex->status = status;
+    ex->bytes = reply_problem(ex->creq, status, detail);
     exchange_free(ex);
 }
 
@@ -473,7 +590,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     if (ex->state == EX_DELAYED) {
-        ex->proxy->held--;
+        hold(ex->proxy, -1);
         start_upstream(ex);
         return;
     }
@@ -535,6 +652,7 @@ send_upstream(struct exchange *ex)
         evbuffer_add_buffer(evhttp_request_get_output_buffer(ureq), in);
     }
     ex->uerr_set = false;
+    ex->up_t0 = mono_ms();
     ex->connect_phase = !conn_connected(ex->uc->evcon);
     if (evhttp_make_request(ex->uc->evcon, ureq, ex->method, ex->target) < 0) {
         /*
@@ -598,13 +716,11 @@ on_client_drained(struct evhttp_connection *cconn, void *arg)
 
 /* The client went away mid-response; evhttp has detached its request. */
 static void
-on_client_close(struct evhttp_connection *cconn, void *arg)
+on_client_close(struct exchange *ex)
 {
-    struct exchange *ex = arg;
-
     log_debug("proxy: route %s: client left during the response",
               ex->route->id);
-    evhttp_connection_set_closecb(cconn, NULL, NULL);
+    ex->status = 499;
     cancel_upstream(ex);
     /* A detached request is freed by ending it. */
     evhttp_send_reply_end(ex->creq);
@@ -656,7 +772,15 @@ on_upstream_headers(struct evhttp_request *ureq, void *arg)
     headers_deinit(&resp);
 
     ex->state = EX_STREAMING;
-    evhttp_connection_set_closecb(ex->cconn, on_client_close, ex);
+    ex->status = evhttp_request_get_response_code(ureq);
+    ex->up_ms = mono_ms() - ex->up_t0;
+    if (ex->proxy->metrics != NULL) {
+        const char *labels[1] = {r->id};
+
+        metrics_observe(ex->proxy->metrics, M_UPSTREAM_SECONDS, labels,
+                        (double)ex->up_ms / 1000.0);
+    }
+
     evhttp_request_set_on_complete_cb(ex->creq, on_reply_complete, ex->proxy);
     evhttp_send_reply_start(ex->creq, evhttp_request_get_response_code(ureq),
                             evhttp_request_get_response_code_line(ureq));
@@ -675,6 +799,7 @@ on_upstream_chunk(struct evhttp_request *ureq, void *arg)
     if (ex->state != EX_STREAMING) {
         return;
     }
+    ex->bytes += evbuffer_get_length(evhttp_request_get_input_buffer(ureq));
     evhttp_send_reply_chunk_with_cb(
         ex->creq, evhttp_request_get_input_buffer(ureq), on_client_drained, ex);
     cbev = evhttp_connection_get_bufferevent(ex->cconn);
@@ -721,13 +846,21 @@ on_upstream_done(struct evhttp_request *ureq, void *arg)
                 return;
             }
         }
+        if (ex->uerr_set && ex->uerr == EVREQ_HTTP_TIMEOUT) {
+            /* evhttp's own idle timeout, equal to ours, fired first. */
+            snprintf(detail, sizeof(detail),
+                     "upstream %s:%u: no response within %llu ms",
+                     ex->route->uri.host, ex->route->uri.port,
+                     (unsigned long long)ex->route->response_timeout_ms);
+            fail_exchange(ex, 504, detail);
+            return;
+        }
         snprintf(detail, sizeof(detail), "upstream %s:%u: %s",
                  ex->route->uri.host, ex->route->uri.port,
                  upstream_error_str(ex));
         fail_exchange(ex, 502, detail);
         return;
     }
-    evhttp_connection_set_closecb(ex->cconn, NULL, NULL);
     if (failed) {
         /*
          * The status line is out: the only honest signal left is to cut
@@ -738,10 +871,13 @@ on_upstream_done(struct evhttp_request *ureq, void *arg)
                  "cutting the client off",
                  ex->route->id, ex->route->uri.host, ex->route->uri.port,
                  upstream_error_str(ex));
-        evhttp_connection_free(ex->cconn);
-    } else {
-        evhttp_send_reply_end(ex->creq);
+        struct evhttp_connection *cconn = ex->cconn;
+
+        exchange_free(ex);
+        evhttp_connection_free(cconn);
+        return;
     }
+    evhttp_send_reply_end(ex->creq);
     exchange_free(ex);
 }
 
@@ -870,6 +1006,8 @@ reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
     }
     evhttp_add_header(oh, "Content-Type", PROBLEM_CONTENT_TYPE);
     evbuffer_add(buf, o->body, strlen(o->body));
+    ex->status = o->status;
+    ex->bytes = strlen(o->body);
     evhttp_send_reply(ex->creq, o->status, problem_reason(o->status), buf);
     evbuffer_free(buf);
 }
@@ -879,6 +1017,16 @@ on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
 {
     struct proxy *p = ex->proxy;
     uint64_t delay = o->delay_ms;
+
+    ex->decision = ratelimit_result_name(o);
+    ex->tier = o->tier;
+    if (ex->decision != NULL && p->metrics != NULL) {
+        const char *labels[4] = {ex->route->id,
+                                 o->limiter != NULL ? o->limiter : "-",
+                                 o->tier != NULL ? o->tier : "-", ex->decision};
+
+        metrics_add(p->metrics, M_RATELIMIT_DECISIONS, labels, 1);
+    }
 
     if (o->verdict == RATELIMIT_DENY) {
         log_debug("proxy: route %s: %d by limiter %s", ex->route->id, o->status,
@@ -902,7 +1050,7 @@ on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
                       "too many requests are already held in delay mode");
         return;
     }
-    p->held++;
+    hold(p, 1);
     ex->state = EX_DELAYED;
     arm_timer(ex, delay);
 }
@@ -922,10 +1070,81 @@ header_or_null(const struct headers *h, const char *name)
     return name != NULL ? headers_get(h, name) : NULL;
 }
 
+static size_t
+conn_bucket(const struct evhttp_connection *evcon)
+{
+    uintptr_t h = (uintptr_t)evcon;
+
+    h ^= h >> 17;
+    h *= (uintptr_t)0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20) % CONN_BUCKETS;
+}
+
+static void on_client_close(struct exchange *ex);
+
+/*
+ * evhttp is freeing a client connection: the client left, timed out, or
+ * the reply was the last one. An exchange still on it ends here.
+ */
+static void
+on_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+    struct client_conn *cc = arg;
+    struct proxy *p = cc->proxy;
+    struct client_conn **pp = &p->conns[conn_bucket(evcon)];
+    struct exchange *ex = cc->ex;
+
+    while (*pp != cc) {
+        pp = &(*pp)->next;
+    }
+    *pp = cc->next;
+    if (p->metrics != NULL) {
+        metrics_add(p->metrics, M_CONNECTIONS, NULL, -1);
+    }
+    if (ex != NULL) {
+        ex->cc = NULL;
+        if (ex->state == EX_STREAMING) {
+            on_client_close(ex);
+        } else {
+            /* evhttp frees the request with the connection. */
+            ex->status = 499;
+            stop_waiting(ex);
+            cancel_upstream(ex);
+            ex->creq = NULL;
+            exchange_free(ex);
+        }
+    }
+    free(cc);
+}
+
+static struct client_conn *
+conn_get(struct proxy *p, struct evhttp_connection *evcon)
+{
+    size_t b = conn_bucket(evcon);
+    struct client_conn *cc;
+
+    for (cc = p->conns[b]; cc != NULL; cc = cc->next) {
+        if (cc->evcon == evcon) {
+            return cc;
+        }
+    }
+    cc = xcalloc(1, sizeof(*cc));
+    cc->evcon = evcon;
+    cc->proxy = p;
+    cc->next = p->conns[b];
+    p->conns[b] = cc;
+    evhttp_connection_set_closecb(evcon, on_conn_close, cc);
+    if (p->metrics != NULL) {
+        metrics_add(p->metrics, M_CONNECTIONS, NULL, 1);
+    }
+    return cc;
+}
+
 /* A new exchange for 'creq', linked into the proxy, watching the client. */
 static struct exchange *
 exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
-             struct evhttp_request *creq, enum evhttp_cmd_type method)
+             struct evhttp_request *creq, enum evhttp_cmd_type method,
+             const char *client, int64_t t0, int64_t wall)
 {
     struct exchange *ex = xcalloc(1, sizeof(*ex));
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
@@ -937,8 +1156,17 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->creq = creq;
     ex->cconn = cconn;
     ex->method = method;
+    ex->cc = conn_get(p, cconn);
+    ex->cc->ex = ex;
+    ex->t0 = t0;
+    ex->wall = wall;
+    ex->up_ms = -1;
+    snprintf(ex->client, sizeof(ex->client), "%s", client);
     headers_init(&ex->fwd);
     headers_init(&ex->rl_headers);
+    if (p->metrics != NULL) {
+        metrics_add(p->metrics, M_IN_FLIGHT, NULL, 1);
+    }
     ex->next = p->live;
     if (p->live != NULL) {
         p->live->prev = ex;
@@ -951,6 +1179,18 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
         EV_CLOSED, on_client_gone, ex);
     event_add(ex->client_gone, NULL);
     return ex;
+}
+
+/* Answers before any route or exchange exists, and records it. */
+static void
+early_reply(struct proxy *p, struct evhttp_request *creq, int status,
+            const char *detail, const char *client, int64_t t0, int64_t wall)
+{
+    const char *method = method_name(evhttp_request_get_command(creq));
+    size_t bytes = reply_problem(creq, status, detail);
+
+    record(p, creq, method, NULL, client, status, bytes, wall, t0, -1, NULL,
+           NULL);
 }
 
 void
@@ -973,25 +1213,28 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     char *path = NULL;
     enum path_status st;
     bool trusted, limited;
+    int64_t t0 = mono_ms(), wall = wall_ms();
+    char addr[64];
 
+    if (!peer_address(cconn, &peer)) {
+        memset(&peer, 0, sizeof(peer));
+        peer.family = AF_INET;
+    }
+    netaddr_format(&peer, addr, sizeof(addr));
     if (header_bytes(creq) > sc->max_header_bytes) {
-        reply_problem(creq, 431,
-                      "request header fields exceed "
-                      "server.max_header_bytes");
+        early_reply(p, creq, 431,
+                    "request header fields exceed server.max_header_bytes",
+                    addr, t0, wall);
         return;
     }
     if (raw_path == NULL || raw_path[0] == '\0') {
-        reply_problem(creq, 400, "request target has no path");
+        early_reply(p, creq, 400, "request target has no path", addr, t0, wall);
         return;
     }
     st = path_normalize(raw_path, strlen(raw_path), &path);
     if (st != PATH_OK) {
-        reply_problem(creq, 400, path_status_str(st));
+        early_reply(p, creq, 400, path_status_str(st), addr, t0, wall);
         return;
-    }
-    if (!peer_address(cconn, &peer)) {
-        memset(&peer, 0, sizeof(peer));
-        peer.family = AF_INET;
     }
     headers_init(&in);
     headers_from_evkeyvalq(&in, evhttp_request_get_input_headers(creq));
@@ -999,6 +1242,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
         forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
     forwarded_client(&peer, headers_get(&in, "X-Forwarded-For"),
                      sc->trusted_proxies, sc->ntrusted_proxies, &client);
+    netaddr_format(&client, addr, sizeof(addr));
 
     view.method = method_name(method);
     view.path = path;
@@ -1010,12 +1254,13 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     if (route == NULL) {
         headers_deinit(&in);
         free(path);
-        reply_problem(creq, 404, "no route matches this request");
+        early_reply(p, creq, 404, "no route matches this request", addr, t0,
+                    wall);
         return;
     }
     limited = p->rl != NULL && ratelimit_route_limited(route);
 
-    ex = exchange_new(p, cfg, route, creq, method);
+    ex = exchange_new(p, cfg, route, creq, method, addr, t0, wall);
     if (limited) {
         struct caller who;
 

@@ -16,15 +16,22 @@ struct evdns_base;
 struct evhttp_request;
 struct proxy; /* opaque */
 struct ratelimit;
+struct metrics_shard;
+struct accesslog;
 
-/*
- * 'base', 'dns' and 'rl' (the worker's rate limiters, may be NULL) are
- * borrowed and must outlive the proxy.
- * 'client_timeout_ms' is the server's client timeout: while a response
- * streams only the write side is timed, and both are restored after.
- */
-struct proxy *proxy_new(struct event_base *base, struct evdns_base *dns,
-                        struct ratelimit *rl, uint64_t client_timeout_ms);
+/* What a worker's proxy works with; every pointer borrowed, outliving it. */
+struct proxy_deps {
+    struct event_base *base;       /* the worker's loop */
+    struct evdns_base *dns;        /* its resolver */
+    struct ratelimit *rl;          /* its rate limiters, or NULL */
+    struct metrics_shard *metrics; /* its metrics shard, or NULL */
+    struct accesslog *log;         /* the access log, or NULL */
+    uint64_t client_timeout_ms;    /* server.client_timeout: while a
+                                      response streams only writes are
+                                      timed; both are restored after */
+};
+
+struct proxy *proxy_new(const struct proxy_deps *deps);
 /*
  * Frees the pools and their idle connections. Requests still in flight
  * must have finished first (proxy_in_flight() == 0). NULL is a no-op.

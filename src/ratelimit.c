@@ -13,6 +13,7 @@
 #include "limit.h"
 #include "local_store.h"
 #include "log.h"
+#include "metrics.h"
 #include "problem.h"
 #include "ratekey.h"
 #include "redis.h"
@@ -26,12 +27,14 @@
 #define ARG_LEN 24
 
 struct ratelimit {
-    struct event_base *base;    /* borrowed */
-    struct redis_client *redis; /* NULL without a redis: section */
-    struct local_store *store;  /* borrowed; shared by the workers */
-    char id_prefix[40];         /* makes request ids unique across
-                                   processes, hosts and workers */
-    uint64_t seq;               /* request ids issued */
+    struct event_base *base;       /* borrowed */
+    struct redis_client *redis;    /* NULL without a redis: section */
+    struct local_store *store;     /* borrowed; shared by the workers */
+    char id_prefix[40];            /* makes request ids unique across
+                                      processes, hosts and workers */
+    uint64_t seq;                  /* request ids issued */
+    struct metrics_shard *metrics; /* borrowed, or NULL */
+    struct redis_stats published;  /* counters already in the metrics */
 };
 
 struct ratelimit_check;
@@ -48,6 +51,7 @@ struct part {
     bool forbidden;                     /* no key and empty_key: deny */
     bool unavailable;                   /* Redis failed, policy deny */
     struct limit_result res;            /* the decision */
+    struct timespec started;            /* when the script call went out */
 };
 
 struct ratelimit_check {
@@ -71,13 +75,15 @@ wall_ms(void)
 
 struct ratelimit *
 ratelimit_new(struct event_base *base, const struct config *cfg,
-              struct local_store *store, unsigned worker)
+              struct local_store *store, unsigned worker,
+              struct metrics_shard *metrics)
 {
     struct ratelimit *rl = xcalloc(1, sizeof(*rl));
     uint64_t nonce = 0;
 
     rl->base = base;
     rl->store = store;
+    rl->metrics = metrics;
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
         nonce = (uint64_t)wall_ms() ^ ((uint64_t)getpid() << 32);
     }
@@ -105,6 +111,57 @@ bool
 ratelimit_ready(const struct ratelimit *rl)
 {
     return rl->redis == NULL || redis_client_ready(rl->redis);
+}
+
+static void
+publish_one(struct ratelimit *rl, const char *kind, uint64_t now,
+            uint64_t *seen)
+{
+    if (now > *seen) {
+        metrics_add(rl->metrics, M_REDIS_EVENTS, &kind, (int64_t)(now - *seen));
+        *seen = now;
+    }
+}
+
+void
+ratelimit_publish(struct ratelimit *rl)
+{
+    const struct redis_stats *st;
+
+    if (rl->redis == NULL || rl->metrics == NULL) {
+        return;
+    }
+    st = redis_client_stats(rl->redis);
+    publish_one(rl, "error", st->errors, &rl->published.errors);
+    publish_one(rl, "timeout", st->timeouts, &rl->published.timeouts);
+    publish_one(rl, "down", st->down, &rl->published.down);
+    publish_one(rl, "reconnect", st->reconnects, &rl->published.reconnects);
+    publish_one(rl, "noscript", st->noscript, &rl->published.noscript);
+}
+
+const char *
+ratelimit_result_name(const struct ratelimit_outcome *o)
+{
+    if (o->verdict == RATELIMIT_DENY) {
+        if (o->status == 403) {
+            return "no_key";
+        }
+        return o->source == RATELIMIT_POLICY     ? "policy_denied"
+               : o->source == RATELIMIT_FALLBACK ? "fallback_denied"
+                                                 : "denied";
+    }
+    if (o->source == RATELIMIT_NONE) {
+        return NULL;
+    }
+    if (o->dry_run_denied) {
+        return "dry_run_denied";
+    }
+    if (o->delay_ms > 0) {
+        return "delayed";
+    }
+    return o->source == RATELIMIT_POLICY     ? "policy_allowed"
+           : o->source == RATELIMIT_FALLBACK ? "fallback_allowed"
+                                             : "allowed";
 }
 
 bool
@@ -175,6 +232,14 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
     struct ratelimit_outcome o;
 
     pt->call = NULL;
+    if (c->rl->metrics != NULL) {
+        struct timespec now;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        metrics_observe(c->rl->metrics, M_REDIS_SECONDS, NULL,
+                        (double)(now.tv_sec - pt->started.tv_sec) +
+                            (double)(now.tv_nsec - pt->started.tv_nsec) / 1e9);
+    }
     if (status == REDIS_CALL_OK && n >= 6) {
         pt->decided = true;
         pt->source = RATELIMIT_REDIS;
@@ -242,6 +307,7 @@ start_redis(struct ratelimit *rl, struct part *pt)
         args[i] = argbuf[i];
     }
     args[4] = reqid;
+    clock_gettime(CLOCK_MONOTONIC, &pt->started);
     pt->call = redis_client_eval(rl->redis, script, keys, lim->nrules, args, na,
                                  on_script_reply, pt);
     pt->check->pending++;

@@ -18,6 +18,7 @@ struct caller;
 struct config;
 struct event_base;
 struct local_store;
+struct metrics_shard;
 struct route;
 struct ratelimit;       /* opaque */
 struct ratelimit_check; /* opaque: one pending decision */
@@ -60,16 +61,29 @@ typedef void ratelimit_done_cb(struct ratelimit_outcome *o, void *arg);
 /*
  * A worker's limiter runtime on 'base' (borrowed). Connects to Redis when
  * 'cfg' has a redis: section. 'store' (borrowed, shared by all workers)
- * holds local state. 'worker' numbers request ids.
+ * holds local state. 'worker' numbers request ids. 'metrics' (borrowed,
+ * may be NULL) receives Redis latencies and events.
  */
 struct ratelimit *ratelimit_new(struct event_base *base,
                                 const struct config *cfg,
-                                struct local_store *store, unsigned worker);
+                                struct local_store *store, unsigned worker,
+                                struct metrics_shard *metrics);
 /* Pending checks must have been cancelled or completed. NULL: no-op. */
 void ratelimit_free(struct ratelimit *rl);
 
 /* True when Redis is connected, or when no limiter of 'cfg' needs it. */
 bool ratelimit_ready(const struct ratelimit *rl);
+
+/* Moves the Redis client's event counters into the metrics. */
+void ratelimit_publish(struct ratelimit *rl);
+
+/*
+ * The result label of an outcome, for metrics and the access log:
+ * allowed, denied, delayed, dry_run_denied, fallback_allowed,
+ * fallback_denied, policy_allowed, policy_denied, no_key; NULL when no
+ * limiter applied.
+ */
+const char *ratelimit_result_name(const struct ratelimit_outcome *o);
 
 /*
  * Decides for a request to 'route' (in 'cfg', which must outlive the

@@ -17,6 +17,7 @@ struct regexp {
                              given at match time instead, those options
                              send PCRE2 past its JIT code; owned */
     uint32_t ngroups;     /* capture groups in the pattern */
+    char *pattern;        /* as written, for GET /routes; owned */
 };
 
 /* PCRE2 limits group names to 32 code units. */
@@ -113,6 +114,7 @@ regexp_new(const char *pattern, char *err, size_t errlen)
     re = xmalloc(sizeof(*re));
     re->code = code;
     re->anchored = anchored;
+    re->pattern = xstrdup(pattern);
     if (pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &re->ngroups) != 0) {
         re->ngroups = 0;
     }
@@ -127,7 +129,14 @@ regexp_free(struct regexp *re)
     }
     pcre2_code_free(re->code);
     pcre2_code_free(re->anchored);
+    free(re->pattern);
     free(re);
+}
+
+const char *
+regexp_pattern(const struct regexp *re)
+{
+    return re->pattern;
 }
 
 bool

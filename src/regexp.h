@@ -19,6 +19,9 @@ struct regexp; /* opaque */
 struct regexp *regexp_new(const char *pattern, char *err, size_t errlen);
 void regexp_free(struct regexp *re); /* NULL is a no-op */
 
+/* The pattern as written. Borrowed from 're'. */
+const char *regexp_pattern(const struct regexp *re);
+
 /* True when the whole of 's' matches (anchored at both ends). */
 bool regexp_full_match(const struct regexp *re, const char *s, size_t len);
 

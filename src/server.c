@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,9 +20,12 @@
 #include <event2/listener.h>
 #include <event2/thread.h>
 
+#include "accesslog.h"
+#include "admin.h"
 #include "config.h"
 #include "local_store.h"
 #include "log.h"
+#include "metrics.h"
 #include "proxy.h"
 #include "ratelimit.h"
 #include "xmalloc.h"
@@ -35,6 +39,9 @@
 #define HEADER_HEADROOM_MIN (64 * 1024)
 #define DRAIN_POLL_MS 10
 #define SWEEP_INTERVAL_MS 5000
+#define TICK_INTERVAL_MS 200
+/* Editors write a file in several steps; reload once they are done. */
+#define WATCH_SETTLE_MS 100
 
 struct server;
 
@@ -56,17 +63,28 @@ struct worker {
     struct event *drain_timer;         /* polls in-flight while draining */
     uint64_t drain_left_ms;            /* drain time remaining */
     atomic_bool done;                  /* the loop has returned */
+    atomic_bool redis_ok;              /* Redis connected (or unneeded) */
+    struct metrics_shard *metrics;     /* owned by the registry */
+    struct event *tick;                /* publishes readiness, counters */
 };
 
 struct server {
-    struct config *cfg;        /* reference to the newest config */
-    struct event_base *base;   /* main thread: signals; owned */
-    struct worker *workers;    /* owned */
-    struct local_store *store; /* local limiter state, all workers */
-    struct event *sweep;       /* drops expired local state */
-    unsigned nworkers;         /* threads */
-    struct event *signals[4];  /* SIGTERM SIGINT SIGHUP SIGPIPE; owned */
-    int stopping;              /* signals of the stopping kind seen */
+    struct config *cfg;                 /* reference to the newest config */
+    struct event_base *base;            /* main thread: signals; owned */
+    struct worker *workers;             /* owned */
+    struct local_store *store;          /* local limiter state, all workers */
+    struct event *sweep;                /* drops expired local state */
+    unsigned nworkers;                  /* threads */
+    struct event *signals[5];           /* TERM INT HUP PIPE USR1; owned */
+    int stopping;                       /* signals of the stopping kind seen */
+    struct metrics *metrics;            /* the registry; owned */
+    struct metrics_shard *main_metrics; /* this thread's shard */
+    struct accesslog *log;              /* owned */
+    struct admin *admin;                /* the admin listener, or NULL; owned */
+    int64_t generation;                 /* configs loaded so far */
+    int watch_fd;                       /* inotify, or -1 */
+    struct event *watch_ev;             /* reads 'watch_fd' */
+    struct event *watch_timer;          /* reloads once the file settles */
 };
 
 static struct timeval
@@ -163,6 +181,18 @@ on_stop(evutil_socket_t fd, short what, void *arg)
     w->drain_left_ms = 0;
 }
 
+/* Publishes what other threads read of this worker. */
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    atomic_store(&w->redis_ok, ratelimit_ready(w->rl));
+    ratelimit_publish(w->rl);
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -216,8 +246,21 @@ worker_init(struct worker *w, struct server *s, unsigned index,
         return -1;
     }
     w->bound = evhttp_bind_listener(w->http, lev);
-    w->rl = ratelimit_new(w->base, s->cfg, s->store, index);
-    w->proxy = proxy_new(w->base, w->dns, w->rl, sc->client_timeout_ms);
+    w->metrics = metrics_shard(s->metrics);
+    w->rl = ratelimit_new(w->base, s->cfg, s->store, index, w->metrics);
+    {
+        struct proxy_deps deps = {w->base,    w->dns, w->rl,
+                                  w->metrics, s->log, sc->client_timeout_ms};
+
+        w->proxy = proxy_new(&deps);
+    }
+    w->tick = event_new(w->base, -1, EV_PERSIST, on_tick, w);
+    {
+        struct timeval tv = ms_tv(TICK_INTERVAL_MS);
+
+        event_add(w->tick, &tv);
+    }
+    on_tick(-1, 0, w);
     w->reload_ev = event_new(w->base, -1, 0, on_reload, w);
     w->stop_ev = event_new(w->base, -1, 0, on_stop, w);
     w->drain_timer = evtimer_new(w->base, on_drain_tick, w);
@@ -244,6 +287,9 @@ worker_deinit(struct worker *w)
     }
     proxy_free(w->proxy);
     ratelimit_free(w->rl);
+    if (w->tick != NULL) {
+        event_free(w->tick);
+    }
     if (w->reload_ev != NULL) {
         event_free(w->reload_ev);
         event_free(w->stop_ev);
@@ -277,24 +323,27 @@ probe_port(const struct sockaddr *sa, socklen_t salen)
     return rc;
 }
 
-static void
-reload(struct server *s)
+/*
+ * Re-reads the config file and hands it to every worker. On errors the
+ * running config stays; they are logged and appended to 'errs'.
+ */
+static int
+reload(struct server *s, struct config_errors *errs)
 {
-    struct config_errors errs;
+    static const char *const ok[] = {"ok"}, *const bad[] = {"error"};
+    size_t before = errs->n;
     struct config *next;
 
-    config_errors_init(&errs);
-    next = config_load(s->cfg->path, &errs);
+    next = config_load(s->cfg->path, errs);
     if (next == NULL) {
-        for (size_t i = 0; i < errs.n; i++) {
-            log_error("config: %s", errs.v[i]);
+        for (size_t i = before; i < errs->n; i++) {
+            log_error("config: %s", errs->v[i]);
         }
         log_error("server: reload of %s failed; the running config stays",
                   s->cfg->path);
-        config_errors_deinit(&errs);
-        return;
+        metrics_add(s->main_metrics, M_RELOADS, bad, 1);
+        return -1;
     }
-    config_errors_deinit(&errs);
     if (strcmp(next->server.listen.host, s->cfg->server.listen.host) != 0 ||
         next->server.listen.port != s->cfg->server.listen.port ||
         next->server.workers != s->cfg->server.workers) {
@@ -312,7 +361,21 @@ reload(struct server *s)
     }
     config_unref(s->cfg);
     s->cfg = next;
+    s->generation++;
+    metrics_set(s->metrics, M_CONFIG_GENERATION, s->generation);
+    metrics_add(s->main_metrics, M_RELOADS, ok, 1);
     log_info("server: reloaded %s: %zu routes", next->path, next->nroutes);
+    return 0;
+}
+
+static void
+reload_and_log(struct server *s)
+{
+    struct config_errors errs;
+
+    config_errors_init(&errs);
+    reload(s, &errs);
+    config_errors_deinit(&errs);
 }
 
 static void
@@ -322,7 +385,13 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 
     (void)what;
     if (sig == SIGHUP) {
-        reload(s);
+        reload_and_log(s);
+        return;
+    }
+    if (sig == SIGUSR1) {
+        if (accesslog_reopen(s->log) == 0) {
+            log_info("server: access log reopened");
+        }
         return;
     }
     if (sig == SIGPIPE) {
@@ -365,10 +434,147 @@ worker_count(const struct server_conf *sc)
     return n > 0 ? (unsigned)n : 1;
 }
 
-struct server *
-server_new(struct config *cfg)
+/* ---- admin listener ---- */
+
+/* True when some RequestRateLimiter would refuse or pass without Redis. */
+static bool
+needs_redis(const struct config *cfg)
 {
-    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < cfg->nroutes; i++) {
+        const struct route *r = &cfg->routes[i];
+
+        for (size_t j = 0; j < r->nfilters; j++) {
+            const struct rate_limit_conf *rl = r->filters[j].rl;
+
+            if (r->filters[j].kind == FILTER_REQUEST_RATE_LIMITER &&
+                !rl->local && rl->on_redis_error != REDIS_FAILURE_LOCAL) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static bool
+admin_ready(void *arg, char *why, size_t len)
+{
+    struct server *s = arg;
+
+    if (s->stopping > 0) {
+        snprintf(why, len, "draining");
+        return false;
+    }
+    if (!needs_redis(s->cfg)) {
+        return true;
+    }
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        if (!atomic_load(&s->workers[i].redis_ok)) {
+            snprintf(why, len, "worker %u is not connected to Redis", i);
+            return false;
+        }
+    }
+    return true;
+}
+
+static int
+admin_reload(void *arg, struct config_errors *errs)
+{
+    return reload(arg, errs);
+}
+
+static struct config *
+admin_config(void *arg)
+{
+    struct server *s = arg;
+
+    return config_ref(s->cfg);
+}
+
+static char *
+admin_metrics(void *arg)
+{
+    struct server *s = arg;
+
+    return metrics_render(s->metrics);
+}
+
+static const struct admin_ops admin_ops = {admin_ready, admin_reload,
+                                           admin_config, admin_metrics};
+
+/* ---- watching the config file ---- */
+
+static void
+on_watch_settled(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    log_info("server: %s changed on disk", ((struct server *)arg)->cfg->path);
+    reload_and_log(arg);
+}
+
+static void
+on_watch(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    const char *name = strrchr(s->cfg->path, '/');
+    bool ours = false;
+    ssize_t n;
+
+    (void)what;
+    name = name != NULL ? name + 1 : s->cfg->path;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        for (char *p = buf; p < buf + n;) {
+            struct inotify_event *ev = (struct inotify_event *)p;
+
+            if (ev->len > 0 && strcmp(ev->name, name) == 0) {
+                ours = true;
+            }
+            p += sizeof(*ev) + ev->len;
+        }
+    }
+    if (ours) {
+        struct timeval tv = ms_tv(WATCH_SETTLE_MS);
+
+        evtimer_add(s->watch_timer, &tv);
+    }
+}
+
+/*
+ * Watches the file's directory rather than the file: editors and config
+ * management replace the file by renaming, which a watch on the old inode
+ * would miss.
+ */
+static void
+start_watch(struct server *s)
+{
+    char dir[4096];
+    const char *slash = strrchr(s->cfg->path, '/');
+
+    if (slash == NULL) {
+        snprintf(dir, sizeof(dir), ".");
+    } else {
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - s->cfg->path),
+                 s->cfg->path);
+    }
+    s->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (s->watch_fd < 0 ||
+        inotify_add_watch(s->watch_fd, dir[0] ? dir : "/",
+                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
+        log_warn("server: cannot watch %s: %s", s->cfg->path, strerror(errno));
+        return;
+    }
+    s->watch_ev =
+        event_new(s->base, s->watch_fd, EV_READ | EV_PERSIST, on_watch, s);
+    event_add(s->watch_ev, NULL);
+    s->watch_timer = evtimer_new(s->base, on_watch_settled, s);
+    log_info("server: watching %s for changes", s->cfg->path);
+}
+
+struct server *
+server_new(struct config *cfg, bool watch)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1};
     const struct server_conf *sc = &cfg->server;
     struct addrinfo hints, *ai = NULL;
     struct server *s;
@@ -399,7 +605,25 @@ server_new(struct config *cfg)
 
     s = xcalloc(1, sizeof(*s));
     s->cfg = config_ref(cfg);
+    s->watch_fd = -1;
     s->base = event_base_new();
+    s->metrics = metrics_new();
+    s->main_metrics = metrics_shard(s->metrics);
+    s->generation = 1;
+    metrics_set(s->metrics, M_CONFIG_GENERATION, 1);
+    {
+        char err[256];
+
+        s->log = accesslog_open(cfg->access_log,
+                                (enum accesslog_format)cfg->access_format, err,
+                                sizeof(err));
+        if (s->log == NULL) {
+            log_error("server: access log: %s", err);
+            freeaddrinfo(ai);
+            server_free(s);
+            return NULL;
+        }
+    }
     s->nworkers = worker_count(sc);
     s->store = local_store_new(64);
     s->workers = xcalloc(s->nworkers, sizeof(*s->workers));
@@ -415,6 +639,16 @@ server_new(struct config *cfg)
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         s->signals[i] = evsignal_new(s->base, sigs[i], on_signal, s);
         event_add(s->signals[i], NULL);
+    }
+    if (cfg->admin.enabled) {
+        s->admin = admin_new(s->base, &cfg->admin.listen, &admin_ops, s);
+        if (s->admin == NULL) {
+            server_free(s);
+            return NULL;
+        }
+    }
+    if (watch || cfg->server.watch) {
+        start_watch(s);
     }
     s->sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
     {
@@ -473,9 +707,21 @@ server_free(struct server *s)
     if (s->sweep != NULL) {
         event_free(s->sweep);
     }
+    if (s->watch_ev != NULL) {
+        event_free(s->watch_ev);
+    }
+    if (s->watch_timer != NULL) {
+        event_free(s->watch_timer);
+    }
+    if (s->watch_fd >= 0) {
+        close(s->watch_fd);
+    }
+    admin_free(s->admin);
     if (s->base != NULL) {
         event_base_free(s->base);
     }
+    accesslog_close(s->log);
+    metrics_free(s->metrics);
     config_unref(s->cfg);
     free(s);
 }

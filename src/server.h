@@ -7,14 +7,19 @@
 #ifndef SLUICE_SERVER_H
 #define SLUICE_SERVER_H
 
+#include <stdbool.h>
+
 struct config;
 struct server; /* opaque */
 
 /*
- * Binds the listening sockets of 'cfg' (takes a reference). Returns NULL,
- * having logged why, when the address cannot be resolved or is in use.
+ * Binds the listening sockets of 'cfg' (takes a reference), opens the
+ * access log and the admin listener. With 'watch' (or server.watch) the
+ * file is reloaded when it changes on disk. Returns NULL, having logged
+ * why, when an address cannot be resolved or is in use, or the access log
+ * cannot be opened.
  */
-struct server *server_new(struct config *cfg);
+struct server *server_new(struct config *cfg, bool watch);
 /* Frees a stopped server. NULL is a no-op. */
 void server_free(struct server *s);
 

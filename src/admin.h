@@ -1,0 +1,47 @@
+/*
+ * admin.h - the admin listener (admin.listen, loopback by default):
+ *   GET  /health   200 while the process runs
+ *   GET  /ready    200 when serving and Redis is connected (or every
+ *                  limiter can fall back locally), else 503
+ *   GET  /routes   the active routes, predicates, filters and limiters
+ *   GET  /metrics  Prometheus text exposition
+ *   POST /reload   re-read the config file: 200, or 400 with the errors
+ * Runs on the main thread's event_base; does I/O. The server supplies
+ * what it answers through 'struct admin_ops'.
+ */
+#ifndef SLUICE_ADMIN_H
+#define SLUICE_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct config;
+struct config_errors;
+struct event_base;
+struct listen_addr;
+struct admin; /* opaque */
+
+/* What the admin listener asks of the server; all called on its thread. */
+struct admin_ops {
+    /* Ready to serve? When not, writes the reason into 'why'. */
+    bool (*ready)(void *arg, char *why, size_t len);
+    /* Reloads the file: 0, or -1 with the errors appended to 'errs'. */
+    int (*reload)(void *arg, struct config_errors *errs);
+    /* The config in force, with a reference the caller drops. */
+    struct config *(*config)(void *arg);
+    /* The metrics text; a new string the caller frees. */
+    char *(*metrics)(void *arg);
+};
+
+/*
+ * Listens on 'addr' with 'base' (borrowed). 'ops' and 'arg' are borrowed
+ * and must outlive the listener. NULL (logged) if it cannot listen.
+ */
+struct admin *admin_new(struct event_base *base, const struct listen_addr *addr,
+                        const struct admin_ops *ops, void *arg);
+void admin_free(struct admin *a); /* NULL is a no-op */
+
+/* The body of GET /routes for 'cfg': a new JSON string. Pure. */
+char *admin_routes_json(const struct config *cfg);
+
+#endif

@@ -1,0 +1,77 @@
+#include "strbuf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "xmalloc.h"
+
+void
+strbuf_add(struct strbuf *b, const char *s, size_t len)
+{
+    b->p = xgrow(b->p, &b->cap, b->n + len + 1, 1);
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+void
+strbuf_adds(struct strbuf *b, const char *s)
+{
+    strbuf_add(b, s, strlen(s));
+}
+
+void
+strbuf_addf(struct strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0) {
+        return;
+    }
+    b->p = xgrow(b->p, &b->cap, b->n + (size_t)n + 1, 1);
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)n;
+}
+
+void
+strbuf_add_json(struct strbuf *b, const char *s)
+{
+    if (s == NULL) {
+        strbuf_add(b, "null", 4);
+        return;
+    }
+    strbuf_add(b, "\"", 1);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        char esc[8];
+
+        if (*c == '"' || *c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*c;
+            strbuf_add(b, esc, 2);
+        } else if (*c < 0x20 || *c == 0x7f) {
+            snprintf(esc, sizeof(esc), "\\u%04x", *c);
+            strbuf_add(b, esc, 6);
+        } else {
+            strbuf_add(b, (const char *)c, 1);
+        }
+    }
+    strbuf_add(b, "\"", 1);
+}
+
+char *
+strbuf_take(struct strbuf *b)
+{
+    char *p = b->p != NULL ? b->p : xstrdup("");
+
+    b->p = NULL;
+    b->n = 0;
+    b->cap = 0;
+    return p;
+}

@@ -1,0 +1,30 @@
+/*
+ * strbuf.h - a growable string, for building JSON and text bodies.
+ * Pure: allocates, no I/O.
+ */
+#ifndef SLUICE_STRBUF_H
+#define SLUICE_STRBUF_H
+
+#include <stddef.h>
+
+struct strbuf {
+    char *p;    /* NUL-terminated once anything was added; owned */
+    size_t n;   /* bytes used, without the NUL */
+    size_t cap; /* bytes allocated */
+};
+
+#define STRBUF_INIT                                                            \
+    {                                                                          \
+        NULL, 0, 0                                                             \
+    }
+
+void strbuf_add(struct strbuf *b, const char *s, size_t len);
+void strbuf_adds(struct strbuf *b, const char *s);
+void strbuf_addf(struct strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Adds 's' as a JSON string, quotes included; NULL adds null. */
+void strbuf_add_json(struct strbuf *b, const char *s);
+/* Hands the string over (never NULL: "" when empty); 'b' is reset. */
+char *strbuf_take(struct strbuf *b);
+
+#endif

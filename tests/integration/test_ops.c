@@ -1,0 +1,566 @@
+/*
+ * Operating the gateway: reloads (SIGHUP, POST /reload, --watch), the
+ * admin listener, metrics, access logs, log rotation and the drain on
+ * SIGTERM, all against the real binary.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+struct ops {
+    struct proc echo; /* the upstream */
+    uint16_t echo_port;
+    struct proc gw; /* the gateway */
+    uint16_t port;  /* its listener */
+    uint16_t admin; /* its admin listener */
+    char *cfg_path; /* its config; owned */
+    char *extra;    /* more top-level YAML; owned */
+};
+
+/* The config: route "a" always, route "b" only 'with_b'. */
+static char *
+ops_yaml(const struct ops *o, bool with_b)
+{
+    char *b = with_b ? harness_strf("  - id: b\n"
+                                    "    uri: http://127.0.0.1:%u\n"
+                                    "    predicates: [Path=/b/**]\n",
+                                    o->echo_port)
+                     : harness_strf("%s", "");
+    char *yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "  workers: 2\n"
+        "  drain_timeout: 5s\n"
+        "admin:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "%s"
+        "limiters:\n"
+        "  three: { algorithm: fixed_window, limit: 3, window: 1h }\n"
+        "routes:\n"
+        "  - id: a\n"
+        "    uri: http://127.0.0.1:%u\n"
+        "    predicates: [Path=/a/**]\n"
+        "  - id: limited\n"
+        "    uri: http://127.0.0.1:%u\n"
+        "    predicates: [Path=/limited/**]\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: route, limiter: three }\n"
+        "%s",
+        o->port, o->admin, o->extra != NULL ? o->extra : "", o->echo_port,
+        o->echo_port, b);
+
+    free(b);
+    return yaml;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+    char *tmp = harness_strf("%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+
+    cr_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    /* Replace it whole, as editors and deploy tools do. */
+    cr_assert_eq(rename(tmp, path), 0);
+    free(tmp);
+}
+
+static void
+ops_start(struct ops *o, const char *extra)
+{
+    char *yaml;
+
+    memset(o, 0, sizeof(*o));
+    echo_start(&o->echo, &o->echo_port);
+    o->port = harness_free_port();
+    o->admin = harness_free_port();
+    o->extra = extra != NULL ? harness_strf("%s", extra) : NULL;
+    yaml = ops_yaml(o, false);
+    o->cfg_path = harness_write_temp(yaml);
+    free(yaml);
+    gateway_start(&o->gw, o->cfg_path, o->port);
+    cr_assert(harness_wait_port(o->admin, 5000), "no admin listener");
+}
+
+static int
+ops_stop(struct ops *o)
+{
+    int st = proc_stop(&o->gw, SIGTERM, 15000);
+
+    proc_stop(&o->echo, SIGTERM, 5000);
+    unlink(o->cfg_path);
+    free(o->cfg_path);
+    free(o->extra);
+    return st;
+}
+
+static long
+get(uint16_t port, const char *path, struct http_response *r)
+{
+    char *u = harness_strf("http://127.0.0.1:%u%s", port, path);
+
+    http_request(r, "GET", u, NULL, NULL, 0, 10000);
+    free(u);
+    return r->status;
+}
+
+static long
+status(const struct ops *o, const char *path)
+{
+    struct http_response r;
+    long st = get(o->port, path, &r);
+
+    http_response_free(&r);
+    return st;
+}
+
+static long
+post_reload(const struct ops *o, struct http_response *r)
+{
+    char *u = harness_strf("http://127.0.0.1:%u/reload", o->admin);
+
+    http_request(r, "POST", u, NULL, "", 0, 10000);
+    free(u);
+    return r->status;
+}
+
+/* ---- reload ---- */
+
+struct loader {
+    const struct ops *o;    /* borrowed */
+    struct load_result res; /* what the load saw */
+};
+
+static void *
+run_load(void *arg)
+{
+    struct loader *l = arg;
+    char *u = harness_strf("http://127.0.0.1:%u/a/x", l->o->port);
+    const char *urls[1] = {u};
+
+    http_load(urls, 1, NULL, 0, 8, 3000, 10000, &l->res);
+    free(u);
+    return NULL;
+}
+
+static bool
+b_answers(void *arg)
+{
+    return status(arg, "/b/x") == 200;
+}
+
+Test(ops, reload_under_load_fails_no_request, .timeout = 90)
+{
+    struct ops o;
+    struct loader l;
+    pthread_t th;
+    char *yaml;
+
+    ops_start(&o, NULL);
+    cr_assert_eq(status(&o, "/b/x"), 404);
+    l.o = &o;
+    pthread_create(&th, NULL, run_load, &l);
+    yaml = ops_yaml(&o, true);
+    write_file(o.cfg_path, yaml);
+    free(yaml);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(kill(o.gw.pid, SIGHUP), 0);
+        usleep(20000); /* spread the reloads over the load */
+    }
+    pthread_join(th, NULL);
+    cr_assert_eq(l.res.errors, 0, "%zu requests failed", l.res.errors);
+    cr_assert_eq(l.res.status[200], 3000);
+    cr_assert(harness_wait_until(b_answers, &o, 5000),
+              "the new route never answered");
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+/* Both reloads, by POST and by SIGHUP, were refused and logged. */
+static bool
+failed_twice(void *arg)
+{
+    char *log = proc_log(arg);
+    const char *p = strstr(log, "the running config stays");
+    bool twice = p != NULL && strstr(p + 1, "the running config stays");
+
+    free(log);
+    return twice;
+}
+
+Test(ops, broken_reload_keeps_the_running_config)
+{
+    struct ops o;
+    struct http_response r;
+    char *want;
+
+    ops_start(&o, NULL);
+    write_file(o.cfg_path, "routes:\n  - id: a\n    uri: http:/nowhere\n"
+                           "    predicates: [Paht=/x]\n");
+    cr_assert_eq(post_reload(&o, &r), 400, "%s", r.body);
+    want = harness_strf("%s:3:10: routes[0].uri", o.cfg_path);
+    cr_assert(strstr(r.body, want) != NULL, "no %s in %s", want, r.body);
+    cr_assert(strstr(r.body, "Paht") != NULL, "%s", r.body);
+    free(want);
+    http_response_free(&r);
+    cr_assert_eq(kill(o.gw.pid, SIGHUP), 0);
+    cr_assert(harness_wait_until(failed_twice, &o.gw, 5000),
+              "the SIGHUP reload was not reported");
+    cr_assert_eq(status(&o, "/a/x"), 200, "the old config stopped serving");
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+Test(ops, post_reload_applies_a_valid_file)
+{
+    struct ops o;
+    struct http_response r;
+    char *yaml;
+
+    ops_start(&o, NULL);
+    yaml = ops_yaml(&o, true);
+    write_file(o.cfg_path, yaml);
+    free(yaml);
+    cr_assert_eq(post_reload(&o, &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert(harness_wait_until(b_answers, &o, 5000));
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+Test(ops, watch_reloads_when_the_file_changes, .timeout = 30)
+{
+    struct ops o;
+    char *yaml;
+
+    ops_start(&o, NULL);
+    ops_stop(&o);
+    /* Again with server.watch on. */
+    memset(&o, 0, sizeof(o));
+    echo_start(&o.echo, &o.echo_port);
+    o.port = harness_free_port();
+    o.admin = harness_free_port();
+    yaml = ops_yaml(&o, false);
+    {
+        char *watching = harness_subst(yaml, "  workers: 2\n",
+                                       "  workers: 2\n  watch: true\n");
+
+        o.cfg_path = harness_write_temp(watching);
+        free(watching);
+    }
+    free(yaml);
+    gateway_start(&o.gw, o.cfg_path, o.port);
+    cr_assert_eq(status(&o, "/b/x"), 404);
+    yaml = ops_yaml(&o, true);
+    {
+        char *watching = harness_subst(yaml, "  workers: 2\n",
+                                       "  workers: 2\n  watch: true\n");
+
+        write_file(o.cfg_path, watching);
+        free(watching);
+    }
+    free(yaml);
+    cr_assert(harness_wait_until(b_answers, &o, 5000),
+              "the change on disk was not picked up");
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+/* ---- admin listener and metrics ---- */
+
+/* The value of the sample 'series' (name and labels as rendered). */
+static long
+sample(const char *text, const char *series)
+{
+    const char *p = text;
+    size_t n = strlen(series);
+
+    while ((p = strstr(p, series)) != NULL) {
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') {
+            return atol(p + n + 1);
+        }
+        p += n;
+    }
+    return -1;
+}
+
+Test(ops, metrics_count_the_requests_made)
+{
+    struct ops o;
+    struct http_response r;
+
+    ops_start(&o, NULL);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(status(&o, "/a/x"), 200);
+    }
+    cr_assert_eq(status(&o, "/nowhere"), 404);
+    for (int i = 0; i < 5; i++) {
+        status(&o, "/limited/x");
+    }
+    cr_assert_eq(get(o.admin, "/metrics", &r), 200);
+    cr_assert_eq(sample(r.body, "sluice_requests_total{route=\"a\","
+                                "method=\"GET\",status=\"200\"}"),
+                 4, "%s", r.body);
+    cr_assert_eq(sample(r.body, "sluice_requests_total{route=\"-\","
+                                "method=\"GET\",status=\"404\"}"),
+                 1);
+    cr_assert_eq(sample(r.body, "sluice_requests_total{route=\"limited\","
+                                "method=\"GET\",status=\"429\"}"),
+                 2);
+    cr_assert_eq(sample(r.body, "sluice_ratelimit_decisions_total{route="
+                                "\"limited\",limiter=\"three\",tier=\"0\","
+                                "result=\"allowed\"}"),
+                 3);
+    cr_assert_eq(sample(r.body, "sluice_ratelimit_decisions_total{route="
+                                "\"limited\",limiter=\"three\",tier=\"0\","
+                                "result=\"denied\"}"),
+                 2);
+    cr_assert_eq(sample(r.body, "sluice_upstream_duration_seconds_count{"
+                                "route=\"a\"}"),
+                 4);
+    cr_assert_eq(sample(r.body, "sluice_requests_in_flight"), 0);
+    cr_assert_eq(sample(r.body, "sluice_config_generation"), 1);
+    /* No client address or other unbounded value in any label. */
+    cr_assert(strstr(r.body, "127.0.0.1") == NULL);
+    http_response_free(&r);
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+Test(ops, admin_answers_health_ready_and_routes)
+{
+    struct ops o;
+    struct http_response r;
+
+    ops_start(&o, NULL);
+    cr_assert_eq(get(o.admin, "/health", &r), 200);
+    http_response_free(&r);
+    cr_assert_eq(get(o.admin, "/ready", &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(get(o.admin, "/routes", &r), 200);
+    cr_assert(strstr(r.body, "\"id\":\"a\"") != NULL, "%s", r.body);
+    cr_assert(strstr(r.body, "\"name\":\"RequestRateLimiter\"") != NULL);
+    cr_assert(strstr(r.body, "\"algorithm\":\"fixed_window\"") != NULL);
+    http_response_free(&r);
+    cr_assert_eq(get(o.admin, "/nothing", &r), 404);
+    http_response_free(&r);
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+Test(ops, ready_waits_for_redis_when_the_policy_needs_it, .timeout = 30)
+{
+    struct ops o;
+    struct http_response r;
+    struct proc redis;
+    uint16_t redis_port = harness_free_port();
+    char *extra =
+        harness_strf("redis:\n  url: redis://127.0.0.1:%u/0\n", redis_port);
+    char *yaml, *deny;
+
+    memset(&o, 0, sizeof(o));
+    echo_start(&o.echo, &o.echo_port);
+    o.port = harness_free_port();
+    o.admin = harness_free_port();
+    o.extra = extra;
+    yaml = ops_yaml(&o, false);
+    deny = harness_subst(yaml, "args: { key: route, limiter: three }",
+                         "args: { key: route, limiter: three, "
+                         "on_redis_error: deny }");
+    o.cfg_path = harness_write_temp(deny);
+    free(yaml);
+    free(deny);
+    gateway_start(&o.gw, o.cfg_path, o.port);
+    cr_assert(harness_wait_port(o.admin, 5000));
+    /* Redis is not there yet: not ready, and it says why. */
+    cr_assert_eq(get(o.admin, "/ready", &r), 503);
+    cr_assert(strstr(r.body, "Redis") != NULL, "%s", r.body);
+    http_response_free(&r);
+    redis_start_on(&redis, redis_port);
+    {
+        int64_t deadline = harness_now_ms() + 10000;
+        long st = 0;
+
+        while (st != 200 && harness_now_ms() < deadline) {
+            st = get(o.admin, "/ready", &r);
+            http_response_free(&r);
+        }
+        cr_assert_eq(st, 200, "never ready after Redis came up");
+    }
+    cr_assert_eq(ops_stop(&o), 0);
+    proc_stop(&redis, SIGTERM, 5000);
+}
+
+/* ---- access log ---- */
+
+static bool
+reopen_logged(void *arg)
+{
+    return proc_log_contains(arg, "access log reopened");
+}
+
+static bool
+file_has_lines(void *arg)
+{
+    const char *path = arg;
+    FILE *f = fopen(path, "r");
+    int c, n = 0;
+
+    if (f == NULL) {
+        return false;
+    }
+    while ((c = fgetc(f)) != EOF) {
+        n += c == '\n';
+    }
+    fclose(f);
+    return n >= 2;
+}
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = calloc(1, 1 << 16);
+
+    if (f != NULL) {
+        size_t n = fread(buf, 1, (1 << 16) - 1, f);
+
+        buf[n] = '\0';
+        fclose(f);
+    }
+    return buf;
+}
+
+static char *
+temp_log_path(const char *tag)
+{
+    const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+
+    return harness_strf("%s/sluice-%s-%d.log", dir, tag, (int)getpid());
+}
+
+Test(ops, access_log_lines_carry_every_field)
+{
+    struct ops o;
+    char *log_path = temp_log_path("access");
+    char *extra =
+        harness_strf("log:\n  access: %s\n  access_format: json\n", log_path);
+    char *text, *line2;
+
+    unlink(log_path);
+    ops_start(&o, extra);
+    cr_assert_eq(status(&o, "/a/x?q=1"), 200);
+    cr_assert_eq(status(&o, "/missing"), 404);
+    cr_assert(harness_wait_until(file_has_lines, log_path, 5000));
+    text = slurp(log_path);
+    cr_assert(strncmp(text, "{\"time\":\"", 9) == 0, "%s", text);
+    cr_assert(strstr(text, "\"client\":\"127.0.0.1\",\"method\":\"GET\","
+                           "\"path\":\"/a/x?q=1\",\"route\":\"a\","
+                           "\"status\":200,") != NULL,
+              "%s", text);
+    cr_assert(strstr(text, "\"upstream_ms\":") != NULL);
+    cr_assert(strstr(text, "\"total_ms\":") != NULL);
+    line2 = strchr(text, '\n') + 1;
+    cr_assert(strstr(line2, "\"path\":\"/missing\",\"route\":null,"
+                            "\"status\":404,") != NULL,
+              "%s", line2);
+    cr_assert(strstr(line2, "\"upstream_ms\":null") != NULL ||
+                  strstr(line2, "\"upstream_ms\":-1") != NULL,
+              "%s", line2);
+    free(text);
+    cr_assert_eq(ops_stop(&o), 0);
+    unlink(log_path);
+    free(log_path);
+    free(extra);
+}
+
+Test(ops, sigusr1_reopens_the_access_log)
+{
+    struct ops o;
+    char *log_path = temp_log_path("rotate");
+    char *old_path = harness_strf("%s.1", log_path);
+    char *extra = harness_strf("log:\n  access: %s\n", log_path);
+    char *text;
+
+    unlink(log_path);
+    unlink(old_path);
+    ops_start(&o, extra);
+    cr_assert_eq(status(&o, "/a/before"), 200);
+    cr_assert_eq(status(&o, "/a/before2"), 200);
+    cr_assert(harness_wait_until(file_has_lines, log_path, 5000));
+    cr_assert_eq(rename(log_path, old_path), 0);
+    cr_assert_eq(kill(o.gw.pid, SIGUSR1), 0);
+    cr_assert(harness_wait_until(reopen_logged, &o.gw, 5000),
+              "no reopen logged");
+    cr_assert_eq(status(&o, "/a/after"), 200);
+    cr_assert_eq(status(&o, "/a/after2"), 200);
+    cr_assert(harness_wait_until(file_has_lines, log_path, 5000),
+              "nothing written to the new file");
+    text = slurp(log_path);
+    cr_assert(strstr(text, "/a/after") != NULL, "%s", text);
+    cr_assert(strstr(text, "/a/before") == NULL, "%s", text);
+    free(text);
+    text = slurp(old_path);
+    cr_assert(strstr(text, "/a/before") != NULL, "%s", text);
+    cr_assert(strstr(text, "/a/after") == NULL, "%s", text);
+    free(text);
+    cr_assert_eq(ops_stop(&o), 0);
+    unlink(log_path);
+    unlink(old_path);
+    free(log_path);
+    free(old_path);
+    free(extra);
+}
+
+/* ---- drain ---- */
+
+struct slow {
+    const struct ops *o; /* borrowed */
+    long status;         /* what the client got */
+};
+
+static void *
+slow_request(void *arg)
+{
+    struct slow *s = arg;
+
+    s->status = status(s->o, "/a/slow?sleep_ms=1500");
+    return NULL;
+}
+
+static bool
+three_in_flight(void *arg)
+{
+    const struct ops *o = arg;
+    struct echo_stats st;
+
+    return echo_stats(o->echo_port, &st) == 0 && st.requests >= 3;
+}
+
+Test(ops, sigterm_lets_requests_in_flight_finish, .timeout = 30)
+{
+    struct ops o;
+    struct slow s[3];
+    pthread_t th[3];
+    int st;
+
+    ops_start(&o, NULL);
+    for (int i = 0; i < 3; i++) {
+        s[i].o = &o;
+        pthread_create(&th[i], NULL, slow_request, &s[i]);
+    }
+    cr_assert(harness_wait_until(three_in_flight, &o, 5000));
+    cr_assert_eq(kill(o.gw.pid, SIGTERM), 0);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(s[i].status, 200, "request %d got %ld", i, s[i].status);
+    }
+    st = proc_stop(&o.gw, 0, 10000);
+    cr_assert_eq(st, 0, "exit status %d", st);
+    proc_stop(&o.echo, SIGTERM, 5000);
+    unlink(o.cfg_path);
+    free(o.cfg_path);
+}
