@@ -34,6 +34,9 @@ cat <<MSG
   sluice is starting with $CONFIG. Try:
     curl -i http://127.0.0.1:8080/api/users/42
     curl -i http://127.0.0.1:8080/nowhere          (404, no route)
+    curl -i http://127.0.0.1:8080/images/a.png     (rate limited: repeat it)
+    curl http://127.0.0.1:9090/metrics             (admin: also /health /ready /routes)
+    curl -X POST http://127.0.0.1:9090/reload      (re-read the config)
   Reload after editing the file:  kill -HUP \$(pgrep -x sluice)
 
 MSG
