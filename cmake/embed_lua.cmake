@@ -1,7 +1,10 @@
 # Turns the scripts in lua/ into a C table, so that the binary carries the
-# exact scripts the tests ran. Invoked as:
+# exact scripts the tests ran. Redis scripts cannot load one another, so
+# the parts every script shares live in lua/lib/ and are put in place of
+# each "--#include lib/NAME.lua" line here. Invoked as:
 #   cmake -DLUA_DIR=... -DOUT=... -P embed_lua.cmake
 file(GLOB scripts ${LUA_DIR}/*.lua)
+file(GLOB libs ${LUA_DIR}/lib/*.lua)
 list(SORT scripts)
 set(body "/* Generated from the scripts in lua/ by cmake/embed_lua.cmake. */\n#include \"scripts.h\"\n\n")
 set(table "")
@@ -9,6 +12,14 @@ set(count 0)
 foreach(path ${scripts})
   get_filename_component(name ${path} NAME_WE)
   file(READ ${path} text)
+  foreach(lib ${libs})
+    get_filename_component(libname ${lib} NAME)
+    file(READ ${lib} libtext)
+    string(REPLACE "--#include lib/${libname}\n" "${libtext}" text "${text}")
+  endforeach()
+  if(text MATCHES "--#include")
+    message(FATAL_ERROR "${path}: an --#include names no file in lua/lib/")
+  endif()
   string(REPLACE "\\" "\\\\" text "${text}")
   string(REPLACE "\"" "\\\"" text "${text}")
   string(REPLACE "\n" "\\n\"\n    \"" text "${text}")

@@ -1,0 +1,142 @@
+-- prelude.lua - the first half every rate-limit script shares: argument
+-- parsing and validation, exact integer helpers, state writes. Not a
+-- script of its own: cmake/embed_lua.cmake puts it in place of the line
+-- "--#include lib/prelude.lua" of each script in lua/.
+-- Every argument and every product the algorithms form stays at or below
+-- 2^50, so arithmetic on Lua's doubles is exact integer arithmetic.
+local MAX = 1125899906842624
+
+-- floor(a / b) for b > 0, exact: never math.floor(a / b), which rounds the
+-- quotient before flooring once a is large.
+local function floordiv(a, b)
+    local r = math.fmod(a, b)
+    if r < 0 then
+        r = r + b
+    end
+    return (a - r) / b
+end
+
+local function ceildiv(a, b)
+    return -floordiv(-a, b)
+end
+
+-- A decimal integer 0..MAX, or nil: no sign, no fraction, no exponent.
+local function int(s)
+    if type(s) ~= 'string' or #s > 16 or not string.match(s, '^%d+$') then
+        return nil
+    end
+    local v = tonumber(s)
+    if v > MAX then
+        return nil
+    end
+    return v
+end
+
+-- Numbers go to Redis as exact integers, never as "%.14g" text.
+local function str(v)
+    return string.format('%d', v)
+end
+
+-- What Redis Cluster hashes: the first non-empty {...}, else the whole key.
+local function hashtag(key)
+    local open = string.find(key, '{', 1, true)
+    if open then
+        local close = string.find(key, '}', open + 1, true)
+        if close and close > open + 1 then
+            return string.sub(key, open + 1, close - 1)
+        end
+    end
+    return key
+end
+
+local function parse()
+    local nkeys = #KEYS
+    if nkeys < 1 or nkeys > 8 then
+        return nil, 'expected 1 to 8 keys (one per rule), got ' .. nkeys
+    end
+    if #ARGV ~= 5 + 3 * nkeys then
+        return nil, 'expected ' .. (5 + 3 * nkeys) .. ' arguments for '
+            .. nkeys .. ' keys, got ' .. #ARGV
+    end
+    local tag = hashtag(KEYS[1])
+    for i = 1, nkeys do
+        if KEYS[i] == '' then
+            return nil, 'KEYS[' .. i .. '] is empty'
+        end
+        if hashtag(KEYS[i]) ~= tag then
+            return nil, 'KEYS[' .. i .. '] does not share the hash tag '
+                .. 'of KEYS[1]'
+        end
+        for j = 1, i - 1 do
+            if KEYS[j] == KEYS[i] then
+                return nil, 'KEYS[' .. i .. '] repeats KEYS[' .. j .. ']'
+            end
+        end
+    end
+    local a = {}
+    a.now = int(ARGV[1])
+    if not a.now then
+        return nil, 'time (ARGV[1]) must be an integer in ms, 0 for TIME'
+    end
+    a.cost = int(ARGV[2])
+    if not a.cost or a.cost < 1 then
+        return nil, 'cost (ARGV[2]) must be an integer >= 1'
+    end
+    if ARGV[3] == '1' then
+        if not BUCKET then
+            return nil, 'delay mode (ARGV[3] = 1) needs token_bucket, '
+                .. 'leaky_bucket or gcra'
+        end
+        a.delay = true
+    elseif ARGV[3] == '0' then
+        a.delay = false
+    else
+        return nil, 'mode (ARGV[3]) must be 0 (deny) or 1 (delay)'
+    end
+    local maxd = int(ARGV[4])
+    if not maxd then
+        return nil, 'max_delay_ms (ARGV[4]) must be an integer >= 0'
+    end
+    a.maxd = a.delay and maxd or 0
+    a.reqid = ARGV[5]
+    if a.reqid == '' then
+        return nil, 'request id (ARGV[5]) is empty'
+    end
+    a.rules = {}
+    for i = 1, nkeys do
+        local at = 5 + 3 * i
+        local L, W, B = int(ARGV[at - 2]), int(ARGV[at - 1]), int(ARGV[at])
+        local rule = 'rule ' .. i .. ' (ARGV[' .. (at - 2) .. '..' .. at
+            .. ']): '
+        if not L or L < 1 or not W or W < 1 or not B or B < 1 then
+            return nil, rule
+                .. 'limit, window_ms and burst must be integers >= 1'
+        end
+        if L * W > MAX or B * W > MAX then
+            return nil, rule .. 'limit * window_ms and burst * window_ms '
+                .. 'must not exceed 2^50'
+        end
+        if a.delay and maxd * L > MAX then
+            return nil, rule .. 'max_delay_ms * limit must not exceed 2^50'
+        end
+        if not BUCKET and B ~= L then
+            return nil, rule .. 'burst must equal limit for a window algorithm'
+        end
+        if a.cost > B then
+            return nil, rule .. 'cost ' .. a.cost .. ' exceeds '
+                .. (BUCKET and 'burst ' or 'limit ') .. B
+        end
+        a.rules[i] = {key = KEYS[i], L = L, W = W, B = B}
+    end
+    if a.now == 0 then
+        local t = redis.call('TIME')
+        a.now = tonumber(t[1]) * 1000 + floordiv(tonumber(t[2]), 1000)
+    end
+    return a
+end
+
+-- Writes a hash state and its TTL (at least 1 ms: PEXPIRE 0 deletes).
+local function store(key, fields, ttl)
+    redis.call('HSET', key, unpack(fields))
+    redis.call('PEXPIRE', key, str(math.max(1, ttl)))
+end
