@@ -1282,6 +1282,18 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     out.headers = in; /* moved: 'in' is not used again */
     out.preserve_host = false;
     out.vars = &vars;
+    if (!trusted) {
+        /*
+         * Not believed here, so not passed on either: an upstream must not
+         * take a client's word for who it is. Filters may still set them.
+         */
+        if (cfg->identity.user_header != NULL) {
+            headers_remove(&out.headers, cfg->identity.user_header);
+        }
+        if (cfg->identity.role_header != NULL) {
+            headers_remove(&out.headers, cfg->identity.role_header);
+        }
+    }
     for (size_t i = 0; i < route->nfilters; i++) {
         filter_apply_request(&route->filters[i], &out);
     }

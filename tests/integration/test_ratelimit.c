@@ -311,8 +311,18 @@ Test(ratelimit, user_header_from_an_untrusted_peer_is_ignored)
                                "  trusted_proxies: [127.0.0.1/32]\n", "");
 
     rig_start(&r, true, 1, yaml);
-    /* Not believed: both fall through to the per-ip tier (burst 2). */
-    cr_assert_eq(count_passes(&r, u1, 2), 2);
+    /* Not believed, and not passed on to the upstream either. */
+    {
+        struct http_response resp;
+        char *seen;
+
+        cr_assert_eq(get_with(&r, 0, "/images/a.png", u1, &resp), 200);
+        seen = echo_header(resp.body, "X-User-Id");
+        cr_assert(seen == NULL, "the upstream saw X-User-Id: %s", seen);
+        http_response_free(&resp);
+    }
+    /* Both fall through to the per-ip tier (burst 2), one used above. */
+    cr_assert_eq(count_passes(&r, u1, 1), 1);
     cr_assert_eq(count_passes(&r, u2, 2), 0,
                  "an untrusted X-User-Id opened a bucket of its own");
     free(yaml);
