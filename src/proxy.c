@@ -718,13 +718,17 @@ on_client_drained(struct evhttp_connection *cconn, void *arg)
 static void
 on_client_close(struct exchange *ex)
 {
+    struct evhttp_request *creq = ex->creq;
+
     log_debug("proxy: route %s: client left during the response",
               ex->route->id);
+
     ex->status = 499;
     cancel_upstream(ex);
-    /* A detached request is freed by ending it. */
-    evhttp_send_reply_end(ex->creq);
+    /* Recorded first: its log line still reads the request. */
     exchange_free(ex);
+    /* A detached request is freed by ending it. */
+    evhttp_send_reply_end(creq);
 }
 
 static bool
@@ -1110,7 +1114,7 @@ on_conn_close(struct evhttp_connection *evcon, void *arg)
             ex->status = 499;
             stop_waiting(ex);
             cancel_upstream(ex);
-            ex->creq = NULL;
+
             exchange_free(ex);
         }
     }
