@@ -563,6 +563,7 @@ on_client_gone(evutil_socket_t fd, short what, void *arg)
     (void)what;
     log_debug("proxy: route %s: client left before the response",
               ex->route->id);
+    ex->status = 499;
     stop_waiting(ex);
     cancel_upstream(ex);
     exchange_free(ex);

@@ -634,6 +634,12 @@ echo_has_no_open_connections(void *arg)
     return echo_stats(st->echo_port, &s) == 0 && s.open_connections == 0;
 }
 
+static bool
+logged_499(void *arg)
+{
+    return proc_log_contains(arg, "status=499");
+}
+
 Test(proxy, client_leaving_while_upstream_is_slow_cancels_the_upstream)
 {
     struct stack st;
@@ -652,6 +658,8 @@ Test(proxy, client_leaving_while_upstream_is_slow_cancels_the_upstream)
     free(u);
     cr_assert(harness_wait_until(echo_saw_abort, &st, 5000),
               "the gateway kept the upstream request after its client left");
+    cr_assert(harness_wait_until(logged_499, &st.gw, 5000),
+              "the access log did not record the client leaving");
     cr_assert_eq(get_status(&st, "/after", NULL), 200);
     stack_stop(&st);
 }
