@@ -5,7 +5,10 @@
 #   backend and through the gateway;
 # - how many upstream connections the gateway opened for that load;
 # - the gateway's peak memory while a 1 GiB response goes to a client
-#   reading at 100 MB/s.
+#   reading at 100 MB/s;
+# - the same load through a RequestRateLimiter that decides in Redis (one
+#   Lua script per request; a limit high enough that all pass), and with
+#   backend: local.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -36,6 +39,10 @@ stat_field() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 
 ECHO_PORT=$(free_port)
 GW_PORT=$(free_port)
+REDIS_PORT=$(free_port)
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --loglevel warning >"$tmp/redis.log" 2>&1 &
+pids="$pids $!"
 "$BUILD/sluice-echo" --listen "127.0.0.1:$ECHO_PORT" >"$tmp/echo.log" 2>&1 &
 pids="$pids $!"
 cat >"$tmp/gw.yaml" <<YAML
@@ -44,9 +51,27 @@ server:
   workers: auto
 upstream:
   keepalive: $KEEPALIVE
+redis:
+  url: redis://127.0.0.1:$REDIS_PORT/0
+  timeout: 100ms
 log:
   level: warn
+  access: off
+limiters:
+  huge: { algorithm: token_bucket, rate: 100000000/s, burst: 100000000 }
 routes:
+  - id: redis
+    uri: http://127.0.0.1:$ECHO_PORT
+    predicates: [Path=/limited/**]
+    filters:
+      - name: RequestRateLimiter
+        args: { key: ip, limiter: huge, on_redis_error: deny }
+  - id: local
+    uri: http://127.0.0.1:$ECHO_PORT
+    predicates: [Path=/local/**]
+    filters:
+      - name: RequestRateLimiter
+        args: { key: ip, limiter: huge, backend: local }
   - id: bench
     uri: http://127.0.0.1:$ECHO_PORT
     predicates: [Path=/**]
@@ -68,6 +93,13 @@ grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx|Socket errors" "$tmp/w
 after=$(curl -s "http://127.0.0.1:$ECHO_PORT/__stats" | stat_field connections)
 echo "upstream connections opened by sluice: $((after - before - 1))"
 echo "sluice RSS after the load: $(grep VmRSS /proc/$gw/status | awk '{print $2}') KiB"
+
+for kind in limited local; do
+    echo "-- through sluice with a RequestRateLimiter ($kind)"
+    wrk -t2 -c"$CONNS" -d"$DURATION" --latency "http://127.0.0.1:$GW_PORT/$kind/x" |
+        grep -E "Requests/sec|Latency|50%|99%|Non-2xx|Socket errors"
+done
+echo "redis script calls: $(redis-cli -p "$REDIS_PORT" info stats | grep -E '^total_commands_processed' | tr -d '\r')"
 
 echo "== 1 GiB response, client reading at 100 MB/s"
 base=$(grep VmRSS /proc/$gw/status | awk '{print $2}')
