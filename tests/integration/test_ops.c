@@ -234,6 +234,33 @@ Test(ops, post_reload_applies_a_valid_file)
     cr_assert_eq(ops_stop(&o), 0);
 }
 
+static bool
+restart_only_logged(void *arg)
+{
+    return proc_log_contains(arg, "log: takes effect on restart only");
+}
+
+Test(ops, reload_says_which_settings_wait_for_a_restart)
+{
+    struct ops o;
+    struct http_response r;
+    char *yaml;
+
+    ops_start(&o, "log:\n  level: info\n");
+    free(o.extra);
+    o.extra = harness_strf("log:\n  level: debug\n");
+    yaml = ops_yaml(&o, true);
+    write_file(o.cfg_path, yaml);
+    free(yaml);
+    cr_assert_eq(post_reload(&o, &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert(harness_wait_until(restart_only_logged, &o.gw, 5000),
+              "no word that log: waits for a restart");
+    /* The rest of the file did apply. */
+    cr_assert(harness_wait_until(b_answers, &o, 5000));
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
 Test(ops, watch_reloads_when_the_file_changes, .timeout = 30)
 {
     struct ops o;
