@@ -13,6 +13,8 @@
 #include "config.h"
 #include "log.h"
 #include "netaddr.h"
+#include "problem.h"
+
 #include "regexp.h"
 #include "strbuf.h"
 #include "xmalloc.h"
@@ -206,12 +208,7 @@ reply(struct evhttp_request *req, int status, const char *type,
                       type);
     evbuffer_add(buf, body, strlen(body));
     evhttp_send_reply(req, status,
-                      status == 200   ? "OK"
-                      : status == 400 ? "Bad Request"
-                      : status == 404 ? "Not Found"
-                      : status == 405 ? "Method Not Allowed"
-                                      : "Service Unavailable",
-                      buf);
+                      status == 200 ? "OK" : problem_reason(status), buf);
     evbuffer_free(buf);
 }
 

@@ -36,6 +36,8 @@ problem_reason(int status)
         return "Forbidden";
     case 404:
         return "Not Found";
+    case 405:
+        return "Method Not Allowed";
     case 413:
         return "Content Too Large";
     case 429:

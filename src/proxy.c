@@ -13,6 +13,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "clock.h"
 #include "config.h"
 #include "filter.h"
 #include "forwarded.h"
@@ -169,16 +170,6 @@ method_name(enum evhttp_cmd_type cmd)
     return "GET";
 }
 
-static struct timeval
-ms_to_tv(uint64_t ms)
-{
-    struct timeval tv;
-
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
-    return tv;
-}
-
 static void
 conn_free(struct upstream_conn *uc)
 {
@@ -215,7 +206,7 @@ proxy_new(const struct proxy_deps *deps)
     p->dns = deps->dns;
     p->metrics = deps->metrics;
     p->log = deps->log;
-    p->client_tv = ms_to_tv(deps->client_timeout_ms);
+    p->client_tv = clock_tv(deps->client_timeout_ms);
     p->reaper = evtimer_new(p->base, on_reap, p);
     return p;
 }
@@ -373,24 +364,6 @@ reply_problem(struct evhttp_request *creq, int status, const char *detail)
 
 /* ---- exchange lifecycle ---- */
 
-static int64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t
-wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Counts a finished request and writes its access-log line. */
 static void
 record(struct proxy *p, struct evhttp_request *creq, const char *method,
@@ -420,7 +393,7 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     e.status = status;
     e.bytes = bytes;
     e.upstream_ms = up_ms;
-    e.total_ms = mono_ms() - t0;
+    e.total_ms = clock_mono_ms() - t0;
     e.decision = decision;
     e.tier = tier;
     accesslog_write(p->log, &e);
@@ -574,7 +547,7 @@ on_client_gone(evutil_socket_t fd, short what, void *arg)
 static void
 arm_timer(struct exchange *ex, uint64_t ms)
 {
-    struct timeval tv = ms_to_tv(ms);
+    struct timeval tv = clock_tv(ms);
 
     evtimer_add(ex->timer, &tv);
 }
@@ -625,7 +598,7 @@ send_upstream(struct exchange *ex)
     const struct route *r = ex->route;
     struct evkeyvalq *oh;
     struct evhttp_request *ureq;
-    struct timeval tv = ms_to_tv(r->response_timeout_ms);
+    struct timeval tv = clock_tv(r->response_timeout_ms);
 
     ex->uc =
         pool_take(ex->proxy, pool_get(ex->proxy, r->uri.host, r->uri.port));
@@ -653,7 +626,7 @@ send_upstream(struct exchange *ex)
         evbuffer_add_buffer(evhttp_request_get_output_buffer(ureq), in);
     }
     ex->uerr_set = false;
-    ex->up_t0 = mono_ms();
+    ex->up_t0 = clock_mono_ms();
     ex->connect_phase = !conn_connected(ex->uc->evcon);
     if (evhttp_make_request(ex->uc->evcon, ureq, ex->method, ex->target) < 0) {
         /*
@@ -739,6 +712,17 @@ copy_response_header(const char *name, const char *connection)
            !forwarded_in_connection(connection, name);
 }
 
+static bool
+route_filters_response(const struct route *r)
+{
+    for (size_t i = 0; i < r->nfilters; i++) {
+        if (filter_is_response(&r->filters[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static int
 on_upstream_headers(struct evhttp_request *ureq, void *arg)
 {
@@ -756,29 +740,36 @@ on_upstream_headers(struct evhttp_request *ureq, void *arg)
     }
     stop_waiting(ex);
     headers_deinit(&ex->fwd);
-    headers_init(&resp);
-    TAILQ_FOREACH (kv, uh, next) {
-        if (copy_response_header(kv->key, connection)) {
-            headers_add(&resp, kv->key, kv->value);
+    if (!route_filters_response(r)) {
+        /* The common case: straight across, no copy in between. */
+        TAILQ_FOREACH (kv, uh, next) {
+            if (copy_response_header(kv->key, connection)) {
+                evhttp_add_header(ch, kv->key, kv->value);
+            }
         }
-    }
-    for (size_t i = 0; i < r->nfilters; i++) {
-        if (filter_is_response(&r->filters[i])) {
+    } else {
+        headers_init(&resp);
+        TAILQ_FOREACH (kv, uh, next) {
+            if (copy_response_header(kv->key, connection)) {
+                headers_add(&resp, kv->key, kv->value);
+            }
+        }
+        for (size_t i = 0; i < r->nfilters; i++) {
             filter_apply_response(&r->filters[i], &resp);
         }
-    }
-    for (size_t i = 0; i < resp.n; i++) {
-        evhttp_add_header(ch, resp.v[i].name, resp.v[i].value);
+        for (size_t i = 0; i < resp.n; i++) {
+            evhttp_add_header(ch, resp.v[i].name, resp.v[i].value);
+        }
+        headers_deinit(&resp);
     }
     for (size_t i = 0; i < ex->rl_headers.n; i++) {
         evhttp_add_header(ch, ex->rl_headers.v[i].name,
                           ex->rl_headers.v[i].value);
     }
-    headers_deinit(&resp);
 
     ex->state = EX_STREAMING;
     ex->status = evhttp_request_get_response_code(ureq);
-    ex->up_ms = mono_ms() - ex->up_t0;
+    ex->up_ms = clock_mono_ms() - ex->up_t0;
     if (ex->proxy->metrics != NULL) {
         const char *labels[1] = {r->id};
 
@@ -1218,7 +1209,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     char *path = NULL;
     enum path_status st;
     bool trusted, limited;
-    int64_t t0 = mono_ms(), wall = wall_ms();
+    int64_t t0 = clock_mono_ms(), wall = clock_wall_ms();
     char addr[64];
 
     if (!peer_address(cconn, &peer)) {

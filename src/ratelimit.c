@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "filter.h"
 #include "limit.h"
@@ -27,8 +28,10 @@
 #define ARG_LEN 24
 
 struct ratelimit {
-    struct event_base *base;       /* borrowed */
-    struct redis_client *redis;    /* NULL without a redis: section */
+
+    struct redis_client *redis; /* NULL without a redis: section */
+    const struct lua_script *scripts[LIMIT_ALGORITHM_COUNT]; /* by
+                                   algorithm, looked up once */
     struct local_store *store;     /* borrowed; shared by the workers */
     char id_prefix[40];            /* makes request ids unique across
                                       processes, hosts and workers */
@@ -64,15 +67,6 @@ struct ratelimit_check {
     struct part parts[];   /* one per RequestRateLimiter filter */
 };
 
-static uint64_t
-wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 struct ratelimit *
 ratelimit_new(struct event_base *base, const struct config *cfg,
               struct local_store *store, unsigned worker,
@@ -81,14 +75,18 @@ ratelimit_new(struct event_base *base, const struct config *cfg,
     struct ratelimit *rl = xcalloc(1, sizeof(*rl));
     uint64_t nonce = 0;
 
-    rl->base = base;
     rl->store = store;
     rl->metrics = metrics;
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
-        nonce = (uint64_t)wall_ms() ^ ((uint64_t)getpid() << 32);
+        nonce =
+            (uint64_t)(uint64_t)clock_wall_ms() ^ ((uint64_t)getpid() << 32);
     }
     snprintf(rl->id_prefix, sizeof(rl->id_prefix), "%016" PRIx64 "-%u", nonce,
              worker);
+    for (int a = 0; a < LIMIT_ALGORITHM_COUNT; a++) {
+        rl->scripts[a] =
+            scripts_find(limit_algorithm_name((enum limit_algorithm)a));
+    }
     if (cfg->redis.enabled) {
         rl->redis =
             redis_client_new(base, &cfg->redis, lua_scripts, lua_script_count,
@@ -191,8 +189,8 @@ decide_locally(struct ratelimit *rl, struct part *pt,
 {
     const struct limiter_def *lim = pt->tier->limiter;
 
-    if (local_store_decide(rl->store, pt->key, lim, pt->conf->cost, wall_ms(),
-                           &pt->res) == 0) {
+    if (local_store_decide(rl->store, pt->key, lim, pt->conf->cost,
+                           (uint64_t)clock_wall_ms(), &pt->res) == 0) {
         pt->decided = true;
         pt->source = source;
     } else {
@@ -270,8 +268,7 @@ static void
 start_redis(struct ratelimit *rl, struct part *pt)
 {
     const struct limiter_def *lim = pt->tier->limiter;
-    const struct lua_script *script =
-        scripts_find(limit_algorithm_name(lim->algorithm));
+    const struct lua_script *script = rl->scripts[lim->algorithm];
     char keybuf[LIMIT_MAX_RULES][RATEKEY_MAX + 8];
     char argbuf[SCRIPT_MAX_ARGS][ARG_LEN];
     char reqid[sizeof(rl->id_prefix) + ARG_LEN];

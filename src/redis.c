@@ -19,6 +19,7 @@
  * callback.
  */
 #include "redis.h"
+#include "clock.h"
 
 #include "config.h"
 #include "log.h"
@@ -163,24 +164,6 @@ struct redis_client {
 
 static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata);
 
-static int64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static struct timeval
-ms_to_tv(uint64_t ms)
-{
-    struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
-                         .tv_usec = (suseconds_t)(ms % 1000 * 1000)};
-
-    return tv;
-}
-
 static uint64_t
 next_random(struct redis_client *c)
 {
@@ -307,7 +290,7 @@ schedule_retry(struct redis_client *c)
     evtimer_del(c->connect_timer);
     /* Half the backoff plus up to as much again at random: workers and
      * gateways that lost Redis together do not all come back at once. */
-    tv = ms_to_tv(half + next_random(c) % (half + 1));
+    tv = clock_tv(half + next_random(c) % (half + 1));
     evtimer_add(c->retry_timer, &tv);
     c->backoff_ms *= 2;
     if (c->backoff_ms > BACKOFF_MAX_MS) {
@@ -575,7 +558,7 @@ on_resolved(evutil_socket_t fd, short what, void *arg)
 static void
 start_attempt(struct redis_client *c)
 {
-    struct timeval tv = ms_to_tv(c->connect_timeout_ms);
+    struct timeval tv = clock_tv(c->connect_timeout_ms);
 
     c->addr[0] = '\0';
     evtimer_add(c->connect_timer, &tv);
@@ -656,7 +639,7 @@ call_answer(struct redis_call *call, enum redis_status status,
 static void
 check_stall(struct redis_client *c)
 {
-    int64_t idle = now_ms() - c->progress_ms;
+    int64_t idle = clock_mono_ms() - c->progress_ms;
 
     if (c->state != CONN_READY || c->in_flight == 0 ||
         idle < (int64_t)c->connect_timeout_ms) {
@@ -720,7 +703,7 @@ send_call(struct redis_client *c, struct redis_call *call)
         return false;
     }
     if (c->in_flight++ == 0) {
-        c->progress_ms = now_ms();
+        c->progress_ms = clock_mono_ms();
     }
     call->in_hiredis = true;
     return true;
@@ -758,7 +741,7 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
     call->in_hiredis = false;
     c->in_flight--;
     if (reply != NULL) {
-        c->progress_ms = now_ms();
+        c->progress_ms = clock_mono_ms();
     }
     if (call->finished) {
         call_release(call); /* a late reply, or a cancelled call */
@@ -889,7 +872,7 @@ redis_client_eval(struct redis_client *c, const struct lua_script *script,
         call_answer(call, REDIS_CALL_DOWN, NULL);
         return call;
     }
-    tv = ms_to_tv(c->timeout_ms);
+    tv = clock_tv(c->timeout_ms);
     evtimer_add(call->ev, &tv);
     return call;
 }
@@ -942,7 +925,7 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
     c->connect_timer = evtimer_new(base, on_connect_timeout, c);
     c->retry_timer = evtimer_new(base, on_retry_timer, c);
     c->backoff_ms = BACKOFF_MIN_MS;
-    c->rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)now_ms() << 20 ^
+    c->rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)clock_mono_ms() << 20 ^
               (uint64_t)getpid() << 40) |
              1;
     TAILQ_INIT(&c->calls);

@@ -22,6 +22,7 @@
 
 #include "accesslog.h"
 #include "admin.h"
+#include "clock.h"
 #include "config.h"
 #include "local_store.h"
 #include "log.h"
@@ -87,14 +88,6 @@ struct server {
     struct event *watch_timer;          /* reloads once the file settles */
 };
 
-static struct timeval
-ms_tv(uint64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-
-    return tv;
-}
-
 /* ---- worker thread ---- */
 
 static void
@@ -109,7 +102,7 @@ static void
 apply_http_limits(struct evhttp *http, const struct server_conf *sc)
 {
     uint64_t hdr = sc->max_header_bytes * HEADER_HEADROOM_FACTOR;
-    struct timeval tv = ms_tv(sc->client_timeout_ms);
+    struct timeval tv = clock_tv(sc->client_timeout_ms);
 
     if (hdr < HEADER_HEADROOM_MIN) {
         hdr = HEADER_HEADROOM_MIN;
@@ -144,7 +137,7 @@ static void
 on_drain_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
-    struct timeval tv = ms_tv(DRAIN_POLL_MS);
+    struct timeval tv = clock_tv(DRAIN_POLL_MS);
 
     (void)fd;
     (void)what;
@@ -256,7 +249,7 @@ worker_init(struct worker *w, struct server *s, unsigned index,
     }
     w->tick = event_new(w->base, -1, EV_PERSIST, on_tick, w);
     {
-        struct timeval tv = ms_tv(TICK_INTERVAL_MS);
+        struct timeval tv = clock_tv(TICK_INTERVAL_MS);
 
         event_add(w->tick, &tv);
     }
@@ -450,13 +443,10 @@ static void
 on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     struct server *s = arg;
-    struct timespec ts;
 
     (void)fd;
     (void)what;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    local_store_sweep(s->store, (uint64_t)ts.tv_sec * 1000 +
-                                    (uint64_t)ts.tv_nsec / 1000000);
+    local_store_sweep(s->store, (uint64_t)clock_wall_ms());
 }
 
 static unsigned
@@ -571,7 +561,7 @@ on_watch(evutil_socket_t fd, short what, void *arg)
         }
     }
     if (ours) {
-        struct timeval tv = ms_tv(WATCH_SETTLE_MS);
+        struct timeval tv = clock_tv(WATCH_SETTLE_MS);
 
         evtimer_add(s->watch_timer, &tv);
     }
@@ -689,7 +679,7 @@ server_new(struct config *cfg, bool watch)
     }
     s->sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
     {
-        struct timeval tv = ms_tv(SWEEP_INTERVAL_MS);
+        struct timeval tv = clock_tv(SWEEP_INTERVAL_MS);
 
         event_add(s->sweep, &tv);
     }
@@ -714,7 +704,7 @@ server_run(struct server *s)
     for (unsigned i = 0; i < s->nworkers; i++) {
         /* Keep serving signals: a second one must reach the workers. */
         while (!atomic_load(&s->workers[i].done)) {
-            struct timeval tv = ms_tv(DRAIN_POLL_MS);
+            struct timeval tv = clock_tv(DRAIN_POLL_MS);
 
             event_base_loopexit(s->base, &tv);
             event_base_loop(s->base, EVLOOP_ONCE);
