@@ -93,6 +93,8 @@ struct proxy {
     struct metrics_shard *metrics;           /* borrowed: this worker's shard */
     struct accesslog *log;                   /* borrowed: the access log */
     size_t in_flight;                        /* length of 'live' */
+    bool draining;                           /* responses close their
+                                                connections */
 };
 
 enum exchange_state {
@@ -247,6 +249,46 @@ size_t
 proxy_in_flight(const struct proxy *p)
 {
     return p->in_flight;
+}
+
+static void
+close_after_reply(struct evhttp_request *creq)
+{
+    struct evkeyvalq *out = evhttp_request_get_output_headers(creq);
+
+    evhttp_remove_header(out, "Connection");
+    evhttp_add_header(out, "Connection", "close");
+}
+
+void
+proxy_drain(struct proxy *p)
+{
+    p->draining = true;
+    for (struct exchange *ex = p->live; ex != NULL; ex = ex->next) {
+        if (ex->state != EX_STREAMING) {
+            close_after_reply(ex->creq);
+        }
+    }
+}
+
+bool
+proxy_idle(const struct proxy *p)
+{
+    if (p->in_flight > 0) {
+        return false;
+    }
+    for (size_t i = 0; i < CONN_BUCKETS; i++) {
+        for (const struct client_conn *cc = p->conns[i]; cc != NULL;
+             cc = cc->next) {
+            struct bufferevent *bev =
+                evhttp_connection_get_bufferevent(cc->evcon);
+
+            if (evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+                return false;
+            }
+        }
+    }
+    return true;
 }
 
 static void stop_waiting(struct exchange *ex);
@@ -1212,6 +1254,11 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     int64_t t0 = clock_mono_ms(), wall = clock_wall_ms();
     char addr[64];
 
+    /* Tracked from the first request on, so that a drain sees its output. */
+    (void)conn_get(p, cconn);
+    if (p->draining) {
+        close_after_reply(creq);
+    }
     if (!peer_address(cconn, &peer)) {
         memset(&peer, 0, sizeof(peer));
         peer.family = AF_INET;

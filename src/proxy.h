@@ -7,6 +7,7 @@
 #ifndef SLUICE_PROXY_H
 #define SLUICE_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,5 +56,20 @@ void proxy_abort_all(struct proxy *p);
 
 /* Requests accepted and not yet finished. */
 size_t proxy_in_flight(const struct proxy *p);
+
+/*
+ * Starts a drain: every response not yet begun, and every later one, says
+ * "Connection: close", so that clients do not send another request on a
+ * connection that is about to end.
+ */
+void proxy_drain(struct proxy *p);
+
+/*
+ * True when nothing is in flight and every client connection has been
+ * written all it was sent: a response ends for the proxy when it is
+ * handed to evhttp, and reaches the client only when the connection's
+ * output buffer empties. A drain ends here, not before.
+ */
+bool proxy_idle(const struct proxy *p);
 
 #endif

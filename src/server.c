@@ -141,10 +141,10 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (proxy_in_flight(w->proxy) == 0 || w->drain_left_ms == 0) {
-        if (proxy_in_flight(w->proxy) > 0) {
+    if (proxy_idle(w->proxy) || w->drain_left_ms == 0) {
+        if (!proxy_idle(w->proxy)) {
             log_warn("server: worker %u: drain timeout; aborting %zu "
-                     "requests",
+                     "requests and unsent responses",
                      w->index, proxy_in_flight(w->proxy));
             proxy_abort_all(w->proxy);
         }
@@ -166,6 +166,7 @@ on_stop(evutil_socket_t fd, short what, void *arg)
     if (w->bound != NULL) {
         evhttp_del_accept_socket(w->http, w->bound);
         w->bound = NULL;
+        proxy_drain(w->proxy);
         w->drain_left_ms = w->cfg->server.drain_timeout_ms;
         on_drain_tick(-1, 0, w);
         return;
