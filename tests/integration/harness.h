@@ -40,6 +40,9 @@ bool harness_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
 /* Milliseconds on a monotonic clock, for measuring durations. */
 int64_t harness_now_ms(void);
 
+/* The wall clock in ms, as sluice-echo's received_ms reads it. */
+int64_t harness_wall_ms(void);
+
 /*
  * Temporary files and strings.
  */
