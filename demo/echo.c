@@ -985,10 +985,18 @@ main(int argc, char **argv)
     evhttp_set_flags(echo.http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_gencb(echo.http, on_request, &echo);
 
+    /* Before the port opens: whoever sees it open may signal at once. */
+    on_term = evsignal_new(echo.base, SIGTERM, on_signal, echo.base);
+    on_int = evsignal_new(echo.base, SIGINT, on_signal, echo.base);
+    event_add(on_term, NULL);
+    event_add(on_int, NULL);
+
     bound = evhttp_bind_socket_with_handle(echo.http, host, port);
     if (bound == NULL) {
         fprintf(stderr, "sluice-echo: cannot listen on %s: %s\n", listen,
                 strerror(errno));
+        event_free(on_term);
+        event_free(on_int);
         evhttp_free(echo.http);
         event_base_free(echo.base);
         free(host);
@@ -998,11 +1006,6 @@ main(int argc, char **argv)
     printf("sluice-echo: listening on %s:%u\n", shown,
            (unsigned)bound_port(bound));
     fflush(stdout);
-
-    on_term = evsignal_new(echo.base, SIGTERM, on_signal, echo.base);
-    on_int = evsignal_new(echo.base, SIGINT, on_signal, echo.base);
-    event_add(on_term, NULL);
-    event_add(on_int, NULL);
     event_base_dispatch(echo.base);
 
     /* Frees every connection, and through on_conn_close every job. */

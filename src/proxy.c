@@ -1090,6 +1090,12 @@ on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
     }
     hold(p, 1);
     ex->state = EX_DELAYED;
+    /*
+     * libevent counts a timer from the loop's cached time, taken when this
+     * turn began. A local decision read the clock later than that, so the
+     * hold would end early by as long as this turn has run so far.
+     */
+    event_base_update_cache_time(p->base);
     arm_timer(ex, delay);
 }
 

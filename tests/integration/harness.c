@@ -152,21 +152,42 @@ loopback(uint16_t port)
 uint16_t
 harness_free_port(void)
 {
-    struct sockaddr_in sa = loopback(0);
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    /*
+     * The kernel may hand the same free port to two binds in a row when
+     * nothing holds the first yet; a test asks for two or three before
+     * anything listens. Ports returned recently are not returned again.
+     */
+    static uint16_t given[64];
+    static size_t ngiven;
 
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-        int err = errno;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        struct sockaddr_in sa = loopback(0);
+        socklen_t len = sizeof(sa);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        uint16_t port;
+        bool repeat = false;
 
-        if (fd >= 0) {
-            close(fd);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+            getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+            int err = errno;
+
+            if (fd >= 0) {
+                close(fd);
+            }
+            cr_assert_fail("harness: no free port: %s", strerror(err));
         }
-        cr_assert_fail("harness: no free port: %s", strerror(err));
+        close(fd);
+        port = ntohs(sa.sin_port);
+        for (size_t i = 0; i < ngiven && i < 64; i++) {
+            repeat = repeat || given[i] == port;
+        }
+        if (!repeat) {
+            given[ngiven++ % 64] = port;
+            return port;
+        }
     }
-    close(fd);
-    return ntohs(sa.sin_port);
+    cr_assert_fail("harness: no free port that was not just given out");
+    return 0;
 }
 
 static bool
