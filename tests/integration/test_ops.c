@@ -41,7 +41,7 @@ ops_yaml(const struct ops *o, bool with_b)
         "  listen: 127.0.0.1:%u\n"
         "%s"
         "limiters:\n"
-        "  three: { algorithm: fixed_window, limit: 3, window: 1h }\n"
+        "  three: { algorithm: sliding_window, limit: 3, window: 1h }\n"
         "routes:\n"
         "  - id: a\n"
         "    uri: http://127.0.0.1:%u\n"
@@ -371,7 +371,7 @@ Test(ops, admin_answers_health_ready_and_routes)
     cr_assert_eq(get(o.admin, "/routes", &r), 200);
     cr_assert(strstr(r.body, "\"id\":\"a\"") != NULL, "%s", r.body);
     cr_assert(strstr(r.body, "\"name\":\"RequestRateLimiter\"") != NULL);
-    cr_assert(strstr(r.body, "\"algorithm\":\"fixed_window\"") != NULL);
+    cr_assert(strstr(r.body, "\"algorithm\":\"sliding_window\"") != NULL);
     http_response_free(&r);
     cr_assert_eq(get(o.admin, "/nothing", &r), 404);
     http_response_free(&r);

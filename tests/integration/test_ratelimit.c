@@ -340,7 +340,7 @@ Test(ratelimit, x_forwarded_for_from_an_untrusted_peer_is_ignored)
                        "  listen: 127.0.0.1:@PORT@\n"
                        "  workers: 1\n"
                        "limiters:\n"
-                       "  per-ip: { algorithm: fixed_window, limit: 1, "
+                       "  per-ip: { algorithm: sliding_window, limit: 1, "
                        "window: 1h }\n"
                        "routes:\n"
                        "  - id: api\n"
@@ -452,7 +452,7 @@ Test(ratelimit, dry_run_counts_but_never_refuses)
               "  listen: 127.0.0.1:@PORT@\n"
               "  workers: 1\n"
               "limiters:\n"
-              "  one: { algorithm: fixed_window, limit: 1, window: 1h }\n"
+              "  one: { algorithm: sliding_window, limit: 1, window: 1h }\n"
               "routes:\n"
               "  - id: api\n"
               "    uri: http://@ECHO@\n"
@@ -553,7 +553,7 @@ Test(ratelimit, delay_mode_spaces_requests_at_the_rate)
 
 #define POLICY_ROUTES                                                          \
     "limiters:\n"                                                              \
-    "  five: { algorithm: fixed_window, limit: 5, window: 1h }\n"              \
+    "  five: { algorithm: sliding_window, limit: 5, window: 1h }\n"            \
     "routes:\n"                                                                \
     "  - id: api\n"                                                            \
     "    uri: http://@ECHO@\n"                                                 \
