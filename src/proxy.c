@@ -1187,8 +1187,9 @@ conn_get(struct proxy *p, struct evhttp_connection *evcon)
 /* A new exchange for 'creq', linked into the proxy, watching the client. */
 static struct exchange *
 exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
-             struct evhttp_request *creq, enum evhttp_cmd_type method,
-             const char *client, int64_t t0, int64_t wall)
+             struct evhttp_request *creq, struct client_conn *cc,
+             enum evhttp_cmd_type method, const char *client, int64_t t0,
+             int64_t wall)
 {
     struct exchange *ex = xcalloc(1, sizeof(*ex));
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
@@ -1200,8 +1201,8 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->creq = creq;
     ex->cconn = cconn;
     ex->method = method;
-    ex->cc = conn_get(p, cconn);
-    ex->cc->ex = ex;
+    ex->cc = cc;
+    cc->ex = ex;
     ex->t0 = t0;
     ex->wall = wall;
     ex->up_ms = -1;
@@ -1244,6 +1245,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     const char *raw_path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
+    /* Tracked from the first request on, so that a drain sees its output. */
+    struct client_conn *cc = conn_get(p, cconn);
     enum evhttp_cmd_type method = evhttp_request_get_command(creq);
     const struct server_conf *sc = &cfg->server;
     struct netaddr peer, client;
@@ -1260,8 +1263,6 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     int64_t t0 = clock_mono_ms(), wall = clock_wall_ms();
     char addr[64];
 
-    /* Tracked from the first request on, so that a drain sees its output. */
-    (void)conn_get(p, cconn);
     if (p->draining) {
         close_after_reply(creq);
     }
@@ -1309,7 +1310,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
     }
     limited = p->rl != NULL && ratelimit_route_limited(route);
 
-    ex = exchange_new(p, cfg, route, creq, method, addr, t0, wall);
+    ex = exchange_new(p, cfg, route, creq, cc, method, addr, t0, wall);
     if (limited) {
         struct caller who;
 

@@ -138,11 +138,12 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
     struct timeval tv = clock_tv(DRAIN_POLL_MS);
+    bool idle = proxy_idle(w->proxy);
 
     (void)fd;
     (void)what;
-    if (proxy_idle(w->proxy) || w->drain_left_ms == 0) {
-        if (!proxy_idle(w->proxy)) {
+    if (idle || w->drain_left_ms == 0) {
+        if (!idle) {
             log_warn("server: worker %u: drain timeout; aborting %zu "
                      "requests and unsent responses",
                      w->index, proxy_in_flight(w->proxy));
