@@ -6,8 +6,8 @@
 set -eu
 
 PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
-libyaml-dev libpcre2-dev libssl-dev libcriterion-dev libcurl4-openssl-dev
-redis-server curl"
+libyaml-dev libpcre2-dev libssl-dev libhttp-parser-dev libcriterion-dev
+libcurl4-openssl-dev redis-server curl clang libclang-rt-14-dev"
 [ $# -gt 0 ] && PACKAGES="$*"
 
 missing=""
