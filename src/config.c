@@ -766,10 +766,10 @@ parse_uint(struct loader *ld, yaml_node_t *node, const struct field *f,
     *out = (unsigned)v;
 }
 
-/* "auto" (stored as 0: one worker per core) or an integer. */
+/* "auto" (stored as 0, for the user of the value to size) or an integer. */
 static void
-parse_workers(struct loader *ld, yaml_node_t *node, const struct field *f,
-              void *base, const char *path)
+parse_uint_or_auto(struct loader *ld, yaml_node_t *node, const struct field *f,
+                   void *base, const char *path)
 {
     unsigned *out = field_ptr(base, f);
     const char *s = scalar_value(ld, node, path);
@@ -2966,7 +2966,7 @@ static const struct field server_fields[] = {
      .parse = parse_listen,
      .offset = offsetof(struct server_conf, listen)},
     {.key = "workers",
-     .parse = parse_workers,
+     .parse = parse_uint_or_auto,
      .offset = offsetof(struct server_conf, workers),
      .min = 1,
      .max = 256},
@@ -2982,6 +2982,15 @@ static const struct field server_fields[] = {
      .parse = parse_duration,
      .offset = offsetof(struct server_conf, client_timeout_ms),
      .min = 1},
+    {.key = "header_timeout",
+     .parse = parse_duration,
+     .offset = offsetof(struct server_conf, header_timeout_ms),
+     .min = 1},
+    {.key = "max_connections",
+     .parse = parse_uint_or_auto,
+     .offset = offsetof(struct server_conf, max_connections),
+     .min = 1,
+     .max = 100000000},
     {.key = "drain_timeout",
      .parse = parse_duration,
      .offset = offsetof(struct server_conf, drain_timeout_ms)},
@@ -3148,6 +3157,8 @@ config_new(const char *name)
     cfg->server.max_header_bytes = 16 * 1024;
     cfg->server.max_body_bytes = 8 * 1024 * 1024;
     cfg->server.client_timeout_ms = 60 * 1000;
+    cfg->server.header_timeout_ms = 10 * 1000;
+    cfg->server.max_connections = 0;
     cfg->server.drain_timeout_ms = 10 * 1000;
     cfg->admin.listen.host = xstrdup("127.0.0.1");
     cfg->admin.listen.port = 9090;

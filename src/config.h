@@ -31,6 +31,12 @@ struct server_conf {
     uint64_t max_header_bytes;  /* request line + headers; 431 beyond */
     uint64_t max_body_bytes;    /* request body; 413 beyond */
     uint64_t client_timeout_ms; /* idle client read/write timeout */
+    uint64_t header_timeout_ms; /* first byte of a request to the end of
+                                   its head; the connection is cut past it */
+    unsigned max_connections;   /* client connections open at once in the
+                                   process, shared out among the workers;
+                                   0 (auto): sized at start from the
+                                   descriptor limit (server.c) */
     uint64_t drain_timeout_ms;  /* SIGTERM: how long in-flight may run */
     bool watch;                 /* reload when the file changes on disk */
 };

@@ -13,6 +13,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "clientconn.h"
 #include "clock.h"
 #include "config.h"
 #include "filter.h"
@@ -64,37 +65,19 @@ struct pool {
     struct pool *next;           /* next pool of the proxy */
 };
 
-/*
- * A client connection that has sent a request. evhttp has one close
- * callback per connection and no user pointer, so the proxy keeps its own
- * record: the close callback is set once, counts the connection out, and
- * tells the exchange streaming on it, if any.
- */
-struct client_conn {
-    struct evhttp_connection *evcon; /* evhttp's */
-    struct proxy *proxy;             /* the owner */
-    struct exchange *ex;             /* the exchange on it, or NULL */
-    struct client_conn *next;        /* in its hash bucket */
-};
-
-#define CONN_BUCKETS 4096
-
 struct proxy {
     struct event_base *base;       /* borrowed */
     struct ratelimit *rl;          /* borrowed: this worker's limiters */
     size_t held;                   /* requests held in delay mode */
     struct evdns_base *dns;        /* borrowed */
-    struct timeval client_tv;      /* the server's client timeout */
     struct pool *pools;            /* owned list */
     struct upstream_conn *surplus; /* released beyond keepalive; owned */
     struct event *reaper;          /* frees 'surplus' from the loop */
     struct exchange *live;         /* exchanges alive, newest first */
-    struct client_conn *conns[CONN_BUCKETS]; /* by evcon address */
-    struct metrics_shard *metrics;           /* borrowed: this worker's shard */
-    struct accesslog *log;                   /* borrowed: the access log */
-    size_t in_flight;                        /* length of 'live' */
-    bool draining;                           /* responses close their
-                                                connections */
+    struct metrics_shard *metrics; /* borrowed: this worker's shard */
+    struct accesslog *log;         /* borrowed: the access log */
+    size_t in_flight;              /* length of 'live' */
+    bool draining;                 /* responses close their connections */
 };
 
 enum exchange_state {
@@ -130,7 +113,8 @@ struct exchange {
     struct event *client_gone;       /* EV_CLOSED watch while waiting */
     bool paused;                     /* upstream reads held back */
     struct exchange *prev, *next;    /* in proxy->live */
-    struct client_conn *cc;          /* the client's connection record */
+    struct clientconn *cc;           /* the client's connection record,
+                                        watched; NULL once it closed */
     int64_t t0;                      /* monotonic ms at arrival */
     int64_t wall;                    /* epoch ms at arrival */
     int64_t up_t0;                   /* monotonic ms the upstream request
@@ -208,7 +192,6 @@ proxy_new(const struct proxy_deps *deps)
     p->dns = deps->dns;
     p->metrics = deps->metrics;
     p->log = deps->log;
-    p->client_tv = clock_tv(deps->client_timeout_ms);
     p->reaper = evtimer_new(p->base, on_reap, p);
     return p;
 }
@@ -223,16 +206,6 @@ proxy_free(struct proxy *p)
     }
     free_surplus(p);
     event_free(p->reaper);
-    for (size_t i = 0; i < CONN_BUCKETS; i++) {
-        while (p->conns[i] != NULL) {
-            struct client_conn *cc = p->conns[i];
-
-            /* Connections outliving the proxy must not call back. */
-            evhttp_connection_set_closecb(cc->evcon, NULL, NULL);
-            p->conns[i] = cc->next;
-            free(cc);
-        }
-    }
     for (struct pool *pl = p->pools; pl != NULL; pl = next) {
         next = pl->next;
         for (size_t i = 0; i < pl->nidle; i++) {
@@ -274,21 +247,7 @@ proxy_drain(struct proxy *p)
 bool
 proxy_idle(const struct proxy *p)
 {
-    if (p->in_flight > 0) {
-        return false;
-    }
-    for (size_t i = 0; i < CONN_BUCKETS; i++) {
-        for (const struct client_conn *cc = p->conns[i]; cc != NULL;
-             cc = cc->next) {
-            struct bufferevent *bev =
-                evhttp_connection_get_bufferevent(cc->evcon);
-
-            if (evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
-                return false;
-            }
-        }
-    }
-    return true;
+    return p->in_flight == 0;
 }
 
 static void stop_waiting(struct exchange *ex);
@@ -450,8 +409,8 @@ exchange_free(struct exchange *ex)
     if (ex->proxy->metrics != NULL) {
         metrics_add(ex->proxy->metrics, M_IN_FLIGHT, NULL, -1);
     }
-    if (ex->cc != NULL && ex->cc->ex == ex) {
-        ex->cc->ex = NULL;
+    if (ex->cc != NULL) {
+        clientconn_watch(ex->cc, NULL, NULL);
     }
     if (ex->timer != NULL) {
         event_free(ex->timer);
@@ -706,18 +665,6 @@ on_upstream_error(enum evhttp_request_error err, void *arg)
 /* ---- streaming the response ---- */
 
 static void
-on_reply_complete(struct evhttp_request *creq, void *arg)
-{
-    struct proxy *p = arg;
-    struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
-
-    if (cconn != NULL) {
-        bufferevent_set_timeouts(evhttp_connection_get_bufferevent(cconn),
-                                 &p->client_tv, &p->client_tv);
-    }
-}
-
-static void
 on_client_drained(struct evhttp_connection *cconn, void *arg)
 {
     struct exchange *ex = arg;
@@ -775,7 +722,6 @@ on_upstream_headers(struct evhttp_request *ureq, void *arg)
     const char *connection = evhttp_find_header(uh, "Connection");
     struct headers resp;
     struct evkeyval *kv;
-    struct bufferevent *cbev;
 
     if (ex->state != EX_WAITING) {
         return 0;
@@ -819,12 +765,9 @@ on_upstream_headers(struct evhttp_request *ureq, void *arg)
                         (double)ex->up_ms / 1000.0);
     }
 
-    evhttp_request_set_on_complete_cb(ex->creq, on_reply_complete, ex->proxy);
     evhttp_send_reply_start(ex->creq, evhttp_request_get_response_code(ureq),
                             evhttp_request_get_response_code_line(ureq));
-    /* A slow download is not an idle client: time only the writes. */
-    cbev = evhttp_connection_get_bufferevent(ex->cconn);
-    bufferevent_set_timeouts(cbev, NULL, &ex->proxy->client_tv);
+    clientconn_stream_timeouts(ex->cc);
     return 0;
 }
 
@@ -1114,80 +1057,35 @@ header_or_null(const struct headers *h, const char *name)
     return name != NULL ? headers_get(h, name) : NULL;
 }
 
-static size_t
-conn_bucket(const struct evhttp_connection *evcon)
-{
-    uintptr_t h = (uintptr_t)evcon;
-
-    h ^= h >> 17;
-    h *= (uintptr_t)0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 20) % CONN_BUCKETS;
-}
-
 static void on_client_close(struct exchange *ex);
 
 /*
- * evhttp is freeing a client connection: the client left, timed out, or
- * the reply was the last one. An exchange still on it ends here.
+ * The client connection is closing: the client left, timed out, or the
+ * reply was the last one. The exchange still on it ends here.
  */
 static void
-on_conn_close(struct evhttp_connection *evcon, void *arg)
+on_conn_close(struct clientconn *cc, void *arg)
 {
-    struct client_conn *cc = arg;
-    struct proxy *p = cc->proxy;
-    struct client_conn **pp = &p->conns[conn_bucket(evcon)];
-    struct exchange *ex = cc->ex;
+    struct exchange *ex = arg;
 
-    while (*pp != cc) {
-        pp = &(*pp)->next;
-    }
-    *pp = cc->next;
-    if (p->metrics != NULL) {
-        metrics_add(p->metrics, M_CONNECTIONS, NULL, -1);
-    }
-    if (ex != NULL) {
-        ex->cc = NULL;
-        if (ex->state == EX_STREAMING) {
-            on_client_close(ex);
-        } else {
-            /* evhttp frees the request with the connection. */
-            ex->status = 499;
-            stop_waiting(ex);
-            cancel_upstream(ex);
+    (void)cc;
+    ex->cc = NULL;
+    if (ex->state == EX_STREAMING) {
+        on_client_close(ex);
+    } else {
+        /* evhttp frees the request with the connection. */
+        ex->status = 499;
+        stop_waiting(ex);
+        cancel_upstream(ex);
 
-            exchange_free(ex);
-        }
+        exchange_free(ex);
     }
-    free(cc);
-}
-
-static struct client_conn *
-conn_get(struct proxy *p, struct evhttp_connection *evcon)
-{
-    size_t b = conn_bucket(evcon);
-    struct client_conn *cc;
-
-    for (cc = p->conns[b]; cc != NULL; cc = cc->next) {
-        if (cc->evcon == evcon) {
-            return cc;
-        }
-    }
-    cc = xcalloc(1, sizeof(*cc));
-    cc->evcon = evcon;
-    cc->proxy = p;
-    cc->next = p->conns[b];
-    p->conns[b] = cc;
-    evhttp_connection_set_closecb(evcon, on_conn_close, cc);
-    if (p->metrics != NULL) {
-        metrics_add(p->metrics, M_CONNECTIONS, NULL, 1);
-    }
-    return cc;
 }
 
 /* A new exchange for 'creq', linked into the proxy, watching the client. */
 static struct exchange *
 exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
-             struct evhttp_request *creq, struct client_conn *cc,
+             struct evhttp_request *creq, struct clientconn *cc,
              enum evhttp_cmd_type method, const char *client, int64_t t0,
              int64_t wall)
 {
@@ -1202,7 +1100,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->cconn = cconn;
     ex->method = method;
     ex->cc = cc;
-    cc->ex = ex;
+    clientconn_watch(cc, on_conn_close, ex);
     ex->t0 = t0;
     ex->wall = wall;
     ex->up_ms = -1;
@@ -1239,14 +1137,13 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
 }
 
 void
-proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq)
+proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
+             struct clientconn *cc)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(creq);
     const char *raw_path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
-    /* Tracked from the first request on, so that a drain sees its output. */
-    struct client_conn *cc = conn_get(p, cconn);
     enum evhttp_cmd_type method = evhttp_request_get_command(creq);
     const struct server_conf *sc = &cfg->server;
     struct netaddr peer, client;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct clientconn;
 struct config;
 struct event_base;
 struct evdns_base;
@@ -27,9 +28,6 @@ struct proxy_deps {
     struct ratelimit *rl;          /* its rate limiters, or NULL */
     struct metrics_shard *metrics; /* its metrics shard, or NULL */
     struct accesslog *log;         /* the access log, or NULL */
-    uint64_t client_timeout_ms;    /* server.client_timeout: while a
-                                      response streams only writes are
-                                      timed; both are restored after */
 };
 
 struct proxy *proxy_new(const struct proxy_deps *deps);
@@ -43,10 +41,13 @@ void proxy_free(struct proxy *p);
  * Answers 'req' (owned by evhttp) under 'cfg': 400 for a path that does
  * not normalise, 404 when no route matches, else forwards it and streams
  * the response back (502 on connect failure, 504 past a timeout). Takes a
- * reference to 'cfg' for as long as the request lives.
+ * reference to 'cfg' for as long as the request lives. 'cc' (borrowed) is
+ * the record of the connection 'req' came on, from
+ * clientconns_begin_request(): the exchange watches it for the client
+ * leaving and has its read timeout lifted while the response streams.
  */
 void proxy_handle(struct proxy *p, struct config *cfg,
-                  struct evhttp_request *req);
+                  struct evhttp_request *req, struct clientconn *cc);
 
 /*
  * Ends every request still in flight: upstream requests are cancelled and
@@ -65,10 +66,10 @@ size_t proxy_in_flight(const struct proxy *p);
 void proxy_drain(struct proxy *p);
 
 /*
- * True when nothing is in flight and every client connection has been
- * written all it was sent: a response ends for the proxy when it is
- * handed to evhttp, and reaches the client only when the connection's
- * output buffer empties. A drain ends here, not before.
+ * True when nothing is in flight. A response ends for the proxy when it
+ * is handed to evhttp and reaches the client only when the connection's
+ * output buffer empties: a drain ends when this and clientconns_flushed()
+ * both hold, not before.
  */
 bool proxy_idle(const struct proxy *p);
 

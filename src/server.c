@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 
 #include "accesslog.h"
 #include "admin.h"
+#include "clientconn.h"
 #include "clock.h"
 #include "config.h"
 #include "local_store.h"
@@ -43,6 +45,15 @@
 #define TICK_INTERVAL_MS 200
 /* Editors write a file in several steps; reload once they are done. */
 #define WATCH_SETTLE_MS 100
+/*
+ * server.max_connections: auto keeps these descriptors back from clients
+ * (listeners, Redis, logs, event loops), then halves the rest, since each
+ * proxied client may hold an upstream connection too.
+ */
+#define FD_RESERVE 32
+#define FD_RESERVE_PER_WORKER 8
+/* The descriptor limit auto assumes when there is none. */
+#define FD_UNLIMITED (1024 * 1024)
 
 struct server;
 
@@ -54,6 +65,7 @@ struct worker {
     struct evdns_base *dns;            /* owned */
     struct evhttp *http;               /* owned */
     struct evhttp_bound_socket *bound; /* the listener; owned by 'http' */
+    struct clientconns *conns;         /* its connections; owned */
     struct proxy *proxy;               /* owned */
     struct ratelimit *rl;              /* owned: Redis client, limiters */
     struct config *cfg;                /* this worker's reference */
@@ -94,8 +106,46 @@ static void
 on_request(struct evhttp_request *req, void *arg)
 {
     struct worker *w = arg;
+    struct clientconn *cc = clientconns_begin_request(w->conns, req);
 
-    proxy_handle(w->proxy, w->cfg, req);
+    proxy_handle(w->proxy, w->cfg, req, cc);
+}
+
+/* The soft RLIMIT_NOFILE, or FD_UNLIMITED when there is none. */
+static uint64_t
+fd_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > FD_UNLIMITED) {
+        return FD_UNLIMITED;
+    }
+    return rl.rlim_cur;
+}
+
+/* What server.max_connections: auto stands for, in the whole process. */
+static uint64_t
+auto_max_connections(unsigned nworkers)
+{
+    uint64_t limit = fd_limit();
+    uint64_t reserve = FD_RESERVE + (uint64_t)FD_RESERVE_PER_WORKER * nworkers;
+
+    return limit > reserve ? (limit - reserve) / 2 : 1;
+}
+
+/* Each worker enforces its share of server.max_connections. */
+static void
+clientconns_conf_of(const struct server_conf *sc, unsigned nworkers,
+                    struct clientconns_conf *out)
+{
+    uint64_t total = sc->max_connections > 0 ? sc->max_connections
+                                             : auto_max_connections(nworkers);
+    uint64_t share = total / nworkers;
+
+    out->header_timeout_ms = sc->header_timeout_ms;
+    out->client_timeout_ms = sc->client_timeout_ms;
+    out->max_connections = share > 0 ? (size_t)share : 1;
 }
 
 static void
@@ -131,6 +181,12 @@ on_reload(evutil_socket_t fd, short what, void *arg)
     config_unref(w->cfg);
     w->cfg = next;
     apply_http_limits(w->http, &next->server);
+    {
+        struct clientconns_conf cc;
+
+        clientconns_conf_of(&next->server, w->srv->nworkers, &cc);
+        clientconns_configure(w->conns, &cc);
+    }
 }
 
 static void
@@ -138,7 +194,7 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
     struct timeval tv = clock_tv(DRAIN_POLL_MS);
-    bool idle = proxy_idle(w->proxy);
+    bool idle = proxy_idle(w->proxy) && clientconns_flushed(w->conns);
 
     (void)fd;
     (void)what;
@@ -148,6 +204,7 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
                      "requests and unsent responses",
                      w->index, proxy_in_flight(w->proxy));
             proxy_abort_all(w->proxy);
+            clientconns_close_all(w->conns);
         }
         event_base_loopexit(w->base, NULL);
         return;
@@ -165,6 +222,7 @@ on_stop(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     if (w->bound != NULL) {
+        clientconns_forget_listener(w->conns);
         evhttp_del_accept_socket(w->http, w->bound);
         w->bound = NULL;
         proxy_drain(w->proxy);
@@ -242,10 +300,17 @@ worker_init(struct worker *w, struct server *s, unsigned index,
     }
     w->bound = evhttp_bind_listener(w->http, lev);
     w->metrics = metrics_shard(s->metrics);
+    {
+        struct clientconns_conf cc;
+
+        clientconns_conf_of(sc, s->nworkers, &cc);
+        w->conns = clientconns_new(w->base, w->http,
+                                   evhttp_bound_socket_get_listener(w->bound),
+                                   w->metrics, &cc);
+    }
     w->rl = ratelimit_new(w->base, s->cfg, s->store, index, w->metrics);
     {
-        struct proxy_deps deps = {w->base,    w->dns, w->rl,
-                                  w->metrics, s->log, sc->client_timeout_ms};
+        struct proxy_deps deps = {w->base, w->dns, w->rl, w->metrics, s->log};
 
         w->proxy = proxy_new(&deps);
     }
@@ -277,6 +342,8 @@ worker_deinit(struct worker *w)
     if (w->proxy != NULL) {
         proxy_abort_all(w->proxy);
     }
+    /* Before evhttp_free(): its connections must not call back. */
+    clientconns_free(w->conns);
     if (w->http != NULL) {
         evhttp_free(w->http);
     }
@@ -600,6 +667,34 @@ start_watch(struct server *s)
     log_info("server: watching %s for changes", s->cfg->path);
 }
 
+/* Says what server.max_connections comes to, and whether it can. */
+static void
+log_connection_limit(const struct server_conf *sc, unsigned nworkers)
+{
+    struct clientconns_conf cc;
+    uint64_t fit = auto_max_connections(nworkers);
+    char how[96];
+
+    clientconns_conf_of(sc, nworkers, &cc);
+    if (sc->max_connections == 0) {
+        snprintf(how, sizeof(how), "auto, from a descriptor limit of %llu",
+                 (unsigned long long)fd_limit());
+    } else {
+        snprintf(how, sizeof(how), "%u", sc->max_connections);
+    }
+    log_info("server: up to %zu client connections per worker, %llu in all "
+             "(max_connections: %s)",
+             cc.max_connections,
+             (unsigned long long)cc.max_connections * nworkers, how);
+    if (sc->max_connections > fit) {
+        log_warn("server: server.max_connections %u is more than a "
+                 "descriptor limit of %llu allows (about %llu); accept() "
+                 "will run out of descriptors first",
+                 sc->max_connections, (unsigned long long)fd_limit(),
+                 (unsigned long long)fit);
+    }
+}
+
 struct server *
 server_new(struct config *cfg, bool watch)
 {
@@ -665,6 +760,7 @@ server_new(struct config *cfg, bool watch)
         }
     }
     freeaddrinfo(ai);
+    log_connection_limit(sc, s->nworkers);
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         s->signals[i] = evsignal_new(s->base, sigs[i], on_signal, s);
         event_add(s->signals[i], NULL);

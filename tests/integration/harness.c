@@ -530,6 +530,34 @@ proc_peak_rss_kb(pid_t pid)
     return status_field_kb(pid, "VmHWM");
 }
 
+long
+proc_cpu_ms(pid_t pid)
+{
+    char path[64];
+    char line[1024];
+    unsigned long utime, stime;
+    long ticks = sysconf(_SC_CLK_TCK);
+    const char *p;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    p = fgets(line, sizeof(line), f);
+    fclose(f);
+    /* The command name, field 2, is in parentheses and may hold blanks:
+     * count fields from the last ')'. utime and stime are fields 14, 15. */
+    p = p != NULL ? strrchr(line, ')') : NULL;
+    if (p == NULL || ticks <= 0 ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+               &utime, &stime) != 2) {
+        return -1;
+    }
+    return (long)((utime + stime) * 1000 / (unsigned long)ticks);
+}
+
 /*
  * The binaries under test.
  */
@@ -630,10 +658,31 @@ echo_start(struct proc *p, uint16_t *port)
 void
 gateway_start(struct proc *p, const char *config_path, uint16_t port)
 {
-    const char *bin = binary("SLUICE_BIN");
-    char *argv[] = {(char *)bin, "-c", (char *)config_path, NULL};
+    gateway_start_wrapped(p, NULL, config_path, port);
+}
 
-    if (proc_start(p, argv) < 0) {
+void
+gateway_start_wrapped(struct proc *p, const char *const *wrapper,
+                      const char *config_path, uint16_t port)
+{
+    const char *bin = binary("SLUICE_BIN");
+    size_t nwrap = 0;
+    char **argv;
+    int rc;
+
+    while (wrapper != NULL && wrapper[nwrap] != NULL) {
+        nwrap++;
+    }
+    argv = h_alloc((nwrap + 4) * sizeof(*argv));
+    for (size_t i = 0; i < nwrap; i++) {
+        argv[i] = (char *)wrapper[i];
+    }
+    argv[nwrap] = (char *)bin;
+    argv[nwrap + 1] = "-c";
+    argv[nwrap + 2] = (char *)config_path;
+    rc = proc_start(p, argv);
+    free(argv);
+    if (rc < 0) {
         cr_assert_fail("harness: cannot start %s: %s", bin, strerror(errno));
     }
     if (!proc_wait_port(p, port, START_TIMEOUT_MS)) {

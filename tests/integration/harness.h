@@ -103,6 +103,10 @@ bool proc_log_contains(const struct proc *p, const char *needle);
 long proc_rss_kb(pid_t pid);
 long proc_peak_rss_kb(pid_t pid);
 
+/* CPU time (user + system) that 'pid' has used so far, in milliseconds,
+ * from /proc/PID/stat; -1 if unavailable. */
+long proc_cpu_ms(pid_t pid);
+
 /*
  * The binaries under test.
  */
@@ -122,6 +126,16 @@ void echo_start_named(struct proc *p, uint16_t *port, const char *name);
  * the gateway's output, if it exits or does not listen within 10 s.
  */
 void gateway_start(struct proc *p, const char *config_path, uint16_t port);
+
+/*
+ * The same, run through 'wrapper' (borrowed): a NULL-terminated argv that
+ * is followed by "$SLUICE_BIN -c 'config_path'", e.g. {"prlimit",
+ * "--nofile=64:64", "--", NULL} to start the gateway under a low descriptor
+ * limit. The wrapper must exec the gateway (not fork it), so that p->pid
+ * is the gateway's own pid. NULL or an empty wrapper is gateway_start().
+ */
+void gateway_start_wrapped(struct proc *p, const char *const *wrapper,
+                           const char *config_path, uint16_t port);
 
 /* Waits up to 'timeout_ms' for 'p' to accept on 127.0.0.1:'port'; false if
  * it exited or the deadline passed. */

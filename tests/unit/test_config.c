@@ -69,6 +69,8 @@ static const char full_yaml[] =
     "  max_header_bytes: 32KiB\n"
     "  max_body_bytes: 1GiB\n"
     "  client_timeout: 2m\n"
+    "  header_timeout: 3s\n"
+    "  max_connections: 5000\n"
     "  drain_timeout: 0s\n"
     "admin:\n"
     "  listen: 0.0.0.0:9191\n"
@@ -124,6 +126,8 @@ Test(config, full_config_round_trips_every_field)
     cr_assert_eq(cfg->server.max_header_bytes, 32 * 1024);
     cr_assert_eq(cfg->server.max_body_bytes, 1024ULL * 1024 * 1024);
     cr_assert_eq(cfg->server.client_timeout_ms, 120000);
+    cr_assert_eq(cfg->server.header_timeout_ms, 3000);
+    cr_assert_eq(cfg->server.max_connections, 5000);
     cr_assert_eq(cfg->server.drain_timeout_ms, 0);
 
     cr_assert(cfg->admin.enabled);
@@ -204,6 +208,8 @@ Test(config, defaults_apply_when_sections_are_absent)
     cr_assert_eq(cfg->server.max_header_bytes, 16 * 1024);
     cr_assert_eq(cfg->server.max_body_bytes, 8 * 1024 * 1024);
     cr_assert_eq(cfg->server.client_timeout_ms, 60000);
+    cr_assert_eq(cfg->server.header_timeout_ms, 10000);
+    cr_assert_eq(cfg->server.max_connections, 0);
     cr_assert_eq(cfg->server.drain_timeout_ms, 10000);
     cr_assert_not(cfg->admin.enabled);
     cr_assert_str_eq(cfg->admin.listen.host, "127.0.0.1");
@@ -884,6 +890,50 @@ Test(config, workers_auto_means_one_per_core)
     cfg = parse_ok("server: {workers: 256}\nroutes: []\n");
     cr_assert_eq(cfg->server.workers, 256);
     config_unref(cfg);
+}
+
+Test(config, max_connections_auto_is_sized_at_start)
+{
+    struct config *cfg =
+        parse_ok("server: {max_connections: auto}\nroutes: []\n");
+
+    cr_assert_eq(cfg->server.max_connections, 0);
+    config_unref(cfg);
+    cfg = parse_ok("server: {max_connections: 1}\nroutes: []\n");
+    cr_assert_eq(cfg->server.max_connections, 1);
+    config_unref(cfg);
+}
+
+Test(config, max_connections_must_be_a_positive_integer)
+{
+    assert_error("server: {max_connections: 0}\nroutes: []\n",
+                 "t.yaml:1:27: server.max_connections: bad integer \"0\" "
+                 "(expected \"auto\" or an integer from 1 to 100000000)");
+    assert_error("server:\n  max_connections: -1\nroutes: []\n",
+                 "t.yaml:2:20: server.max_connections: bad integer \"-1\" "
+                 "(expected \"auto\" or an integer from 1 to 100000000)");
+    assert_error("server: {max_connections: 10k}\nroutes: []\n",
+                 "t.yaml:1:27: server.max_connections: bad integer \"10k\" "
+                 "(expected \"auto\" or an integer from 1 to 100000000)");
+    assert_error("server: {max_connections: 100000001}\nroutes: []\n",
+                 "t.yaml:1:27: server.max_connections: bad integer "
+                 "\"100000001\" (expected \"auto\" or an integer from 1 to "
+                 "100000000)");
+}
+
+Test(config, header_timeout_is_a_positive_duration)
+{
+    struct config *cfg =
+        parse_ok("server: {header_timeout: 500ms}\nroutes: []\n");
+
+    cr_assert_eq(cfg->server.header_timeout_ms, 500);
+    config_unref(cfg);
+    assert_error("server: {header_timeout: 10}\nroutes: []\n",
+                 "t.yaml:1:26: server.header_timeout: bad duration \"10\" "
+                 "(expected a number and a unit: ms, s, m, h or d)");
+    assert_error("server:\n  header_timeout: 0s\nroutes: []\n",
+                 "t.yaml:2:19: server.header_timeout: duration must be "
+                 "greater than 0, got \"0s\"");
 }
 
 /* Rate limiting: identity:, limiters: and RequestRateLimiter. */

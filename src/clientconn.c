@@ -1,0 +1,730 @@
+#include "clientconn.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+
+#include "clock.h"
+#include "log.h"
+#include "metrics.h"
+#include "xmalloc.h"
+
+/*
+ * After a failed accept() the listener rests this long, doubling up to
+ * the maximum while accept() keeps failing: the pending connection keeps
+ * the socket readable, so retrying at once only spins. A connection
+ * closing ends the rest early, since it frees a descriptor.
+ */
+#define ACCEPT_PAUSE_MIN_MS 100
+#define ACCEPT_PAUSE_MAX_MS 1600
+/* One log line per this many ms at most, for each kind of trouble. */
+#define ACCEPT_LOG_EVERY_MS 5000
+#define FULL_LOG_EVERY_MS 60000
+/* Segments of a buffer looked at per peek. */
+#define SCAN_VECS 8
+
+enum conn_state {
+    CONN_WAITING,   /* no byte of the next request yet */
+    CONN_HEAD,      /* reading a request head; the deadline runs */
+    CONN_BODY,      /* head read; evhttp reads the body, if any */
+    CONN_ANSWERING, /* handed to the server; the reply is not done */
+};
+
+struct clientconn {
+    struct clientconns *cs;            /* the owner */
+    struct bufferevent *bev;           /* evhttp's; also ours while pending */
+    struct evhttp_connection *evcon;   /* evhttp's; NULL while pending */
+    struct evbuffer_cb_entry *reading; /* our callback on bev's input */
+    struct event *deadline;            /* the head deadline, or NULL */
+    struct evhttp_request *req;        /* being answered, or NULL */
+    evutil_socket_t fd;                /* index in cs->by_fd, or -1 */
+    enum conn_state state;             /* where its current request is */
+    size_t line_bytes;                 /* head scan: bytes of the line so far */
+    bool line_cr;                      /* head scan: its last byte is CR */
+    bool seen_line;                    /* head scan: request line seen */
+    bool pending;                      /* not attached to its evcon yet */
+    clientconn_close_cb watch;         /* told of the close, or NULL */
+    void *watch_arg;                   /* for 'watch' */
+    struct clientconn *prev, *next;    /* in cs->all */
+    struct clientconn *next_pending;   /* in cs->pending */
+};
+
+struct clientconns {
+    struct event_base *base;       /* borrowed */
+    struct evhttp *http;           /* borrowed */
+    struct evconnlistener *lev;    /* borrowed; NULL once forgotten */
+    struct metrics_shard *metrics; /* borrowed, or NULL */
+    struct clientconns_conf conf;  /* in force */
+    struct timeval client_tv;      /* conf.client_timeout_ms */
+    struct timeval header_tv;      /* conf.header_timeout_ms, as a common
+                                      timeout of 'base' when possible */
+    struct clientconn *all;        /* every open connection; owned */
+    size_t n;                      /* length of 'all' */
+    struct clientconn *pending;    /* accepted, not attached yet */
+    struct event *attach;          /* attaches 'pending' from the loop */
+    struct clientconn **by_fd;     /* attached records by descriptor */
+    size_t nby_fd;                 /* slots in 'by_fd' */
+    struct clientconn *closing;    /* being closed by conn_close() */
+    bool listening;                /* the listener is enabled */
+    bool full;                     /* n >= conf.max_connections */
+    bool resting;                  /* paused after a failed accept() */
+    struct event *resume;          /* ends the rest */
+    uint64_t pause_ms;             /* length of the next rest */
+    int64_t accept_logged_ms;      /* last accept() log line, or 0 */
+    unsigned long unlogged;        /* rests since that line */
+    int64_t full_logged_ms;        /* last "full" log line, or 0 */
+    struct clientconns *next_lev;  /* in 'listening_sets' */
+};
+
+/*
+ * The listener's error callback gets evhttp's argument, not ours: it
+ * finds its clientconns here, by listener. Workers share the list.
+ */
+static pthread_mutex_t listening_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct clientconns *listening_sets;
+
+static void conn_closed(struct clientconn *cc);
+
+/* ---- the listener ---- */
+
+static void
+listener_apply(struct clientconns *cs)
+{
+    bool want = !cs->full && !cs->resting;
+
+    if (cs->lev == NULL || want == cs->listening) {
+        return;
+    }
+    if (want) {
+        evconnlistener_enable(cs->lev);
+    } else {
+        evconnlistener_disable(cs->lev);
+    }
+    cs->listening = want;
+}
+
+static void
+count_changed(struct clientconns *cs)
+{
+    bool full = cs->n >= cs->conf.max_connections;
+
+    if (full && !cs->full && cs->lev != NULL) {
+        int64_t now = clock_mono_ms();
+
+        if (cs->full_logged_ms == 0 ||
+            now - cs->full_logged_ms >= FULL_LOG_EVERY_MS) {
+            log_warn("clientconn: %zu connections open, "
+                     "server.max_connections reached in this worker: new "
+                     "connections wait in the listen backlog",
+                     cs->n);
+            cs->full_logged_ms = now;
+        }
+    }
+    cs->full = full;
+    listener_apply(cs);
+}
+
+static void
+on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconns *cs = arg;
+
+    (void)fd;
+    (void)what;
+    cs->resting = false;
+    listener_apply(cs);
+}
+
+static void
+on_accept_error(struct evconnlistener *lev, void *arg)
+{
+    int err = errno;
+    struct clientconns *cs;
+    struct timeval tv;
+    int64_t now = clock_mono_ms();
+
+    (void)arg;
+    pthread_mutex_lock(&listening_mu);
+    for (cs = listening_sets; cs != NULL && cs->lev != lev; cs = cs->next_lev) {
+    }
+    pthread_mutex_unlock(&listening_mu);
+    if (cs == NULL) {
+        return;
+    }
+    /* Whatever the error, retrying at once would spin: rest first. */
+    cs->resting = true;
+    listener_apply(cs);
+    tv = clock_tv(cs->pause_ms);
+    evtimer_add(cs->resume, &tv);
+    cs->unlogged++;
+    if (cs->accept_logged_ms == 0) {
+        log_warn("clientconn: accept: %s; new connections wait %llu ms "
+                 "(%zu open in this worker)",
+                 strerror(err), (unsigned long long)cs->pause_ms, cs->n);
+        cs->accept_logged_ms = now;
+        cs->unlogged = 0;
+    } else if (now - cs->accept_logged_ms >= ACCEPT_LOG_EVERY_MS) {
+        log_warn("clientconn: accept: %s; new connections paused %lu "
+                 "times in %lld s, now for %llu ms (%zu open in this "
+                 "worker)",
+                 strerror(err), cs->unlogged,
+                 (long long)((now - cs->accept_logged_ms) / 1000),
+                 (unsigned long long)cs->pause_ms, cs->n);
+        cs->accept_logged_ms = now;
+        cs->unlogged = 0;
+    }
+    if (cs->pause_ms < ACCEPT_PAUSE_MAX_MS) {
+        cs->pause_ms *= 2;
+    }
+}
+
+/* ---- records ---- */
+
+static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+                     void *arg);
+
+static struct clientconn *
+record_new(struct clientconns *cs, struct bufferevent *bev)
+{
+    struct clientconn *cc = xcalloc(1, sizeof(*cc));
+
+    cc->cs = cs;
+    cc->bev = bev;
+    cc->fd = -1;
+    cc->state = CONN_WAITING;
+    cc->reading = evbuffer_add_cb(bufferevent_get_input(bev), on_input, cc);
+    cc->next = cs->all;
+    if (cs->all != NULL) {
+        cs->all->prev = cc;
+    }
+    cs->all = cc;
+    cs->n++;
+    if (cs->metrics != NULL) {
+        metrics_add(cs->metrics, M_CONNECTIONS, NULL, 1);
+    }
+    count_changed(cs);
+    return cc;
+}
+
+static void
+unlink_pending(struct clientconn *cc)
+{
+    struct clientconn **pp = &cc->cs->pending;
+
+    while (*pp != cc) {
+        pp = &(*pp)->next_pending;
+    }
+    *pp = cc->next_pending;
+    cc->next_pending = NULL;
+    cc->pending = false;
+    /* The reference bevcb took; evhttp holds its own while it lives. */
+    bufferevent_decref(cc->bev);
+}
+
+/* Forgets 'cc' without a word to anyone: no watcher, no evhttp call. */
+static void
+record_free(struct clientconn *cc)
+{
+    struct clientconns *cs = cc->cs;
+
+    if (cs->closing == cc) {
+        cs->closing = NULL;
+    }
+    if (cc->reading != NULL) {
+        evbuffer_remove_cb_entry(bufferevent_get_input(cc->bev), cc->reading);
+    }
+    if (cc->deadline != NULL) {
+        event_free(cc->deadline);
+    }
+    if (cc->fd >= 0 && (size_t)cc->fd < cs->nby_fd && cs->by_fd[cc->fd] == cc) {
+        cs->by_fd[cc->fd] = NULL;
+    }
+    if (cc->pending) {
+        unlink_pending(cc);
+    }
+    if (cc->prev != NULL) {
+        cc->prev->next = cc->next;
+    } else {
+        cs->all = cc->next;
+    }
+    if (cc->next != NULL) {
+        cc->next->prev = cc->prev;
+    }
+    cs->n--;
+    if (cs->metrics != NULL) {
+        metrics_add(cs->metrics, M_CONNECTIONS, NULL, -1);
+    }
+    free(cc);
+    if (cs->resting) {
+        /* A descriptor came free: worth one accept() now. */
+        evtimer_del(cs->resume);
+        cs->resting = false;
+    }
+    count_changed(cs);
+}
+
+static void
+on_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    conn_closed(arg);
+}
+
+/* From now on evhttp tells 'cc' when 'evcon' closes. */
+static void
+attach(struct clientconn *cc, struct evhttp_connection *evcon)
+{
+    struct clientconns *cs = cc->cs;
+    evutil_socket_t fd = bufferevent_getfd(cc->bev);
+
+    cc->evcon = evcon;
+    evhttp_connection_set_closecb(evcon, on_close, cc);
+    if (cc->pending) {
+        unlink_pending(cc);
+    }
+    if (fd < 0) {
+        return;
+    }
+    if ((size_t)fd >= cs->nby_fd) {
+        size_t old = cs->nby_fd;
+
+        cs->by_fd =
+            xgrow(cs->by_fd, &cs->nby_fd, (size_t)fd + 1, sizeof(*cs->by_fd));
+        memset(cs->by_fd + old, 0, (cs->nby_fd - old) * sizeof(*cs->by_fd));
+    }
+    if (cs->by_fd[fd] != NULL) {
+        /* Its descriptor was closed without a close callback, so its
+           bufferevent is gone too, and our callback with it. */
+        log_debug("clientconn: descriptor %d reused; dropping a stale "
+                  "record",
+                  (int)fd);
+        cs->by_fd[fd]->reading = NULL;
+        record_free(cs->by_fd[fd]);
+    }
+    cc->fd = fd;
+    cs->by_fd[fd] = cc;
+}
+
+/*
+ * Attaches a pending record, or frees it when evhttp has already freed
+ * its connection (bufferevent_free() clears the callbacks).
+ */
+static struct clientconn *
+attach_or_drop(struct clientconn *cc)
+{
+    bufferevent_event_cb eventcb;
+    void *evcon;
+
+    bufferevent_getcb(cc->bev, NULL, NULL, &eventcb, &evcon);
+    if (eventcb == NULL || evcon == NULL) {
+        record_free(cc);
+        return NULL;
+    }
+    attach(cc, evcon);
+    return cc;
+}
+
+static void
+on_attach(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconns *cs = arg;
+
+    (void)fd;
+    (void)what;
+    while (cs->pending != NULL) {
+        attach_or_drop(cs->pending);
+    }
+}
+
+/*
+ * evhttp asks for the bufferevent of a connection it has just accepted;
+ * it creates the evhttp_connection around it right after this returns,
+ * so the record is attached to it from the loop, at once.
+ */
+static struct bufferevent *
+on_new_bev(struct event_base *base, void *arg)
+{
+    struct clientconns *cs = arg;
+    /* Options as evhttp's own: it closes the descriptor itself, at once. */
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    struct clientconn *cc;
+
+    cs->pause_ms = ACCEPT_PAUSE_MIN_MS;
+    if (bev == NULL) {
+        return NULL;
+    }
+    cc = record_new(cs, bev);
+    /* Kept alive until attached, even should evhttp free it first. */
+    bufferevent_incref(bev);
+    cc->pending = true;
+    cc->next_pending = cs->pending;
+    cs->pending = cc;
+    event_active(cs->attach, EV_TIMEOUT, 0);
+    return bev;
+}
+
+/*
+ * The connection is closing (evhttp's close callback, or conn_close()):
+ * tell the watcher, then forget it.
+ */
+static void
+conn_closed(struct clientconn *cc)
+{
+    clientconn_close_cb cb = cc->watch;
+    void *arg = cc->watch_arg;
+
+    if (cc->evcon != NULL) {
+        evhttp_connection_set_closecb(cc->evcon, NULL, NULL);
+    }
+    cc->watch = NULL;
+    cc->watch_arg = NULL;
+    if (cb != NULL) {
+        cb(cc, arg);
+    }
+    record_free(cc);
+}
+
+/* Closes the connection of an attached record; 'cc' is gone after. */
+static void
+conn_close(struct clientconn *cc)
+{
+    struct clientconns *cs = cc->cs;
+    struct evhttp_connection *evcon = cc->evcon;
+
+    cs->closing = cc;
+    evhttp_connection_free(evcon); /* calls on_close, which frees 'cc' */
+    if (cs->closing != NULL) {
+        /* evhttp skips the close callback of a connection it thinks
+           unconnected; not seen with server connections, but never
+           leave the record behind. */
+        cs->closing = NULL;
+        cc->evcon = NULL;
+        cc->reading = NULL; /* went with the bufferevent */
+        conn_closed(cc);
+    }
+}
+
+/* ---- the head deadline ---- */
+
+static void
+on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconn *cc = arg;
+    char *addr = NULL;
+    ev_uint16_t port = 0;
+
+    (void)fd;
+    (void)what;
+    if (cc->state != CONN_HEAD || cc->evcon == NULL) {
+        return;
+    }
+    evhttp_connection_get_peer(cc->evcon, &addr, &port);
+    log_debug("clientconn: %s:%u: request head not complete within "
+              "server.header_timeout (%llu ms); closing",
+              addr != NULL ? addr : "?", (unsigned)port,
+              (unsigned long long)cc->cs->conf.header_timeout_ms);
+    conn_close(cc);
+}
+
+static void
+head_begin(struct clientconn *cc)
+{
+    cc->state = CONN_HEAD;
+    cc->line_bytes = 0;
+    cc->line_cr = false;
+    cc->seen_line = false;
+    if (cc->deadline == NULL) {
+        cc->deadline = evtimer_new(cc->cs->base, on_deadline, cc);
+    }
+    evtimer_add(cc->deadline, &cc->cs->header_tv);
+}
+
+static void
+head_end(struct clientconn *cc)
+{
+    cc->state = CONN_BODY;
+    evtimer_del(cc->deadline);
+}
+
+/*
+ * Reads 'n' more bytes of a request head the way evhttp does
+ * (evbuffer_readln with EVBUFFER_EOL_CRLF): a line ends at LF, a CR just
+ * before it is not part of the line, and an empty line after the request
+ * line ends the head. True at the end of the head.
+ */
+static bool
+scan_bytes(struct clientconn *cc, const char *p, size_t n)
+{
+    while (n > 0) {
+        const char *lf = memchr(p, '\n', n);
+        size_t k = lf != NULL ? (size_t)(lf - p) : n;
+        bool empty;
+
+        if (k > 0) {
+            cc->line_bytes += k;
+            cc->line_cr = p[k - 1] == '\r';
+        }
+        if (lf == NULL) {
+            return false;
+        }
+        empty = cc->line_bytes == 0 || (cc->line_bytes == 1 && cc->line_cr);
+        cc->line_bytes = 0;
+        cc->line_cr = false;
+        p = lf + 1;
+        n -= k + 1;
+        if (empty && cc->seen_line) {
+            return true;
+        }
+        /* An empty request line: evhttp refuses it with a 400. */
+        cc->seen_line = true;
+    }
+    return false;
+}
+
+/* Scans 'buf' from offset 'from' to its end; true at the end of a head. */
+static bool
+scan_buffer(struct clientconn *cc, struct evbuffer *buf, size_t from)
+{
+    size_t end = evbuffer_get_length(buf);
+
+    while (from < end) {
+        struct evbuffer_iovec v[SCAN_VECS];
+        struct evbuffer_ptr pos;
+        int n;
+
+        if (evbuffer_ptr_set(buf, &pos, from, EVBUFFER_PTR_SET) < 0) {
+            return false;
+        }
+        n = evbuffer_peek(buf, (ev_ssize_t)(end - from), &pos, v, SCAN_VECS);
+        if (n <= 0) {
+            return false;
+        }
+        for (int i = 0; i < n && i < SCAN_VECS && from < end; i++) {
+            size_t k = v[i].iov_len < end - from ? v[i].iov_len : end - from;
+
+            if (scan_bytes(cc, v[i].iov_base, k)) {
+                return true;
+            }
+            from += k;
+        }
+    }
+    return false;
+}
+
+/* Bytes came in (or were consumed) on a connection's input buffer. */
+static void
+on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct clientconn *cc = arg;
+    size_t len = evbuffer_get_length(buf);
+
+    if (info->n_added == 0 ||
+        (cc->state != CONN_WAITING && cc->state != CONN_HEAD)) {
+        return;
+    }
+    if (cc->pending && attach_or_drop(cc) == NULL) {
+        return;
+    }
+    if (cc->state == CONN_WAITING) {
+        head_begin(cc);
+    }
+    /* New bytes go at the end; evhttp takes whole lines from the front. */
+    if (scan_buffer(cc, buf, len > info->n_added ? len - info->n_added : 0)) {
+        head_end(cc);
+    }
+}
+
+/* ---- requests ---- */
+
+static void
+on_reply_done(struct evhttp_request *req, void *arg)
+{
+    struct clientconn *cc = arg;
+    struct evbuffer *in = bufferevent_get_input(cc->bev);
+
+    (void)req;
+    cc->req = NULL;
+    bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv, &cc->cs->client_tv);
+    cc->state = CONN_WAITING;
+    if (evbuffer_get_length(in) > 0) {
+        /* The next request began during the answer: its clock starts. */
+        head_begin(cc);
+        if (scan_buffer(cc, in, 0)) {
+            head_end(cc);
+        }
+    }
+}
+
+static struct clientconn *
+find(struct clientconns *cs, struct evhttp_connection *evcon)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    struct clientconn *cc;
+
+    if (fd >= 0 && (size_t)fd < cs->nby_fd && cs->by_fd[fd] != NULL &&
+        cs->by_fd[fd]->evcon == evcon) {
+        return cs->by_fd[fd];
+    }
+    for (cc = cs->pending; cc != NULL; cc = cc->next_pending) {
+        if (cc->bev == bev) {
+            attach(cc, evcon);
+            return cc;
+        }
+    }
+    /* Never seen (no bufferevent of ours): tracked from now on. */
+    cc = record_new(cs, bev);
+    attach(cc, evcon);
+    return cc;
+}
+
+struct clientconn *
+clientconns_begin_request(struct clientconns *cs, struct evhttp_request *req)
+{
+    struct clientconn *cc = find(cs, evhttp_request_get_connection(req));
+
+    if (cc->deadline != NULL) {
+        evtimer_del(cc->deadline);
+    }
+    cc->state = CONN_ANSWERING;
+    cc->req = req;
+    evhttp_request_set_on_complete_cb(req, on_reply_done, cc);
+    return cc;
+}
+
+void
+clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg)
+{
+    cc->watch = cb;
+    cc->watch_arg = cb != NULL ? arg : NULL;
+}
+
+void
+clientconn_stream_timeouts(struct clientconn *cc)
+{
+    bufferevent_set_timeouts(cc->bev, NULL, &cc->cs->client_tv);
+}
+
+/* ---- the set ---- */
+
+void
+clientconns_configure(struct clientconns *cs,
+                      const struct clientconns_conf *conf)
+{
+    struct timeval tv = clock_tv(conf->header_timeout_ms);
+    const struct timeval *common;
+
+    cs->conf = *conf;
+    if (cs->conf.max_connections == 0) {
+        cs->conf.max_connections = 1;
+    }
+    cs->client_tv = clock_tv(conf->client_timeout_ms);
+    /* Every deadline has the same length: libevent keeps them in a queue
+       rather than its heap. */
+    common = event_base_init_common_timeout(cs->base, &tv);
+    cs->header_tv = common != NULL ? *common : tv;
+    count_changed(cs);
+}
+
+struct clientconns *
+clientconns_new(struct event_base *base, struct evhttp *http,
+                struct evconnlistener *lev, struct metrics_shard *metrics,
+                const struct clientconns_conf *conf)
+{
+    struct clientconns *cs = xcalloc(1, sizeof(*cs));
+
+    cs->base = base;
+    cs->http = http;
+    cs->lev = lev;
+    cs->metrics = metrics;
+    cs->listening = true;
+    cs->pause_ms = ACCEPT_PAUSE_MIN_MS;
+    cs->attach = event_new(base, -1, 0, on_attach, cs);
+    cs->resume = evtimer_new(base, on_resume, cs);
+    clientconns_configure(cs, conf);
+    evhttp_set_bevcb(http, on_new_bev, cs);
+    if (lev != NULL) {
+        pthread_mutex_lock(&listening_mu);
+        cs->next_lev = listening_sets;
+        listening_sets = cs;
+        pthread_mutex_unlock(&listening_mu);
+        evconnlistener_set_error_cb(lev, on_accept_error);
+    }
+    return cs;
+}
+
+void
+clientconns_forget_listener(struct clientconns *cs)
+{
+    struct clientconns **pp;
+
+    if (cs->lev == NULL) {
+        return;
+    }
+    evconnlistener_set_error_cb(cs->lev, NULL);
+    pthread_mutex_lock(&listening_mu);
+    for (pp = &listening_sets; *pp != cs; pp = &(*pp)->next_lev) {
+    }
+    *pp = cs->next_lev;
+    pthread_mutex_unlock(&listening_mu);
+    evtimer_del(cs->resume);
+    cs->lev = NULL;
+}
+
+void
+clientconns_free(struct clientconns *cs)
+{
+    if (cs == NULL) {
+        return;
+    }
+    clientconns_forget_listener(cs);
+    evhttp_set_bevcb(cs->http, NULL, NULL);
+    while (cs->all != NULL) {
+        struct clientconn *cc = cs->all;
+
+        if (cc->evcon != NULL) {
+            evhttp_connection_set_closecb(cc->evcon, NULL, NULL);
+        }
+        if (cc->req != NULL) {
+            evhttp_request_set_on_complete_cb(cc->req, NULL, NULL);
+        }
+        record_free(cc);
+    }
+    event_free(cs->attach);
+    event_free(cs->resume);
+    free(cs->by_fd);
+    free(cs);
+}
+
+size_t
+clientconns_count(const struct clientconns *cs)
+{
+    return cs->n;
+}
+
+bool
+clientconns_flushed(const struct clientconns *cs)
+{
+    for (const struct clientconn *cc = cs->all; cc != NULL; cc = cc->next) {
+        if (evbuffer_get_length(bufferevent_get_output(cc->bev)) > 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void
+clientconns_close_all(struct clientconns *cs)
+{
+    on_attach(-1, 0, cs);
+    while (cs->all != NULL) {
+        conn_close(cs->all);
+    }
+}

@@ -1,0 +1,111 @@
+/*
+ * clientconn.h - the client connections of one worker, from accept to
+ * close: counted, each with a deadline for its request head, the listener
+ * paused past server.max_connections or when accept() runs out of
+ * descriptors, and one watcher per connection told when it closes. Does
+ * I/O on the worker's event_base; a gateway module (<event2/http.h>).
+ *
+ * evhttp has one close callback per connection and no user pointer; this
+ * module owns that callback and each request's on-complete callback, so
+ * that nothing else in the gateway sets either. It also owns the evhttp's
+ * bufferevent callback (evhttp_set_bevcb) and the listener's error
+ * callback.
+ *
+ * The head deadline. evhttp does not tell when it has read a request
+ * head, so this module reads along: it scans the bytes arriving on a
+ * connection with evhttp's own rule (lines end in LF or CRLF; the first
+ * empty line after the request line ends the head). The first byte of a
+ * request arms the deadline, the end of its head disarms it; past the
+ * deadline the connection is closed without an answer (logged at debug).
+ * A connection waiting for its first or next request is not timed by it,
+ * nor is a request body, nor anything that arrives while a request is
+ * being answered: those are left to client_timeout, evhttp's idle
+ * timeout. Bytes that arrived during an answer and begin the next
+ * request arm the deadline when that answer is done.
+ */
+#ifndef SLUICE_CLIENTCONN_H
+#define SLUICE_CLIENTCONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct evhttp;
+struct evhttp_connection;
+struct evhttp_request;
+struct evconnlistener;
+struct metrics_shard;
+struct clientconns; /* opaque; one per worker */
+struct clientconn;  /* opaque; one per client connection */
+
+/* What the connections of one worker are held to. */
+struct clientconns_conf {
+    uint64_t header_timeout_ms; /* first byte of a request head to its
+                                   end; the connection is cut past it */
+    uint64_t client_timeout_ms; /* idle read/write timeout (evhttp's) */
+    size_t max_connections;     /* open at once in this worker; past it
+                                   the listener stops accepting */
+};
+
+/*
+ * Tracks every connection that 'http' (borrowed) accepts from 'lev'
+ * (borrowed; the listener bound to 'http'), from now on: call it before
+ * the loop runs. Both must outlive the result, or
+ * clientconns_forget_listener() must be called before 'lev' goes.
+ * 'metrics' (borrowed, or NULL) gets the connections-open gauge.
+ */
+struct clientconns *clientconns_new(struct event_base *base,
+                                    struct evhttp *http,
+                                    struct evconnlistener *lev,
+                                    struct metrics_shard *metrics,
+                                    const struct clientconns_conf *conf);
+/*
+ * Stops tracking; connections still open no longer call back. NULL is a
+ * no-op. Call it before evhttp_free().
+ */
+void clientconns_free(struct clientconns *cs);
+
+/*
+ * New limits (a reload): a new max_connections applies at once, new
+ * timeouts from each connection's next request on.
+ */
+void clientconns_configure(struct clientconns *cs,
+                           const struct clientconns_conf *conf);
+
+/* The listener is going away (a drain): never enable or disable it again. */
+void clientconns_forget_listener(struct clientconns *cs);
+
+/*
+ * The record of the connection a complete request arrived on, for the
+ * server's request callback; never NULL. Marks the connection as
+ * answering a request: its head deadline is off until the reply is done.
+ */
+struct clientconn *clientconns_begin_request(struct clientconns *cs,
+                                             struct evhttp_request *req);
+
+/*
+ * Called once when the connection closes for any reason (client gone,
+ * timeout, last reply sent, evhttp_connection_free() by anyone), before
+ * evhttp frees the request on it. One watcher at a time; 'cb' NULL
+ * clears it. Cleared again automatically once called.
+ */
+typedef void (*clientconn_close_cb)(struct clientconn *cc, void *arg);
+void clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg);
+
+/*
+ * While a response streams, time only the writes (a slow download is not
+ * an idle client); the read timeout comes back when the reply is done.
+ */
+void clientconn_stream_timeouts(struct clientconn *cc);
+
+/* Connections open now. */
+size_t clientconns_count(const struct clientconns *cs);
+
+/* True when every open connection has been written all it was sent. */
+bool clientconns_flushed(const struct clientconns *cs);
+
+/* Closes every open connection (the end of a drain that ran out). */
+void clientconns_close_all(struct clientconns *cs);
+
+#endif
