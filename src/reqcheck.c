@@ -1,0 +1,251 @@
+#include "reqcheck.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/*
+ * Every rule here refuses a request that two HTTP parsers could read
+ * differently (RFC 9112 6.1-6.3, 11.2): the gateway's own server side,
+ * which is lenient, and the next hop, which we do not know.
+ */
+
+/* The target of the request line: no SP, CTL or DEL (RFC 9112 3.2). */
+static bool
+target_ok(const char *target)
+{
+    for (const unsigned char *p = (const unsigned char *)target; *p; p++) {
+        /* Bytes >= 0x80 are left to the router: they split nothing. */
+        if (*p <= 0x20 || *p == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Trims OWS (SP, HTAB) around [*p, *p + *len): it is no part of a value. */
+static void
+trim_ows(const char **p, size_t *len)
+{
+    while (*len > 0 && is_ows(**p)) {
+        (*p)++;
+        (*len)--;
+    }
+    while (*len > 0 && is_ows((*p)[*len - 1])) {
+        (*len)--;
+    }
+}
+
+/* How many fields are called 'name'. */
+static size_t
+count_fields(const struct headers *h, const char *name)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < h->n; i++) {
+        if (strcasecmp(h->v[i].name, name) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
+/*
+ * Every Content-Length field must be 1*DIGIT and all must agree; '*len'
+ * gets the value (0 when there is no field). Returns NULL or why not.
+ *
+ * A list such as "5, 5" is refused, although RFC 9110 8.6 lets a
+ * recipient read it as 5: evhttp reads the field as one number and fails
+ * on the comma, so the body it read (or did not) would not be the one the
+ * field announces, and no real client sends a list. Several fields of the
+ * same value are accepted: evhttp reads the first, and the others say
+ * the same.
+ */
+static const char *
+check_content_length(const struct headers *h, uint64_t *len)
+{
+    bool seen = false;
+
+    *len = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const char *v = h->v[i].value;
+        size_t n = strlen(v);
+        unsigned long long value;
+
+        if (strcasecmp(h->v[i].name, "Content-Length") != 0) {
+            continue;
+        }
+        trim_ows(&v, &n);
+        if (n == 0 || strspn(v, "0123456789") != n) {
+            return "Content-Length is not a number";
+        }
+        errno = 0;
+        value = strtoull(v, NULL, 10);
+        /* evhttp reads it as a signed 64-bit number. */
+        if (errno == ERANGE || value > INT64_MAX) {
+            return "Content-Length out of range";
+        }
+        if (seen && value != *len) {
+            return "conflicting Content-Length fields";
+        }
+        seen = true;
+        *len = value;
+    }
+    return NULL;
+}
+
+/*
+ * The codings of one Transfer-Encoding value: REQCHECK_OK when they are
+ * exactly "chunked" (any case, OWS around it), 400 when chunked is listed
+ * twice (RFC 9112 6.1 forbids it), 501 for anything else: a coding we do
+ * not know leaves the body's end to be guessed.
+ */
+static enum reqcheck_verdict
+check_codings(const char *value, const char **why)
+{
+    size_t chunked = 0;
+    size_t others = 0;
+    const char *p = value;
+
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        const char *c = p;
+
+        trim_ows(&c, &n);
+        if (n == 7 && strncasecmp(c, "chunked", 7) == 0) {
+            chunked++;
+        } else {
+            /* Empty list elements count too: say exactly "chunked". */
+            others++;
+        }
+        if (comma == NULL) {
+            break;
+        }
+        p = comma + 1;
+    }
+    if (chunked > 1) {
+        *why = "chunked listed more than once in Transfer-Encoding";
+        return REQCHECK_BAD_REQUEST;
+    }
+    if (chunked != 1 || others > 0) {
+        *why = "a transfer coding other than chunked";
+        return REQCHECK_NOT_IMPLEMENTED;
+    }
+    /*
+     * evhttp reads the body as chunked only when the whole value is
+     * "chunked" (its parser strips leading spaces but not tabs): anything
+     * else, "\tchunked" included, would leave the body unread and parsed
+     * as the next request while we forwarded it as chunked.
+     */
+    if (strcasecmp(value, "chunked") != 0) {
+        *why = "Transfer-Encoding is not exactly \"chunked\"";
+        return REQCHECK_NOT_IMPLEMENTED;
+    }
+    return REQCHECK_OK;
+}
+
+/* A refusal with 'sentence' as the reason. */
+static enum reqcheck_verdict
+refuse(const char **why, const char *sentence)
+{
+    *why = sentence;
+    return REQCHECK_BAD_REQUEST;
+}
+
+enum reqcheck_verdict
+reqcheck_request(const struct reqcheck_request *r, const char **why)
+{
+    const struct headers *h = r->headers;
+    bool http11 =
+        r->http_major > 1 || (r->http_major == 1 && r->http_minor >= 1);
+    const char *te;
+    const char *bad;
+    size_t nhost;
+    uint64_t content_length;
+    bool has_cl;
+
+    assert(why != NULL && h != NULL);
+    if (r->target == NULL || r->target[0] == '\0') {
+        return refuse(why, "empty request target");
+    }
+    if (!target_ok(r->target)) {
+        return refuse(why, "space or control character in the request "
+                           "target");
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        if (!headers_valid_name(h->v[i].name)) {
+            return refuse(why, "a header name is not a token");
+        }
+        if (!headers_valid_value(h->v[i].value)) {
+            return refuse(why, "control character in a header value");
+        }
+    }
+
+    /* RFC 9112 3.2: the authority must not be left to be guessed. */
+    nhost = count_fields(h, "Host");
+    if (nhost > 1) {
+        return refuse(why, "more than one Host field");
+    }
+    if (nhost == 0 && http11) {
+        return refuse(why, "HTTP/1.1 request without Host");
+    }
+
+    if ((bad = check_content_length(h, &content_length)) != NULL) {
+        return refuse(why, bad);
+    }
+    has_cl = count_fields(h, "Content-Length") > 0;
+
+    switch (count_fields(h, "Transfer-Encoding")) {
+    case 0:
+        break;
+    case 1:
+        te = headers_get(h, "Transfer-Encoding");
+        /* RFC 9112 6.1: a 1.0 recipient may not know chunked at all. */
+        if (!http11) {
+            return refuse(why, "Transfer-Encoding in an HTTP/1.0 request");
+        }
+        /* RFC 9112 6.3: the classic smuggling request; refuse, not pick. */
+        if (has_cl) {
+            return refuse(why, "both Transfer-Encoding and Content-Length");
+        }
+        if (!r->body_read) {
+            return refuse(why, "a body announced on a request that takes none");
+        }
+        return check_codings(te, why);
+    default:
+        return refuse(why, "more than one Transfer-Encoding field");
+    }
+
+    /*
+     * The server side read no body (HEAD, TRACE): the bytes announced
+     * would be read as the next request.
+     */
+    if (!r->body_read && content_length != 0) {
+        return refuse(why, "a body announced on a request that takes none");
+    }
+    return REQCHECK_OK;
+}
+
+int
+reqcheck_status(enum reqcheck_verdict v)
+{
+    switch (v) {
+    case REQCHECK_OK:
+        return 0;
+    case REQCHECK_BAD_REQUEST:
+        return 400;
+    case REQCHECK_NOT_IMPLEMENTED:
+        return 501;
+    }
+    return 0;
+}

@@ -1,0 +1,375 @@
+#include <criterion/criterion.h>
+
+#include "headers.h"
+#include "reqcheck.h"
+
+/* The request under test: "GET / HTTP/1.1", Host set, body read. */
+static struct headers fields;
+static struct reqcheck_request req;
+
+static void
+setup(void)
+{
+    headers_init(&fields);
+    headers_add(&fields, "Host", "example.com");
+    req.method = "GET";
+    req.target = "/";
+    req.http_major = 1;
+    req.http_minor = 1;
+    req.headers = &fields;
+    req.body_read = true;
+}
+
+static void
+teardown(void)
+{
+    headers_deinit(&fields);
+}
+
+TestSuite(reqcheck, .init = setup, .fini = teardown);
+
+/* Asserts the verdict on 'req' is 'want'; a refusal must say why. */
+static void
+expect(enum reqcheck_verdict want)
+{
+    static const char untouched[] = "untouched";
+    const char *why = untouched;
+    enum reqcheck_verdict got = reqcheck_request(&req, &why);
+
+    cr_assert_eq(got, want, "verdict %d, want %d (why: %s)", (int)got,
+                 (int)want, why);
+    if (want == REQCHECK_OK) {
+        cr_assert_eq(why, untouched, "why set on OK: %s", why);
+    } else {
+        cr_assert_neq(why, untouched);
+        cr_assert_not_null(why);
+        cr_assert_gt(strlen(why), 0);
+    }
+}
+
+static void
+accepted(void)
+{
+    expect(REQCHECK_OK);
+}
+
+static void
+refused(void)
+{
+    expect(REQCHECK_BAD_REQUEST);
+}
+
+static void
+not_implemented(void)
+{
+    expect(REQCHECK_NOT_IMPLEMENTED);
+}
+
+/* Replaces 'name' with one field of 'value'. */
+static void
+set(const char *name, const char *value)
+{
+    headers_set(&fields, name, value);
+}
+
+Test(reqcheck, a_plain_get_is_accepted)
+{
+    accepted();
+}
+
+Test(reqcheck, refusals_map_to_400_and_501)
+{
+    cr_assert_eq(reqcheck_status(REQCHECK_OK), 0);
+    cr_assert_eq(reqcheck_status(REQCHECK_BAD_REQUEST), 400);
+    cr_assert_eq(reqcheck_status(REQCHECK_NOT_IMPLEMENTED), 501);
+}
+
+Test(reqcheck, an_empty_or_missing_target_is_refused)
+{
+    req.target = "";
+    refused();
+    req.target = NULL;
+    refused();
+    req.target = "*";
+    accepted();
+}
+
+Test(reqcheck, a_target_with_a_space_is_refused)
+{
+    req.target = "/a b";
+    refused();
+    req.target = "/a%20b";
+    accepted();
+}
+
+Test(reqcheck, a_target_with_a_control_byte_is_refused)
+{
+    static const char *const bad[] = {
+        "/a\rb", "/a\nb", "/a\tb", "/a\x01", "/a\x1f", "/a\x7f", "\r\n",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        req.target = bad[i];
+        refused();
+    }
+    req.target = "/a?b=c&d=%7F#~";
+    accepted();
+}
+
+Test(reqcheck, a_target_with_bytes_above_0x7f_is_accepted)
+{
+    req.target = "/caf\xc3\xa9";
+    accepted();
+    req.target = "/\x80\xff";
+    accepted();
+}
+
+Test(reqcheck, a_header_name_with_a_trailing_space_is_refused)
+{
+    headers_add(&fields, "Transfer-Encoding ", "chunked");
+    refused();
+    headers_remove(&fields, "Transfer-Encoding ");
+    headers_add(&fields, "Transfer-Encoding", "chunked");
+    accepted();
+}
+
+Test(reqcheck, a_header_name_that_is_not_a_token_is_refused)
+{
+    static const char *const bad[] = {
+        "", " X", "X Y", "X:Y", "X\tY", "X(Y)", "X\x01", "X\x7f", "X\xc3\xa9",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        headers_add(&fields, bad[i], "1");
+        refused();
+        headers_remove(&fields, bad[i]);
+    }
+    headers_add(&fields, "X-A.b_c~!#$%&'*+^`|", "1");
+    accepted();
+}
+
+Test(reqcheck, a_header_value_with_a_control_character_is_refused)
+{
+    static const char *const bad[] = {
+        "a\rb", "a\nb", "a\r\nX-Evil: 1", "\x01", "a\x1f", "a\x7f",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        set("X-Test", bad[i]);
+        refused();
+    }
+    set("X-Test", "a\tb c \xc3\xa9");
+    accepted();
+    set("X-Test", "");
+    accepted();
+}
+
+Test(reqcheck, a_content_length_that_is_not_digits_is_refused)
+{
+    static const char *const bad[] = {
+        "", " ", "abc", "-1", "+5", "5 5", "0x10", "5a", "1e3", "5.0", "\t",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        set("Content-Length", bad[i]);
+        refused();
+    }
+    set("Content-Length", "5");
+    accepted();
+    set("Content-Length", "0");
+    accepted();
+    set("Content-Length", " 42\t");
+    accepted();
+}
+
+Test(reqcheck, a_content_length_list_is_refused)
+{
+    set("Content-Length", "5, 5");
+    refused();
+    set("Content-Length", "5,5");
+    refused();
+    set("Content-Length", "5");
+    accepted();
+}
+
+Test(reqcheck, a_content_length_beyond_63_bits_is_refused)
+{
+    set("Content-Length", "9223372036854775808");
+    refused();
+    set("Content-Length", "99999999999999999999999999");
+    refused();
+    set("Content-Length", "9223372036854775807");
+    accepted();
+}
+
+Test(reqcheck, differing_content_lengths_are_refused)
+{
+    headers_add(&fields, "Content-Length", "5");
+    headers_add(&fields, "content-length", "6");
+    refused();
+    headers_remove(&fields, "Content-Length");
+    headers_add(&fields, "Content-Length", "5");
+    headers_add(&fields, "CONTENT-LENGTH", "5");
+    accepted();
+}
+
+Test(reqcheck, a_bad_content_length_after_a_good_one_is_refused)
+{
+    headers_add(&fields, "Content-Length", "5");
+    headers_add(&fields, "Content-Length", "x");
+    refused();
+}
+
+Test(reqcheck, transfer_encoding_with_content_length_is_refused)
+{
+    set("Transfer-Encoding", "chunked");
+    set("Content-Length", "5");
+    refused();
+    set("Content-Length", "0");
+    refused();
+    headers_remove(&fields, "Content-Length");
+    accepted();
+}
+
+Test(reqcheck, transfer_encoding_in_http_1_0_is_refused)
+{
+    headers_remove(&fields, "Host");
+    req.http_minor = 0;
+    set("Transfer-Encoding", "chunked");
+    refused();
+    req.http_minor = 1;
+    set("Host", "example.com");
+    accepted();
+}
+
+Test(reqcheck, chunked_listed_twice_is_refused)
+{
+    set("Transfer-Encoding", "chunked, chunked");
+    refused();
+    set("Transfer-Encoding", "gzip, chunked, chunked");
+    refused();
+    set("Transfer-Encoding", "chunked");
+    accepted();
+}
+
+Test(reqcheck, two_transfer_encoding_fields_are_refused)
+{
+    headers_add(&fields, "Transfer-Encoding", "chunked");
+    headers_add(&fields, "transfer-encoding", "chunked");
+    refused();
+    headers_remove(&fields, "Transfer-Encoding");
+    headers_add(&fields, "transfer-encoding", "chunked");
+    accepted();
+}
+
+Test(reqcheck, a_transfer_coding_other_than_chunked_is_not_implemented)
+{
+    static const char *const bad[] = {
+        "xchunked",      "chunkedx",    "gzip",  "gzip, chunked",
+        "chunked, gzip", "chunked;q=1", "",      "chunked,",
+        ", chunked",     "chunked ,, ", "chunk", "identity",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        set("Transfer-Encoding", bad[i]);
+        not_implemented();
+    }
+    set("Transfer-Encoding", "Chunked");
+    accepted();
+}
+
+/* evhttp reads "\tchunked" as no coding at all: the body stays unread. */
+Test(reqcheck, chunked_with_blanks_evhttp_kept_is_not_taken_for_chunked)
+{
+    static const char *const bad[] = {"\tchunked", "chunked\t", " chunked",
+                                      " CHUNKED\t"};
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        set("Transfer-Encoding", bad[i]);
+        not_implemented();
+    }
+}
+
+Test(reqcheck, an_unknown_coding_with_content_length_is_a_bad_request)
+{
+    set("Transfer-Encoding", "gzip");
+    set("Content-Length", "5");
+    refused();
+}
+
+Test(reqcheck, a_head_request_announcing_a_body_is_refused)
+{
+    req.method = "HEAD";
+    req.body_read = false;
+    set("Content-Length", "5");
+    refused();
+    set("Content-Length", "0");
+    accepted();
+    headers_remove(&fields, "Content-Length");
+    accepted();
+}
+
+Test(reqcheck, a_trace_request_with_transfer_encoding_is_refused)
+{
+    req.method = "TRACE";
+    req.body_read = false;
+    set("Transfer-Encoding", "chunked");
+    refused();
+    set("Transfer-Encoding", "gzip");
+    refused();
+    req.method = "POST";
+    req.body_read = true;
+    set("Transfer-Encoding", "chunked");
+    accepted();
+}
+
+Test(reqcheck, a_post_with_a_body_is_accepted)
+{
+    req.method = "POST";
+    set("Content-Length", "5");
+    accepted();
+}
+
+Test(reqcheck, two_host_fields_are_refused)
+{
+    headers_add(&fields, "host", "example.com");
+    refused();
+    headers_remove(&fields, "Host");
+    headers_add(&fields, "Host", "example.com");
+    accepted();
+}
+
+Test(reqcheck, two_host_fields_are_refused_in_http_1_0_too)
+{
+    req.http_minor = 0;
+    headers_add(&fields, "Host", "evil.example");
+    refused();
+}
+
+Test(reqcheck, an_http_1_1_request_without_host_is_refused)
+{
+    headers_remove(&fields, "Host");
+    refused();
+    req.http_minor = 0;
+    accepted();
+}
+
+Test(reqcheck, an_empty_host_given_once_is_accepted)
+{
+    set("Host", "");
+    accepted();
+}
+
+Test(reqcheck, a_version_above_1_1_is_held_to_the_1_1_rules)
+{
+    headers_remove(&fields, "Host");
+    req.http_minor = 2;
+    refused();
+    req.http_major = 2;
+    req.http_minor = 0;
+    refused();
+    set("Host", "example.com");
+    accepted();
+    set("Transfer-Encoding", "chunked");
+    accepted();
+}
