@@ -535,7 +535,8 @@ resparse_error(const struct resparse *rp)
 bool
 resparse_head_seen(const struct resparse *rp)
 {
-    return rp->head_seen;
+    /* A head still being checked has not been reported. */
+    return rp->head_seen && !rp->head_ready;
 }
 
 uint64_t
