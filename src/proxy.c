@@ -11,8 +11,11 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+/* For the client's HTTP version, which 2.1 has no accessor for. */
+#include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 
+#include "accesslog.h"
 #include "clientconn.h"
 #include "clock.h"
 #include "config.h"
@@ -20,15 +23,16 @@
 #include "forwarded.h"
 #include "headers.h"
 #include "log.h"
+#include "metrics.h"
 #include "netaddr.h"
 #include "path.h"
 #include "predicate.h"
-#include "metrics.h"
-#include "accesslog.h"
 #include "problem.h"
 #include "ratekey.h"
 #include "ratelimit.h"
+#include "reqcheck.h"
 #include "router.h"
+#include "upstream.h"
 #include "xmalloc.h"
 
 /*
@@ -42,49 +46,40 @@
  * would be held is refused with 429, so a flood cannot pile up timers.
  */
 #define MAX_HELD 4096
-/* Upstream response headers beyond this are a broken upstream: 502. */
-#define UPSTREAM_MAX_HEADERS (256 * 1024)
-
-struct pool;
-
-/* One keep-alive connection to an upstream, owned by its pool. */
-struct upstream_conn {
-    struct evhttp_connection *evcon;    /* owned */
-    struct pool *pool;                  /* borrowed: where it returns */
-    unsigned served;                    /* requests completed on it */
-    struct upstream_conn *next_surplus; /* in proxy->surplus */
-};
-
-/* The connections of one worker to one upstream host:port. */
-struct pool {
-    char *host;                  /* owned */
-    uint16_t port;               /* upstream port */
-    struct upstream_conn **idle; /* LIFO of idle connections; owned */
-    size_t nidle;                /* idle connections */
-    size_t cap;                  /* slots in 'idle' */
-    struct pool *next;           /* next pool of the proxy */
-};
 
 struct proxy {
-    struct event_base *base;       /* borrowed */
-    struct ratelimit *rl;          /* borrowed: this worker's limiters */
-    size_t held;                   /* requests held in delay mode */
-    struct evdns_base *dns;        /* borrowed */
-    struct pool *pools;            /* owned list */
-    struct upstream_conn *surplus; /* released beyond keepalive; owned */
-    struct event *reaper;          /* frees 'surplus' from the loop */
-    struct exchange *live;         /* exchanges alive, newest first */
-    struct metrics_shard *metrics; /* borrowed: this worker's shard */
-    struct accesslog *log;         /* borrowed: the access log */
-    size_t in_flight;              /* length of 'live' */
-    bool draining;                 /* responses close their connections */
+    struct event_base *base;         /* borrowed */
+    struct ratelimit *rl;            /* borrowed: this worker's limiters */
+    struct upstream_client *up;      /* owned: pools to the upstreams */
+    size_t held;                     /* requests held in delay mode */
+    struct exchange *live;           /* exchanges alive, newest first */
+    struct metrics_shard *metrics;   /* borrowed: this worker's shard */
+    struct accesslog *log;           /* borrowed: the access log */
+    size_t in_flight;                /* length of 'live' */
+    bool draining;                   /* responses close their connections */
 };
 
+/*
+ * Where an exchange stands. Every callback checks it first; exchange_end()
+ * is the only way out of every state.
+ */
 enum exchange_state {
     EX_LIMITING,  /* waiting for the rate limiter's decision */
     EX_DELAYED,   /* admitted in delay mode, held on 'timer' */
-    EX_WAITING,   /* request sent upstream, no response yet */
-    EX_STREAMING, /* response headers sent, body flowing */
+    EX_UPSTREAM,  /* request sent upstream, no response head yet */
+    EX_STREAMING, /* response begun to the client, body flowing */
+};
+
+/* How an exchange ends, and so what is done last to the client request. */
+enum exchange_end {
+    END_REPLY,    /* answered now: 'reply' or a problem (not yet begun) */
+    END_COMPLETE, /* the streamed response is complete */
+    END_CUT,      /* the streamed response broke: close the connection so
+                     that the client sees it truncated, not complete */
+    END_ABANDON,  /* the client is gone while we waited: free its
+                     connection, nothing will ever answer it */
+    END_CLOSED,   /* evhttp is closing the client connection right now
+                     (its close callback); it frees the request itself */
 };
 
 /* One client request on its way through the proxy. */
@@ -95,31 +90,28 @@ struct exchange {
     const struct route *route;       /* borrowed from cfg */
     struct evhttp_request *creq;     /* client request; evhttp's */
     struct evhttp_connection *cconn; /* client connection; evhttp's */
+    struct clientconn *cc;           /* its record, watched; NULL once it
+                                        closed */
     enum evhttp_cmd_type method;     /* client method, forwarded as is */
+    bool http10;                     /* the client spoke HTTP/1.0 */
     char *target;                    /* origin-form sent upstream; owned */
     struct headers fwd;              /* request headers to send; owned */
     struct ratelimit_check *check;   /* pending decision, or NULL */
     struct headers rl_headers;       /* rate-limit fields for the
                                         response; owned */
-    bool has_body;                   /* the client sent a body */
-    struct upstream_conn *uc;        /* connection in use, or NULL */
-    bool reused;                     /* uc had served a request before */
-    bool retried;                    /* the one retry has been spent */
-    struct evhttp_request *ureq;     /* pending upstream request */
-    enum evhttp_request_error uerr;  /* last upstream error reported */
-    bool uerr_set;                   /* 'uerr' holds something */
-    struct event *timer;             /* connect, then response timeout */
-    bool connect_phase;              /* 'timer' guards the connect */
-    struct event *client_gone;       /* EV_CLOSED watch while waiting */
+    bool has_body;                   /* send the client's body, with a
+                                        Content-Length even if 0 */
+    struct upstream_req *ureq;       /* the upstream request, or NULL */
+    struct event *timer;             /* delay mode's hold */
+    struct event *client_gone;       /* EV_CLOSED watch until the response
+                                        begins, or NULL */
     bool paused;                     /* upstream reads held back */
     struct exchange *prev, *next;    /* in proxy->live */
-    struct clientconn *cc;           /* the client's connection record,
-                                        watched; NULL once it closed */
     int64_t t0;                      /* monotonic ms at arrival */
     int64_t wall;                    /* epoch ms at arrival */
     int64_t up_t0;                   /* monotonic ms the upstream request
-                                        went out; 0 before */
-    int64_t up_ms;                   /* until its response headers; -1 */
+                                        went out */
+    int64_t up_ms;                   /* until its response head; -1 */
     int status;                      /* sent to the client; 499 when the
                                         client left first */
     uint64_t bytes;                  /* response body bytes sent */
@@ -127,11 +119,6 @@ struct exchange {
     const char *tier;                /* its tier label, or NULL */
     char client[64];                 /* resolved client address */
 };
-
-static void on_upstream_done(struct evhttp_request *ureq, void *arg);
-static int on_upstream_headers(struct evhttp_request *ureq, void *arg);
-static void on_upstream_chunk(struct evhttp_request *ureq, void *arg);
-static void on_upstream_error(enum evhttp_request_error err, void *arg);
 
 static const struct {
     enum evhttp_cmd_type cmd;
@@ -156,32 +143,6 @@ method_name(enum evhttp_cmd_type cmd)
     return "GET";
 }
 
-static void
-conn_free(struct upstream_conn *uc)
-{
-    evhttp_connection_free(uc->evcon);
-    free(uc);
-}
-
-static void
-free_surplus(struct proxy *p)
-{
-    while (p->surplus != NULL) {
-        struct upstream_conn *uc = p->surplus;
-
-        p->surplus = uc->next_surplus;
-        conn_free(uc);
-    }
-}
-
-static void
-on_reap(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    free_surplus(arg);
-}
-
 struct proxy *
 proxy_new(const struct proxy_deps *deps)
 {
@@ -189,32 +150,19 @@ proxy_new(const struct proxy_deps *deps)
 
     p->base = deps->base;
     p->rl = deps->rl;
-    p->dns = deps->dns;
     p->metrics = deps->metrics;
     p->log = deps->log;
-    p->reaper = evtimer_new(p->base, on_reap, p);
+    p->up = upstream_client_new(deps->base, deps->dns);
     return p;
 }
 
 void
 proxy_free(struct proxy *p)
 {
-    struct pool *next;
-
     if (p == NULL) {
         return;
     }
-    free_surplus(p);
-    event_free(p->reaper);
-    for (struct pool *pl = p->pools; pl != NULL; pl = next) {
-        next = pl->next;
-        for (size_t i = 0; i < pl->nidle; i++) {
-            conn_free(pl->idle[i]);
-        }
-        free(pl->idle);
-        free(pl->host);
-        free(pl);
-    }
+    upstream_client_free(p->up);
     free(p);
 }
 
@@ -250,120 +198,7 @@ proxy_idle(const struct proxy *p)
     return p->in_flight == 0;
 }
 
-static void stop_waiting(struct exchange *ex);
-static void cancel_upstream(struct exchange *ex);
-static void exchange_free(struct exchange *ex);
-
-void
-proxy_abort_all(struct proxy *p)
-{
-    while (p->live != NULL) {
-        struct exchange *ex = p->live;
-        struct evhttp_connection *cconn = ex->cconn;
-
-        stop_waiting(ex);
-        cancel_upstream(ex);
-        ex->status = 499;
-        exchange_free(ex);
-        evhttp_connection_free(cconn);
-    }
-}
-
-/* ---- upstream connection pools ---- */
-
-static struct pool *
-pool_get(struct proxy *p, const char *host, uint16_t port)
-{
-    struct pool *pl;
-
-    for (pl = p->pools; pl != NULL; pl = pl->next) {
-        if (pl->port == port && strcmp(pl->host, host) == 0) {
-            return pl;
-        }
-    }
-    pl = xcalloc(1, sizeof(*pl));
-    pl->host = xstrdup(host);
-    pl->port = port;
-    pl->next = p->pools;
-    p->pools = pl;
-    return pl;
-}
-
-static struct upstream_conn *
-pool_take(struct proxy *p, struct pool *pl)
-{
-    struct upstream_conn *uc;
-
-    if (pl->nidle > 0) {
-        return pl->idle[--pl->nidle];
-    }
-    uc = xcalloc(1, sizeof(*uc));
-    uc->pool = pl;
-    uc->evcon = evhttp_connection_base_new(p->base, p->dns, pl->host, pl->port);
-    if (uc->evcon == NULL) {
-        free(uc);
-        return NULL;
-    }
-    evhttp_connection_set_retries(uc->evcon, 0);
-    evhttp_connection_set_max_headers_size(uc->evcon, UPSTREAM_MAX_HEADERS);
-    return uc;
-}
-
-/*
- * Gives a connection back to its pool, keeping at most 'keepalive' idle.
- * A surplus connection is freed from the event loop, not here: this runs
- * inside evhttp's callbacks for that very connection.
- */
-static void
-pool_release(struct proxy *p, struct upstream_conn *uc, unsigned keepalive)
-{
-    struct pool *pl = uc->pool;
-    static const struct timeval now = {0, 0};
-
-    uc->served++;
-    if (pl->nidle < keepalive) {
-        pl->idle = xgrow(pl->idle, &pl->cap, pl->nidle + 1, sizeof(*pl->idle));
-        pl->idle[pl->nidle++] = uc;
-        return;
-    }
-    uc->next_surplus = p->surplus;
-    p->surplus = uc;
-    evtimer_add(p->reaper, &now);
-}
-
-static bool
-conn_connected(struct evhttp_connection *evcon)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    evutil_socket_t fd =
-        bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
-
-    return fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0;
-}
-
-/* ---- answers the gateway makes itself ---- */
-
-/* Returns the length of the body sent. */
-static size_t
-reply_problem(struct evhttp_request *creq, int status, const char *detail)
-{
-    struct evbuffer *buf = evbuffer_new();
-    char *body = problem_json(status, problem_reason(status), detail,
-                              evhttp_request_get_uri(creq));
-
-    evhttp_add_header(evhttp_request_get_output_headers(creq), "Content-Type",
-                      PROBLEM_CONTENT_TYPE);
-    size_t len = strlen(body);
-
-    evbuffer_add(buf, body, len);
-    free(body);
-    evhttp_send_reply(creq, status, problem_reason(status), buf);
-    evbuffer_free(buf);
-    return len;
-}
-
-/* ---- exchange lifecycle ---- */
+/* ---- the end of an exchange ---- */
 
 /* Counts a finished request and writes its access-log line. */
 static void
@@ -389,7 +224,7 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     e.time_ms = wall;
     e.client = client;
     e.method = method;
-    e.path = creq != NULL ? evhttp_request_get_uri(creq) : NULL;
+    e.path = evhttp_request_get_uri(creq);
     e.route = route;
     e.status = status;
     e.bytes = bytes;
@@ -400,47 +235,27 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     accesslog_write(p->log, &e);
 }
 
-static void
-exchange_free(struct exchange *ex)
+/*
+ * A problem+json body for 'status', about 'creq'; the caller frees it.
+ * Empty for a HEAD request: evhttp 2.1 would send a body given to it even
+ * then, and a keep-alive client would read it as the next response.
+ */
+static struct evbuffer *
+problem_body(struct evhttp_request *creq, int status, const char *detail)
 {
-    record(ex->proxy, ex->creq, method_name(ex->method), ex->route->id,
-           ex->client, ex->status, ex->bytes, ex->wall, ex->t0, ex->up_ms,
-           ex->decision, ex->tier);
-    if (ex->proxy->metrics != NULL) {
-        metrics_add(ex->proxy->metrics, M_IN_FLIGHT, NULL, -1);
-    }
-    if (ex->cc != NULL) {
-        clientconn_watch(ex->cc, NULL, NULL);
-    }
-    if (ex->timer != NULL) {
-        event_free(ex->timer);
-    }
-    if (ex->client_gone != NULL) {
-        event_free(ex->client_gone);
-    }
-    headers_deinit(&ex->fwd);
-    headers_deinit(&ex->rl_headers);
-    free(ex->target);
-    config_unref(ex->cfg);
-    if (ex->prev != NULL) {
-        ex->prev->next = ex->next;
-    } else {
-        ex->proxy->live = ex->next;
-    }
-    if (ex->next != NULL) {
-        ex->next->prev = ex->prev;
-    }
-    ex->proxy->in_flight--;
-    free(ex);
-}
+    struct evbuffer *buf = evbuffer_new();
+    char *body;
 
-static void
-release_upstream(struct exchange *ex)
-{
-    if (ex->uc != NULL) {
-        pool_release(ex->proxy, ex->uc, ex->cfg->upstream.keepalive);
-        ex->uc = NULL;
+    evhttp_add_header(evhttp_request_get_output_headers(creq), "Content-Type",
+                      PROBLEM_CONTENT_TYPE);
+    if (evhttp_request_get_command(creq) == EVHTTP_REQ_HEAD) {
+        return buf;
     }
+    body = problem_json(status, problem_reason(status), detail,
+                        evhttp_request_get_uri(creq));
+    evbuffer_add(buf, body, strlen(body));
+    free(body);
+    return buf;
 }
 
 static void
@@ -453,252 +268,168 @@ hold(struct proxy *p, int by)
 }
 
 /*
- * Stops watching for the client leaving, stops the timer, and drops a
- * pending rate-limit decision or a delay-mode hold.
+ * Ends 'ex' for every reason there is. Everything pending stops (the rate
+ * limiter's decision, the hold, the upstream request, the watches on the
+ * client), the log line and the metrics are recorded, the exchange is
+ * freed, and only then is the client request handed back to evhttp, the
+ * very last thing: evhttp may free the request, and the connection with
+ * it, inside that call (and run the connection's close callback there).
+ * For END_REPLY, 'reply' (taken) is the body of a 'status' answer.
  */
 static void
-stop_waiting(struct exchange *ex)
+exchange_end(struct exchange *ex, enum exchange_end how, int status,
+             struct evbuffer *reply)
 {
+    struct proxy *p = ex->proxy;
+    struct evhttp_request *creq = ex->creq;
+    struct evhttp_connection *cconn = ex->cconn;
+
     if (ex->check != NULL) {
         ratelimit_cancel(ex->check);
-        ex->check = NULL;
     }
     if (ex->state == EX_DELAYED) {
-        hold(ex->proxy, -1);
-        ex->state = EX_WAITING;
+        hold(p, -1);
+    }
+    if (ex->ureq != NULL) {
+        upstream_cancel(ex->ureq);
+    }
+    if (ex->cc != NULL) {
+        clientconn_watch(ex->cc, NULL, NULL);
     }
     if (ex->client_gone != NULL) {
         event_free(ex->client_gone);
-        ex->client_gone = NULL;
     }
-    if (ex->timer != NULL) {
-        evtimer_del(ex->timer);
+    event_free(ex->timer);
+    if (how == END_REPLY) {
+        ex->status = status;
+        ex->bytes = evbuffer_get_length(reply);
+    } else if (how == END_ABANDON || how == END_CLOSED) {
+        ex->status = 499;
+    }
+
+    record(p, creq, method_name(ex->method), ex->route->id, ex->client,
+           ex->status, ex->bytes, ex->wall, ex->t0, ex->up_ms, ex->decision,
+           ex->tier);
+    if (p->metrics != NULL) {
+        metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
+    }
+    headers_deinit(&ex->fwd);
+    headers_deinit(&ex->rl_headers);
+    free(ex->target);
+    config_unref(ex->cfg);
+    if (ex->prev != NULL) {
+        ex->prev->next = ex->next;
+    } else {
+        p->live = ex->next;
+    }
+    if (ex->next != NULL) {
+        ex->next->prev = ex->prev;
+    }
+    p->in_flight--;
+    free(ex);
+
+    /* Nothing of 'ex' past this point; nothing of 'creq' after the call. */
+    switch (how) {
+    case END_REPLY:
+        evhttp_send_reply(creq, status, problem_reason(status), reply);
+        evbuffer_free(reply);
+        break;
+    case END_COMPLETE:
+        evhttp_send_reply_end(creq);
+        break;
+    case END_CUT:
+    case END_ABANDON:
+        evhttp_connection_free(cconn);
+        break;
+    case END_CLOSED:
+        /*
+         * A request whose response had begun is detached from the closing
+         * connection, not freed; ending it frees it. One still waiting is
+         * freed by evhttp with the connection.
+         */
+        if (evhttp_request_get_connection(creq) == NULL) {
+            evhttp_send_reply_end(creq);
+        }
+        break;
     }
 }
 
-/* Drops the pending upstream request; evhttp then calls no callback. */
-static void
-cancel_upstream(struct exchange *ex)
-{
-    if (ex->ureq != NULL) {
-        struct evhttp_request *ureq = ex->ureq;
-
-        ex->ureq = NULL;
-        evhttp_cancel_request(ureq);
-    }
-    release_upstream(ex);
-}
-
-/* Answers the client with a problem before any response byte was sent. */
+/* Answers a problem before any response byte was sent, and ends. */
 static void
 fail_exchange(struct exchange *ex, int status, const char *detail)
 {
     log_warn("proxy: route %s: %s %s: %d: %s", ex->route->id,
              method_name(ex->method), evhttp_request_get_uri(ex->creq), status,
              detail);
-    stop_waiting(ex);
-    cancel_upstream(ex);
-    ex->status = status;
-    ex->bytes = reply_problem(ex->creq, status, detail);
-    exchange_free(ex);
+    exchange_end(ex, END_REPLY, status,
+                 problem_body(ex->creq, status, detail));
 }
 
-static const char *
-upstream_error_str(const struct exchange *ex)
+void
+proxy_abort_all(struct proxy *p)
 {
-    if (!ex->uerr_set) {
-        return "connection refused or unreachable";
-    }
-    switch (ex->uerr) {
-    case EVREQ_HTTP_TIMEOUT:
-        return "timed out";
-    case EVREQ_HTTP_EOF:
-        return "connection closed before a complete response";
-    case EVREQ_HTTP_INVALID_HEADER:
-        return "invalid response header";
-    case EVREQ_HTTP_BUFFER_ERROR:
-        return "connection error";
-    case EVREQ_HTTP_DATA_TOO_LONG:
-        return "response header too large";
-    default:
-        return "failed";
+    while (p->live != NULL) {
+        exchange_end(p->live, END_ABANDON, 0, NULL);
     }
 }
 
-/* ---- waiting for the upstream ---- */
+/* ---- the client side while waiting ---- */
 
+/* The client closed its connection before any response byte. */
 static void
 on_client_gone(evutil_socket_t fd, short what, void *arg)
 {
     struct exchange *ex = arg;
-    struct evhttp_connection *cconn = ex->cconn;
 
     (void)fd;
     (void)what;
     log_debug("proxy: route %s: client left before the response",
               ex->route->id);
-    ex->status = 499;
-    stop_waiting(ex);
-    cancel_upstream(ex);
-    exchange_free(ex);
-    /* Frees the client request too; nothing will ever answer it. */
-    evhttp_connection_free(cconn);
+    exchange_end(ex, END_ABANDON, 0, NULL);
 }
 
+/*
+ * evhttp is closing the client connection: the client left mid-response,
+ * timed out, or the gateway is stopping.
+ */
 static void
-arm_timer(struct exchange *ex, uint64_t ms)
+on_conn_close(struct clientconn *cc, void *arg)
 {
-    struct timeval tv = clock_tv(ms);
+    struct exchange *ex = arg;
 
-    evtimer_add(ex->timer, &tv);
+    (void)cc;
+    ex->cc = NULL; /* the record goes with the connection */
+    log_debug("proxy: route %s: client connection closed during the "
+              "exchange",
+              ex->route->id);
+    exchange_end(ex, END_CLOSED, 0, NULL);
 }
+
+/* ---- the upstream exchange ---- */
 
 static void start_upstream(struct exchange *ex);
 
+/* Delay mode's hold is over. */
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct exchange *ex = arg;
-    const struct route *r = ex->route;
-    char detail[128];
 
     (void)fd;
     (void)what;
-    if (ex->state == EX_DELAYED) {
-        hold(ex->proxy, -1);
-        start_upstream(ex);
+    if (ex->state != EX_DELAYED) {
         return;
     }
-    if (ex->connect_phase) {
-        ex->connect_phase = false;
-        if (ex->uc != NULL && conn_connected(ex->uc->evcon)) {
-            uint64_t left = r->response_timeout_ms > r->connect_timeout_ms
-                                ? r->response_timeout_ms - r->connect_timeout_ms
-                                : 0;
-            arm_timer(ex, left);
-            return;
-        }
-        snprintf(detail, sizeof(detail),
-                 "upstream %s:%u: no connection within %llu ms", r->uri.host,
-                 r->uri.port, (unsigned long long)r->connect_timeout_ms);
-    } else {
-        snprintf(detail, sizeof(detail),
-                 "upstream %s:%u: no response within %llu ms", r->uri.host,
-                 r->uri.port, (unsigned long long)r->response_timeout_ms);
-    }
-    fail_exchange(ex, 504, detail);
-}
-
-/*
- * Sends the prepared request on a pooled connection and arms the timers.
- * Returns 0, or -1 when no request could be started (the caller answers).
- */
-static int
-send_upstream(struct exchange *ex)
-{
-    const struct route *r = ex->route;
-    struct evkeyvalq *oh;
-    struct evhttp_request *ureq;
-    struct timeval tv = clock_tv(r->response_timeout_ms);
-
-    ex->uc =
-        pool_take(ex->proxy, pool_get(ex->proxy, r->uri.host, r->uri.port));
-    if (ex->uc == NULL) {
-        return -1;
-    }
-    ex->reused = ex->uc->served > 0;
-    /* One idle timeout for reads of the body; the timer covers the wait. */
-    evhttp_connection_set_timeout_tv(ex->uc->evcon, &tv);
-
-    ureq = evhttp_request_new(on_upstream_done, ex);
-    evhttp_request_set_header_cb(ureq, on_upstream_headers);
-    evhttp_request_set_chunked_cb(ureq, on_upstream_chunk);
-    evhttp_request_set_error_cb(ureq, on_upstream_error);
-    oh = evhttp_request_get_output_headers(ureq);
-    for (size_t i = 0; i < ex->fwd.n; i++) {
-        evhttp_add_header(oh, ex->fwd.v[i].name, ex->fwd.v[i].value);
-    }
-    if (ex->has_body) {
-        struct evbuffer *in = evhttp_request_get_input_buffer(ex->creq);
-        char len[32];
-
-        snprintf(len, sizeof(len), "%zu", evbuffer_get_length(in));
-        evhttp_add_header(oh, "Content-Length", len);
-        evbuffer_add_buffer(evhttp_request_get_output_buffer(ureq), in);
-    }
-    ex->uerr_set = false;
-    ex->up_t0 = clock_mono_ms();
-    ex->connect_phase = !conn_connected(ex->uc->evcon);
-    if (evhttp_make_request(ex->uc->evcon, ureq, ex->method, ex->target) < 0) {
-        /*
-         * The connect could not even start; evhttp has unlinked the
-         * request but not freed it (its strdup failure, which does free
-         * it, is out of memory, and that aborts elsewhere).
-         */
-        evhttp_request_free(ureq);
-        release_upstream(ex);
-        return -1;
-    }
-    ex->ureq = ureq;
-    if (ex->connect_phase && r->connect_timeout_ms < r->response_timeout_ms) {
-        arm_timer(ex, r->connect_timeout_ms);
-    } else {
-        ex->connect_phase = false;
-        arm_timer(ex, r->response_timeout_ms);
-    }
-    return 0;
-}
-
-static void
-on_upstream_error(enum evhttp_request_error err, void *arg)
-{
-    struct exchange *ex = arg;
-
-    /* evhttp_cancel_request() reports itself here; that is ours, not news. */
-    if (err == EVREQ_HTTP_REQUEST_CANCEL) {
-        return;
-    }
-    ex->uerr = err;
-    ex->uerr_set = true;
-}
-
-/* ---- streaming the response ---- */
-
-static void
-on_client_drained(struct evhttp_connection *cconn, void *arg)
-{
-    struct exchange *ex = arg;
-
-    (void)cconn;
-    if (ex->paused && ex->uc != NULL) {
-        ex->paused = false;
-        bufferevent_enable(evhttp_connection_get_bufferevent(ex->uc->evcon),
-                           EV_READ);
-    }
-}
-
-/* The client went away mid-response; evhttp has detached its request. */
-static void
-on_client_close(struct exchange *ex)
-{
-    struct evhttp_request *creq = ex->creq;
-
-    log_debug("proxy: route %s: client left during the response",
-              ex->route->id);
-
-    ex->status = 499;
-    cancel_upstream(ex);
-    /* Recorded first: its log line still reads the request. */
-    exchange_free(ex);
-    /* A detached request is freed by ending it. */
-    evhttp_send_reply_end(creq);
+    hold(ex->proxy, -1);
+    start_upstream(ex);
 }
 
 static bool
 copy_response_header(const char *name, const char *connection)
 {
     return !forwarded_is_hop_by_hop(name) &&
-           !forwarded_in_connection(connection, name);
+           !forwarded_in_connection(connection, name) &&
+           strcasecmp(name, "Content-Length") != 0;
 }
 
 static bool
@@ -712,34 +443,63 @@ route_filters_response(const struct route *r)
     return false;
 }
 
-static int
-on_upstream_headers(struct evhttp_request *ureq, void *arg)
+/*
+ * Chooses how the response is framed for this client. A body of known
+ * length keeps its Content-Length. Otherwise evhttp chunks it for an
+ * HTTP/1.1 client; an HTTP/1.0 client can only be told where the body
+ * ends by closing the connection, and evhttp would keep a 1.0 keep-alive
+ * connection open with "Content-Length: 0" before the body. Forgetting
+ * that the client asked for keep-alive makes evhttp close instead.
+ */
+static void
+frame_for_client(struct exchange *ex, const struct resparse_head *head,
+                 struct evkeyvalq *out)
+{
+    if (head->framing == RESPARSE_LENGTH ||
+        (head->framing == RESPARSE_NO_BODY && ex->method == EVHTTP_REQ_HEAD)) {
+        const char *cl = headers_get(head->headers, "Content-Length");
+
+        if (cl != NULL) {
+            evhttp_add_header(out, "Content-Length", cl);
+        }
+        return;
+    }
+    if (head->framing != RESPARSE_NO_BODY && ex->http10) {
+        evhttp_remove_header(evhttp_request_get_input_headers(ex->creq),
+                             "Connection");
+    }
+}
+
+static void
+on_upstream_head(void *arg, const struct resparse_head *head)
 {
     struct exchange *ex = arg;
     const struct route *r = ex->route;
-    struct evkeyvalq *uh = evhttp_request_get_input_headers(ureq);
     struct evkeyvalq *ch = evhttp_request_get_output_headers(ex->creq);
-    const char *connection = evhttp_find_header(uh, "Connection");
-    struct headers resp;
-    struct evkeyval *kv;
+    const struct headers *uh = head->headers;
+    const char *connection = headers_get(uh, "Connection");
 
-    if (ex->state != EX_WAITING) {
-        return 0;
+    if (ex->state != EX_UPSTREAM) {
+        return;
     }
-    stop_waiting(ex);
+    /* From here the client connection's close callback tells of a leave. */
+    event_free(ex->client_gone);
+    ex->client_gone = NULL;
     headers_deinit(&ex->fwd);
     if (!route_filters_response(r)) {
         /* The common case: straight across, no copy in between. */
-        TAILQ_FOREACH (kv, uh, next) {
-            if (copy_response_header(kv->key, connection)) {
-                evhttp_add_header(ch, kv->key, kv->value);
+        for (size_t i = 0; i < uh->n; i++) {
+            if (copy_response_header(uh->v[i].name, connection)) {
+                evhttp_add_header(ch, uh->v[i].name, uh->v[i].value);
             }
         }
     } else {
+        struct headers resp;
+
         headers_init(&resp);
-        TAILQ_FOREACH (kv, uh, next) {
-            if (copy_response_header(kv->key, connection)) {
-                headers_add(&resp, kv->key, kv->value);
+        for (size_t i = 0; i < uh->n; i++) {
+            if (copy_response_header(uh->v[i].name, connection)) {
+                headers_add(&resp, uh->v[i].name, uh->v[i].value);
             }
         }
         for (size_t i = 0; i < r->nfilters; i++) {
@@ -754,9 +514,10 @@ on_upstream_headers(struct evhttp_request *ureq, void *arg)
         evhttp_add_header(ch, ex->rl_headers.v[i].name,
                           ex->rl_headers.v[i].value);
     }
+    frame_for_client(ex, head, ch);
 
     ex->state = EX_STREAMING;
-    ex->status = evhttp_request_get_response_code(ureq);
+    ex->status = head->status;
     ex->up_ms = clock_mono_ms() - ex->up_t0;
     if (ex->proxy->metrics != NULL) {
         const char *labels[1] = {r->id};
@@ -764,15 +525,24 @@ on_upstream_headers(struct evhttp_request *ureq, void *arg)
         metrics_observe(ex->proxy->metrics, M_UPSTREAM_SECONDS, labels,
                         (double)ex->up_ms / 1000.0);
     }
-
-    evhttp_send_reply_start(ex->creq, evhttp_request_get_response_code(ureq),
-                            evhttp_request_get_response_code_line(ureq));
+    evhttp_send_reply_start(ex->creq, head->status, head->reason);
     clientconn_stream_timeouts(ex->cc);
-    return 0;
 }
 
 static void
-on_upstream_chunk(struct evhttp_request *ureq, void *arg)
+on_client_drained(struct evhttp_connection *cconn, void *arg)
+{
+    struct exchange *ex = arg;
+
+    (void)cconn;
+    if (ex->paused && ex->ureq != NULL) {
+        ex->paused = false;
+        upstream_resume(ex->ureq);
+    }
+}
+
+static void
+on_upstream_body(void *arg, struct evbuffer *buf)
 {
     struct exchange *ex = arg;
     struct bufferevent *cbev;
@@ -780,89 +550,157 @@ on_upstream_chunk(struct evhttp_request *ureq, void *arg)
     if (ex->state != EX_STREAMING) {
         return;
     }
-    ex->bytes += evbuffer_get_length(evhttp_request_get_input_buffer(ureq));
-    evhttp_send_reply_chunk_with_cb(
-        ex->creq, evhttp_request_get_input_buffer(ureq), on_client_drained, ex);
+    ex->bytes += evbuffer_get_length(buf);
+    evhttp_send_reply_chunk_with_cb(ex->creq, buf, on_client_drained, ex);
     cbev = evhttp_connection_get_bufferevent(ex->cconn);
     if (!ex->paused &&
         evbuffer_get_length(bufferevent_get_output(cbev)) > CLIENT_HIGH_WATER) {
         ex->paused = true;
-        bufferevent_disable(evhttp_connection_get_bufferevent(ex->uc->evcon),
-                            EV_READ);
+        upstream_pause(ex->ureq);
     }
-}
-
-static bool
-retriable(const struct exchange *ex, const struct evhttp_request *ureq)
-{
-    /*
-     * An idle keep-alive connection that the upstream closed just as the
-     * request went out fails with EOF and no response: safe to send once
-     * more when the request is idempotent and carries no body.
-     */
-    return ureq == NULL && ex->reused && !ex->retried && !ex->has_body &&
-           (ex->method == EVHTTP_REQ_GET || ex->method == EVHTTP_REQ_HEAD ||
-            ex->method == EVHTTP_REQ_OPTIONS);
 }
 
 static void
-on_upstream_done(struct evhttp_request *ureq, void *arg)
+on_upstream_done(void *arg)
 {
     struct exchange *ex = arg;
-    bool failed = ureq == NULL || evhttp_request_get_response_code(ureq) == 0;
-    char detail[160];
+
+    ex->ureq = NULL; /* ended: the upstream module frees it */
+    exchange_end(ex, END_COMPLETE, 0, NULL);
+}
+
+static void
+on_upstream_error(void *arg, enum upstream_error err, const char *detail)
+{
+    struct exchange *ex = arg;
+    const struct route *r = ex->route;
+    char msg[256];
 
     ex->ureq = NULL;
-    release_upstream(ex);
-    if (ex->state == EX_WAITING) {
-        if (!failed) {
-            /* Headers always come first; nothing sensible to forward. */
-            fail_exchange(ex, 502, "upstream answered without headers");
-            return;
-        }
-        if (retriable(ex, ureq)) {
-            ex->retried = true;
-            evtimer_del(ex->timer);
-            if (send_upstream(ex) == 0) {
-                return;
-            }
-        }
-        if (ex->uerr_set && ex->uerr == EVREQ_HTTP_TIMEOUT) {
-            /* evhttp's own idle timeout, equal to ours, fired first. */
-            snprintf(detail, sizeof(detail),
-                     "upstream %s:%u: no response within %llu ms",
-                     ex->route->uri.host, ex->route->uri.port,
-                     (unsigned long long)ex->route->response_timeout_ms);
-            fail_exchange(ex, 504, detail);
-            return;
-        }
-        snprintf(detail, sizeof(detail), "upstream %s:%u: %s",
-                 ex->route->uri.host, ex->route->uri.port,
-                 upstream_error_str(ex));
-        fail_exchange(ex, 502, detail);
-        return;
-    }
-    if (failed) {
+    snprintf(msg, sizeof(msg), "upstream %s:%u: %s", r->uri.host, r->uri.port,
+             detail);
+    if (ex->state == EX_STREAMING) {
         /*
          * The status line is out: the only honest signal left is to cut
          * the connection, so that the client sees a truncated body rather
          * than a complete-looking one.
          */
-        log_warn("proxy: route %s: upstream %s:%u: %s mid-response; "
-                 "cutting the client off",
-                 ex->route->id, ex->route->uri.host, ex->route->uri.port,
-                 upstream_error_str(ex));
-        struct evhttp_connection *cconn = ex->cconn;
-
-        exchange_free(ex);
-        evhttp_connection_free(cconn);
+        log_warn("proxy: route %s: %s mid-response; cutting the client off",
+                 r->id, msg);
+        exchange_end(ex, END_CUT, 0, NULL);
         return;
     }
-    evhttp_send_reply_end(ex->creq);
-    exchange_free(ex);
+    fail_exchange(ex,
+                  err == UPSTREAM_TIMEOUT || err == UPSTREAM_CONNECT_TIMEOUT
+                      ? 504
+                      : 502,
+                  msg);
 }
 
-/* ---- accepting a request ---- */
+static const struct upstream_callbacks upstream_callbacks = {
+    on_upstream_head, on_upstream_body, on_upstream_done, on_upstream_error};
+
+static void
+start_upstream(struct exchange *ex)
+{
+    const struct route *r = ex->route;
+    struct upstream_request ur;
+
+    ex->state = EX_UPSTREAM;
+    ur.host = r->uri.host;
+    ur.port = r->uri.port;
+    ur.method = method_name(ex->method);
+    ur.target = ex->target;
+    ur.headers = &ex->fwd;
+    ur.body = ex->has_body ? evhttp_request_get_input_buffer(ex->creq) : NULL;
+    ur.connect_timeout_ms = r->connect_timeout_ms;
+    ur.response_timeout_ms = r->response_timeout_ms;
+    ur.keepalive = ex->cfg->upstream.keepalive;
+    ex->up_t0 = clock_mono_ms();
+    ex->ureq = upstream_send(ex->proxy->up, &ur, &upstream_callbacks, ex);
+    if (ex->ureq == NULL) {
+        char detail[160];
+
+        snprintf(detail, sizeof(detail), "upstream %s:%u: cannot connect",
+                 r->uri.host, r->uri.port);
+        fail_exchange(ex, 502, detail);
+    }
+}
+
+/* ---- the rate limiter ---- */
+
+/* Answers a refusal of the rate limiter, fields and body included. */
+static void
+reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(ex->creq);
+    struct evbuffer *buf = evbuffer_new();
+
+    for (size_t i = 0; i < o->headers.n; i++) {
+        evhttp_add_header(oh, o->headers.v[i].name, o->headers.v[i].value);
+    }
+    evhttp_add_header(oh, "Content-Type", PROBLEM_CONTENT_TYPE);
+    /* No body for HEAD: see problem_body(). */
+    if (ex->method != EVHTTP_REQ_HEAD) {
+        evbuffer_add(buf, o->body, strlen(o->body));
+    }
+    exchange_end(ex, END_REPLY, o->status, buf);
+}
+
+static void
+on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
+{
+    struct proxy *p = ex->proxy;
+    uint64_t delay = o->delay_ms;
+    struct timeval tv = clock_tv(delay);
+
+    ex->check = NULL;
+    ex->decision = ratelimit_result_name(o);
+    ex->tier = o->tier;
+    if (ex->decision != NULL && p->metrics != NULL) {
+        const char *labels[4] = {ex->route->id,
+                                 o->limiter != NULL ? o->limiter : "-",
+                                 o->tier != NULL ? o->tier : "-", ex->decision};
+
+        metrics_add(p->metrics, M_RATELIMIT_DECISIONS, labels, 1);
+    }
+
+    if (o->verdict == RATELIMIT_DENY) {
+        log_debug("proxy: route %s: %d by limiter %s", ex->route->id, o->status,
+                  o->limiter != NULL ? o->limiter : "-");
+        reply_refusal(ex, o);
+        ratelimit_outcome_deinit(o);
+        return;
+    }
+    /* The fields go on the response once it starts. */
+    ex->rl_headers = o->headers;
+    headers_init(&o->headers);
+    ratelimit_outcome_deinit(o);
+    if (delay == 0) {
+        start_upstream(ex);
+        return;
+    }
+    if (p->held >= MAX_HELD) {
+        fail_exchange(ex, 429,
+                      "too many requests are already held in delay mode");
+        return;
+    }
+    hold(p, 1);
+    ex->state = EX_DELAYED;
+    /*
+     * libevent counts a timer from the loop's cached time, taken when this
+     * turn began. A local decision read the clock later than that, so the
+     * hold would end early by as long as this turn has run so far.
+     */
+    event_base_update_cache_time(p->base);
+    evtimer_add(ex->timer, &tv);
+}
+
+static void
+on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
+{
+    on_ratelimit_outcome(arg, o);
+}
 
 /* Copies evhttp's header list into a 'struct headers'. */
 static void
@@ -962,94 +800,7 @@ header_bytes(struct evhttp_request *creq)
     return n;
 }
 
-static void
-start_upstream(struct exchange *ex)
-{
-    ex->state = EX_WAITING;
-    if (send_upstream(ex) < 0) {
-        char detail[128];
-
-        snprintf(detail, sizeof(detail), "upstream %s:%u: cannot connect",
-                 ex->route->uri.host, ex->route->uri.port);
-        fail_exchange(ex, 502, detail);
-    }
-}
-
-/* Answers a refusal of the rate limiter, fields and body included. */
-static void
-reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
-{
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(ex->creq);
-    struct evbuffer *buf = evbuffer_new();
-
-    for (size_t i = 0; i < o->headers.n; i++) {
-        evhttp_add_header(oh, o->headers.v[i].name, o->headers.v[i].value);
-    }
-    evhttp_add_header(oh, "Content-Type", PROBLEM_CONTENT_TYPE);
-    evbuffer_add(buf, o->body, strlen(o->body));
-    ex->status = o->status;
-    ex->bytes = strlen(o->body);
-    evhttp_send_reply(ex->creq, o->status, problem_reason(o->status), buf);
-    evbuffer_free(buf);
-}
-
-static void
-on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
-{
-    struct proxy *p = ex->proxy;
-    uint64_t delay = o->delay_ms;
-
-    ex->decision = ratelimit_result_name(o);
-    ex->tier = o->tier;
-    if (ex->decision != NULL && p->metrics != NULL) {
-        const char *labels[4] = {ex->route->id,
-                                 o->limiter != NULL ? o->limiter : "-",
-                                 o->tier != NULL ? o->tier : "-", ex->decision};
-
-        metrics_add(p->metrics, M_RATELIMIT_DECISIONS, labels, 1);
-    }
-
-    if (o->verdict == RATELIMIT_DENY) {
-        log_debug("proxy: route %s: %d by limiter %s", ex->route->id, o->status,
-                  o->limiter != NULL ? o->limiter : "-");
-        stop_waiting(ex);
-        reply_refusal(ex, o);
-        ratelimit_outcome_deinit(o);
-        exchange_free(ex);
-        return;
-    }
-    /* The fields go on the response once it starts. */
-    ex->rl_headers = o->headers;
-    headers_init(&o->headers);
-    ratelimit_outcome_deinit(o);
-    if (delay == 0) {
-        start_upstream(ex);
-        return;
-    }
-    if (p->held >= MAX_HELD) {
-        fail_exchange(ex, 429,
-                      "too many requests are already held in delay mode");
-        return;
-    }
-    hold(p, 1);
-    ex->state = EX_DELAYED;
-    /*
-     * libevent counts a timer from the loop's cached time, taken when this
-     * turn began. A local decision read the clock later than that, so the
-     * hold would end early by as long as this turn has run so far.
-     */
-    event_base_update_cache_time(p->base);
-    arm_timer(ex, delay);
-}
-
-static void
-on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
-{
-    struct exchange *ex = arg;
-
-    ex->check = NULL;
-    on_ratelimit_outcome(ex, o);
-}
+/* ---- accepting a request ---- */
 
 static const char *
 header_or_null(const struct headers *h, const char *name)
@@ -1057,37 +808,11 @@ header_or_null(const struct headers *h, const char *name)
     return name != NULL ? headers_get(h, name) : NULL;
 }
 
-static void on_client_close(struct exchange *ex);
-
-/*
- * The client connection is closing: the client left, timed out, or the
- * reply was the last one. The exchange still on it ends here.
- */
-static void
-on_conn_close(struct clientconn *cc, void *arg)
-{
-    struct exchange *ex = arg;
-
-    (void)cc;
-    ex->cc = NULL;
-    if (ex->state == EX_STREAMING) {
-        on_client_close(ex);
-    } else {
-        /* evhttp frees the request with the connection. */
-        ex->status = 499;
-        stop_waiting(ex);
-        cancel_upstream(ex);
-
-        exchange_free(ex);
-    }
-}
-
 /* A new exchange for 'creq', linked into the proxy, watching the client. */
 static struct exchange *
 exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
              struct evhttp_request *creq, struct clientconn *cc,
-             enum evhttp_cmd_type method, const char *client, int64_t t0,
-             int64_t wall)
+             const char *client, int64_t t0, int64_t wall)
 {
     struct exchange *ex = xcalloc(1, sizeof(*ex));
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
@@ -1098,7 +823,8 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->route = route;
     ex->creq = creq;
     ex->cconn = cconn;
-    ex->method = method;
+    ex->method = evhttp_request_get_command(creq);
+    ex->http10 = creq->major == 1 && creq->minor == 0;
     ex->cc = cc;
     clientconn_watch(cc, on_conn_close, ex);
     ex->t0 = t0;
@@ -1117,6 +843,11 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     p->live = ex;
     p->in_flight++;
     ex->timer = evtimer_new(p->base, on_timer, ex);
+    /*
+     * evhttp stops reading while a request is answered, so it would not
+     * notice the client leaving: watch the socket for that until the
+     * response begins (TRAPS 2).
+     */
     ex->client_gone = event_new(
         p->base, bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
         EV_CLOSED, on_client_gone, ex);
@@ -1124,16 +855,54 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     return ex;
 }
 
-/* Answers before any route or exchange exists, and records it. */
+/*
+ * Answers before any route or exchange exists. Recorded first: evhttp may
+ * free the request inside evhttp_send_reply().
+ */
 static void
 early_reply(struct proxy *p, struct evhttp_request *creq, int status,
             const char *detail, const char *client, int64_t t0, int64_t wall)
 {
     const char *method = method_name(evhttp_request_get_command(creq));
-    size_t bytes = reply_problem(creq, status, detail);
+    struct evbuffer *body = problem_body(creq, status, detail);
 
-    record(p, creq, method, NULL, client, status, bytes, wall, t0, -1, NULL,
-           NULL);
+    record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
+           wall, t0, -1, NULL, NULL);
+    evhttp_send_reply(creq, status, problem_reason(status), body);
+    evbuffer_free(body);
+}
+
+/*
+ * Refuses 'creq' when its framing or syntax is ambiguous, before anything
+ * of it goes further; the connection is closed after the answer, so that
+ * whatever else the client sent on it is never read as a request.
+ * Returns true when it has answered.
+ */
+static bool
+refused_or_reply(struct proxy *p, struct evhttp_request *creq,
+                 const struct headers *in, const char *client, int64_t t0,
+                 int64_t wall)
+{
+    struct reqcheck_request rc;
+    enum reqcheck_verdict v;
+    enum evhttp_cmd_type method = evhttp_request_get_command(creq);
+    const char *why = NULL;
+
+    rc.method = method_name(method);
+    rc.target = evhttp_request_get_uri(creq);
+    rc.http_major = (unsigned)creq->major;
+    rc.http_minor = (unsigned)creq->minor;
+    rc.headers = in;
+    /* What evhttp 2.1 reads a body for (http.c, method_may_have_body). */
+    rc.body_read = method != EVHTTP_REQ_HEAD && method != EVHTTP_REQ_TRACE;
+    v = reqcheck_request(&rc, &why);
+    if (v == REQCHECK_OK) {
+        return false;
+    }
+    log_debug("proxy: refused %s from %s: %s", rc.method, client, why);
+    close_after_reply(creq);
+    early_reply(p, creq, reqcheck_status(v), why, client, t0, wall);
+    return true;
 }
 
 void
@@ -1168,23 +937,30 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         peer.family = AF_INET;
     }
     netaddr_format(&peer, addr, sizeof(addr));
+    headers_init(&in);
+    headers_from_evkeyvalq(&in, evhttp_request_get_input_headers(creq));
+    if (refused_or_reply(p, creq, &in, addr, t0, wall)) {
+        headers_deinit(&in);
+        return;
+    }
     if (header_bytes(creq) > sc->max_header_bytes) {
+        headers_deinit(&in);
         early_reply(p, creq, 431,
                     "request header fields exceed server.max_header_bytes",
                     addr, t0, wall);
         return;
     }
     if (raw_path == NULL || raw_path[0] == '\0') {
+        headers_deinit(&in);
         early_reply(p, creq, 400, "request target has no path", addr, t0, wall);
         return;
     }
     st = path_normalize(raw_path, strlen(raw_path), &path);
     if (st != PATH_OK) {
+        headers_deinit(&in);
         early_reply(p, creq, 400, path_status_str(st), addr, t0, wall);
         return;
     }
-    headers_init(&in);
-    headers_from_evkeyvalq(&in, evhttp_request_get_input_headers(creq));
     trusted =
         forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
     forwarded_client(&peer, headers_get(&in, "X-Forwarded-For"),
@@ -1207,7 +983,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     }
     limited = p->rl != NULL && ratelimit_route_limited(route);
 
-    ex = exchange_new(p, cfg, route, creq, cc, method, addr, t0, wall);
+    ex = exchange_new(p, cfg, route, creq, cc, addr, t0, wall);
     if (limited) {
         struct caller who;
 

@@ -1,8 +1,10 @@
 /*
- * proxy.h - the request path of one worker: route, filters, and a
- * streaming forward to the upstream over pooled keep-alive connections.
+ * proxy.h - the request path of one worker: request checks, route,
+ * filters, rate limiter, and a streaming forward to the upstream through
+ * the upstream client (upstream.h). Each request is one exchange with an
+ * explicit state and one function that ends it, whatever the reason.
  * Does I/O on the worker's event_base; one proxy per worker thread, never
- * shared. The only module besides server.c that includes <event2/http.h>.
+ * shared. A gateway module: includes <event2/http.h>.
  */
 #ifndef SLUICE_PROXY_H
 #define SLUICE_PROXY_H
@@ -38,9 +40,11 @@ struct proxy *proxy_new(const struct proxy_deps *deps);
 void proxy_free(struct proxy *p);
 
 /*
- * Answers 'req' (owned by evhttp) under 'cfg': 400 for a path that does
- * not normalise, 404 when no route matches, else forwards it and streams
- * the response back (502 on connect failure, 504 past a timeout). Takes a
+ * Answers 'req' (owned by evhttp) under 'cfg': 400 or 501, closing the
+ * connection, for a request whose framing or syntax is ambiguous
+ * (reqcheck.h); 400 for a path that does not normalise, 404 when no route
+ * matches, else forwards it and streams the response back (502 on connect
+ * failure or a malformed response, 504 past a timeout). Takes a
  * reference to 'cfg' for as long as the request lives. 'cc' (borrowed) is
  * the record of the connection 'req' came on, from
  * clientconns_begin_request(): the exchange watches it for the client

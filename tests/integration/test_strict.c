@@ -1,0 +1,1210 @@
+/*
+ * A hostile client and a misbehaving upstream, seen from outside: the real
+ * gateway in front of a scripted upstream that runs in the test process (a
+ * thread that answers each request with bytes chosen by the test), driven
+ * over raw sockets where curl will not send or read what a test needs.
+ * Every test checks that the gateway still serves a normal request
+ * afterwards, then stops it with SIGTERM, which must exit 0 (so that, under
+ * ASan, a leak fails the test).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define IO_TIMEOUT_MS 4000  /* one request or reply; a hang fails by then */
+#define MAX_PIECES 6        /* per scripted reply */
+#define MAX_CONNS 32        /* upstream connections a test may see */
+#define MAX_REQS 64         /* upstream requests recorded */
+#define MAX_REQ_BYTES 65536 /* a larger request is cut off */
+
+/* ---- bytes ---- */
+
+/* Offset of 'needle' in the first 'len' bytes of 'hay', or -1. */
+static long
+find_bytes(const char *hay, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    for (size_t i = 0; n <= len && i <= len - n; i++) {
+        if (memcmp(hay + i, needle, n) == 0) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/*
+ * 'n' bytes of 's' with CR, LF and other control bytes escaped, for
+ * failure messages; a static buffer ('slot' 0 or 1, so that a message can
+ * show two), truncated past a few KiB.
+ */
+static const char *
+shown(int slot, const char *s, size_t n)
+{
+    static char out[2][4096];
+    char *o = out[slot];
+    size_t k = 0;
+
+    for (size_t i = 0; s != NULL && i < n && k + 8 < sizeof(out[0]); i++) {
+        unsigned char ch = (unsigned char)s[i];
+
+        if (ch == '\r') {
+            k += (size_t)sprintf(o + k, "\\r");
+        } else if (ch == '\n') {
+            k += (size_t)sprintf(o + k, "\\n");
+        } else if (ch < 0x20 || ch >= 0x7f) {
+            k += (size_t)sprintf(o + k, "\\x%02x", ch);
+        } else {
+            o[k++] = (char)ch;
+        }
+    }
+    o[k] = '\0';
+    return o;
+}
+
+/*
+ * Value of the first field 'name' (any case) in the head 'head' ('len'
+ * bytes: a start line, then "Name: value\r\n" lines), blanks trimmed, as a
+ * new string; NULL if absent. '*count' (if not NULL) gets how many fields
+ * 'name' there are.
+ */
+static char *
+head_field(const char *head, size_t len, const char *name, size_t *count)
+{
+    size_t nlen = strlen(name);
+    const char *p = head, *end = head + len;
+    char *first = NULL;
+    size_t seen = 0;
+
+    /* Skip the start line. */
+    while (p < end && *p != '\n') {
+        p++;
+    }
+    while (p < end) {
+        const char *line = p + 1, *eol = line;
+
+        while (eol < end && *eol != '\n') {
+            eol++;
+        }
+        if ((size_t)(eol - line) > nlen && line[nlen] == ':' &&
+            strncasecmp(line, name, nlen) == 0) {
+            const char *v = line + nlen + 1, *e = eol;
+
+            while (v < e && (*v == ' ' || *v == '\t')) {
+                v++;
+            }
+            while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) {
+                e--;
+            }
+            if (seen++ == 0) {
+                first = strndup(v, (size_t)(e - v));
+            }
+        }
+        p = eol;
+    }
+    if (count != NULL) {
+        *count = seen;
+    }
+    return first;
+}
+
+/* ---- the scripted upstream ---- */
+
+struct piece {
+    int delay_ms;     /* wait this long before writing 'data' */
+    const char *data; /* bytes to write ("": just the delay); NULL ends
+                         a reply; borrowed */
+    size_t len;       /* 0: strlen(data) */
+};
+
+/* How the upstream answers a request. */
+struct script {
+    const char *target;              /* requests for exactly this target;
+                                        NULL: any */
+    struct piece pieces[MAX_PIECES]; /* written in order */
+    bool close;                      /* close the connection after the last
+                                        piece (else wait for a next request) */
+};
+
+/* A request as the upstream received it. */
+struct seen_request {
+    int conn;   /* 1 for the first connection accepted, 2 for the next... */
+    char *raw;  /* owned; head and body as received, NUL-terminated */
+    size_t len; /* bytes in 'raw' */
+};
+
+struct upstream {
+    int lfd;                            /* listening socket */
+    uint16_t port;                      /* where it listens on 127.0.0.1 */
+    int wake[2];                        /* closing wake[1] stops every thread */
+    const struct script *scripts;       /* borrowed; first match answers */
+    size_t nscripts;                    /* in 'scripts' */
+    pthread_t acceptor;                 /* accepts, one thread per connection */
+    pthread_mutex_t mu;                 /* guards what follows */
+    int nconns;                         /* connections accepted */
+    pthread_t threads[MAX_CONNS];       /* one per connection accepted */
+    struct seen_request reqs[MAX_REQS]; /* the first MAX_REQS requests */
+    size_t nreqs;                       /* requests received (and recorded) */
+};
+
+struct upstream_conn {
+    struct upstream *u; /* borrowed */
+    int fd;             /* owned */
+    int num;            /* connection number */
+};
+
+/* What the upstream answers when no script names the target. */
+static const struct script next_script = {
+    .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext", 0}},
+};
+
+/* Waits up to 'ms' for 'fd' or for the stop signal; 1 if 'fd' is ready,
+ * 0 on timeout, -1 once stopping. ms < 0 waits without a limit. */
+static int
+upstream_wait(struct upstream *u, int fd, int ms)
+{
+    struct pollfd pfd[2] = {{.fd = u->wake[0], .events = POLLIN},
+                            {.fd = fd, .events = POLLIN}};
+    int64_t deadline = harness_now_ms() + ms;
+
+    for (;;) {
+        int left = ms < 0 ? -1 : (int)(deadline - harness_now_ms());
+        int rc;
+
+        if (ms >= 0 && left < 0) {
+            left = 0;
+        }
+        rc = poll(pfd, fd >= 0 ? 2 : 1, left);
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc < 0 || pfd[0].revents != 0) {
+            return -1;
+        }
+        return rc > 0 ? 1 : 0;
+    }
+}
+
+/* Length of a chunked body at 'p' ('n' bytes) through its last chunk and
+ * trailers; 0 while incomplete. */
+static size_t
+chunked_length(const char *p, size_t n)
+{
+    size_t pos = 0;
+
+    for (;;) {
+        long eol = find_bytes(p + pos, n - pos, "\r\n");
+        unsigned long size;
+
+        if (eol < 0) {
+            return 0;
+        }
+        size = strtoul(p + pos, NULL, 16);
+        pos += (size_t)eol + 2;
+        if (size == 0) {
+            break;
+        }
+        if (n - pos < size + 2) {
+            return 0;
+        }
+        pos += size + 2;
+    }
+    for (;;) { /* trailers, up to an empty line */
+        long eol = find_bytes(p + pos, n - pos, "\r\n");
+
+        if (eol < 0) {
+            return 0;
+        }
+        pos += (size_t)eol + 2;
+        if (eol == 0) {
+            return pos;
+        }
+    }
+}
+
+/* Length of the complete request at the start of 'buf', 0 while
+ * incomplete. 'buf' is NUL-terminated. */
+static size_t
+request_length(const char *buf, size_t len)
+{
+    long end = find_bytes(buf, len, "\r\n\r\n");
+    size_t head, body;
+    char *v;
+
+    if (end < 0) {
+        return 0;
+    }
+    head = (size_t)end + 4;
+    v = head_field(buf, head, "Transfer-Encoding", NULL);
+    if (v != NULL && strcasecmp(v, "chunked") == 0) {
+        free(v);
+        body = chunked_length(buf + head, len - head);
+        return body > 0 ? head + body : 0;
+    }
+    free(v);
+    v = head_field(buf, head, "Content-Length", NULL);
+    body = v != NULL ? strtoul(v, NULL, 10) : 0;
+    free(v);
+    return len - head >= body ? head + body : 0;
+}
+
+static const struct script *
+pick_script(const struct upstream *u, const char *req)
+{
+    const char *target = strchr(req, ' ');
+    size_t tlen;
+
+    if (target == NULL) {
+        return &next_script;
+    }
+    target++;
+    tlen = strcspn(target, " \r\n");
+    for (size_t i = 0; i < u->nscripts; i++) {
+        const char *want = u->scripts[i].target;
+
+        if (want == NULL ||
+            (strlen(want) == tlen && memcmp(want, target, tlen) == 0)) {
+            return &u->scripts[i];
+        }
+    }
+    return &next_script;
+}
+
+/* Writes the reply; false if the connection or the upstream is done. */
+static bool
+play(struct upstream *u, int fd, const struct script *s)
+{
+    for (size_t i = 0; i < MAX_PIECES && s->pieces[i].data != NULL; i++) {
+        const struct piece *pc = &s->pieces[i];
+        size_t len = pc->len ? pc->len : strlen(pc->data), off = 0;
+
+        if (pc->delay_ms > 0 && upstream_wait(u, -1, pc->delay_ms) < 0) {
+            return false;
+        }
+        while (off < len) {
+            ssize_t n = send(fd, pc->data + off, len - off, MSG_NOSIGNAL);
+
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) {
+                return false;
+            }
+            off += (size_t)n;
+        }
+    }
+    return !s->close;
+}
+
+static void *
+on_upstream_conn(void *arg)
+{
+    struct upstream_conn *c = arg;
+    struct upstream *u = c->u;
+    char *buf = malloc(MAX_REQ_BYTES + 1);
+    size_t len = 0;
+
+    buf[0] = '\0';
+    while (len < MAX_REQ_BYTES && upstream_wait(u, c->fd, -1) > 0) {
+        ssize_t n = recv(c->fd, buf + len, MAX_REQ_BYTES - len, 0);
+        size_t rlen;
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        len += (size_t)n;
+        buf[len] = '\0';
+        while ((rlen = request_length(buf, len)) > 0) {
+            const struct script *s = pick_script(u, buf);
+
+            pthread_mutex_lock(&u->mu);
+            if (u->nreqs < MAX_REQS) {
+                struct seen_request *r = &u->reqs[u->nreqs];
+
+                r->conn = c->num;
+                r->raw = strndup(buf, rlen);
+                r->len = rlen;
+            }
+            u->nreqs++;
+            pthread_mutex_unlock(&u->mu);
+            memmove(buf, buf + rlen, len - rlen);
+            len -= rlen;
+            buf[len] = '\0';
+            if (!play(u, c->fd, s)) {
+                goto done;
+            }
+        }
+    }
+done:
+    close(c->fd);
+    free(buf);
+    free(c);
+    return NULL;
+}
+
+static void *
+on_upstream_accept(void *arg)
+{
+    struct upstream *u = arg;
+
+    while (upstream_wait(u, u->lfd, -1) > 0) {
+        int fd = accept(u->lfd, NULL, NULL);
+        struct upstream_conn *c;
+
+        if (fd < 0) {
+            continue;
+        }
+        pthread_mutex_lock(&u->mu);
+        if (u->nconns == MAX_CONNS) {
+            pthread_mutex_unlock(&u->mu);
+            close(fd);
+            continue;
+        }
+        c = malloc(sizeof(*c));
+        c->u = u;
+        c->fd = fd;
+        c->num = u->nconns + 1;
+        if (pthread_create(&u->threads[u->nconns], NULL, on_upstream_conn, c) ==
+            0) {
+            u->nconns++;
+        } else {
+            close(fd);
+            free(c);
+        }
+        pthread_mutex_unlock(&u->mu);
+    }
+    return NULL;
+}
+
+/*
+ * Listens on a free port of 127.0.0.1 and answers each request with the
+ * first of 'scripts' (borrowed; must outlive the upstream) whose target
+ * matches, or with next_script.
+ */
+static void
+upstream_start(struct upstream *u, const struct script *scripts, size_t n)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t slen = sizeof(sa);
+
+    memset(u, 0, sizeof(*u));
+    u->scripts = scripts;
+    u->nscripts = n;
+    pthread_mutex_init(&u->mu, NULL);
+    cr_assert_eq(pipe(u->wake), 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    u->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(u->lfd >= 0);
+    cr_assert_eq(bind(u->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(u->lfd, 64), 0);
+    getsockname(u->lfd, (struct sockaddr *)&sa, &slen);
+    u->port = ntohs(sa.sin_port);
+    cr_assert_eq(pthread_create(&u->acceptor, NULL, on_upstream_accept, u), 0);
+}
+
+static void
+upstream_stop(struct upstream *u)
+{
+    close(u->wake[1]);
+    pthread_join(u->acceptor, NULL);
+    /* The acceptor is gone: nconns no longer changes. */
+    for (int i = 0; i < u->nconns; i++) {
+        pthread_join(u->threads[i], NULL);
+    }
+    for (size_t i = 0; i < u->nreqs && i < MAX_REQS; i++) {
+        free(u->reqs[i].raw);
+    }
+    close(u->lfd);
+    close(u->wake[0]);
+    pthread_mutex_destroy(&u->mu);
+}
+
+static size_t
+upstream_nreqs(struct upstream *u)
+{
+    size_t n;
+
+    pthread_mutex_lock(&u->mu);
+    n = u->nreqs;
+    pthread_mutex_unlock(&u->mu);
+    return n;
+}
+
+/*
+ * The first request whose bytes start with 'prefix': true, with its
+ * connection number in '*conn' and (if 'raw' is not NULL) a copy of its
+ * bytes in '*raw' (the caller frees it).
+ */
+static bool
+upstream_find(struct upstream *u, const char *prefix, int *conn, char **raw)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&u->mu);
+    for (size_t i = 0; i < u->nreqs && i < MAX_REQS && !found; i++) {
+        if (strncmp(u->reqs[i].raw, prefix, strlen(prefix)) == 0) {
+            *conn = u->reqs[i].conn;
+            if (raw != NULL) {
+                *raw = strdup(u->reqs[i].raw);
+            }
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&u->mu);
+    return found;
+}
+
+/* Every request the upstream saw, escaped, for failure messages. */
+static const char *
+upstream_transcript(struct upstream *u)
+{
+    static char all[4096];
+    size_t k = 0;
+
+    all[0] = '\0';
+    pthread_mutex_lock(&u->mu);
+    for (size_t i = 0; i < u->nreqs && i < MAX_REQS; i++) {
+        const char *s = shown(1, u->reqs[i].raw, u->reqs[i].len);
+
+        k += (size_t)snprintf(all + k, sizeof(all) - k, "[conn %d] %s\n",
+                              u->reqs[i].conn, s);
+        if (k >= sizeof(all)) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&u->mu);
+    return all;
+}
+
+/* ---- a raw client ---- */
+
+struct raw_conn {
+    int fd;     /* to the gateway */
+    char *data; /* owned; every byte received, NUL-terminated */
+    size_t len; /* bytes in 'data' */
+    size_t pos; /* where the next response not yet read starts */
+    bool eof;   /* the gateway closed the connection (FIN or reset) */
+};
+
+struct raw_response {
+    int status;      /* 0 if no complete head arrived */
+    char *head;      /* owned; status line and fields; NULL if none */
+    size_t head_len; /* bytes in 'head' */
+    char *body;      /* owned; body bytes, NUL-terminated */
+    size_t body_len; /* bytes in 'body' */
+    bool complete;   /* every byte its framing announced arrived */
+};
+
+static void
+raw_open(struct raw_conn *c, uint16_t port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+    memset(c, 0, sizeof(*c));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    c->data = calloc(1, 1);
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(c->fd >= 0);
+    cr_assert_eq(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+                 "connect to the gateway: %s", strerror(errno));
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+}
+
+static void
+raw_close(struct raw_conn *c)
+{
+    close(c->fd);
+    free(c->data);
+    c->data = NULL;
+}
+
+/* Sends what the gateway takes within IO_TIMEOUT_MS; it may answer and
+ * close before it has read everything, and then its reply is what counts. */
+static void
+raw_send(struct raw_conn *c, const char *data, size_t len)
+{
+    int64_t deadline = harness_now_ms() + IO_TIMEOUT_MS;
+    size_t off = 0;
+
+    while (off < len) {
+        ssize_t n = send(c->fd, data + off, len - off, MSG_NOSIGNAL);
+        struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+        int left = (int)(deadline - harness_now_ms());
+
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n == 0 || errno != EAGAIN || left <= 0 ||
+            poll(&pfd, 1, left) <= 0) {
+            return;
+        }
+    }
+}
+
+/* Waits until 'deadline' for more bytes; false once none can come
+ * (closed, or the deadline passed). */
+static bool
+raw_fill(struct raw_conn *c, int64_t deadline)
+{
+    char chunk[4096];
+
+    while (!c->eof) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int left = (int)(deadline - harness_now_ms());
+        ssize_t n;
+        int rc;
+
+        if (left <= 0) {
+            return false;
+        }
+        rc = poll(&pfd, 1, left);
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc <= 0) {
+            return false;
+        }
+        n = recv(c->fd, chunk, sizeof(chunk), 0);
+        if (n > 0) {
+            c->data = realloc(c->data, c->len + (size_t)n + 1);
+            memcpy(c->data + c->len, chunk, (size_t)n);
+            c->len += (size_t)n;
+            c->data[c->len] = '\0';
+            return true;
+        }
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+            continue;
+        }
+        c->eof = true;
+    }
+    return false;
+}
+
+/*
+ * Reads the next response, waiting up to IO_TIMEOUT_MS: framed by its
+ * Content-Length, or by the close of the connection when it has none (a
+ * chunked one is taken whole, undecoded, up to the close: no test expects
+ * one). 'head_request': it answers a HEAD, so it has no body.
+ */
+static void
+raw_read_response(struct raw_conn *c, bool head_request, struct raw_response *r)
+{
+    int64_t deadline = harness_now_ms() + IO_TIMEOUT_MS;
+
+    memset(r, 0, sizeof(*r));
+    for (;;) {
+        bool was_closed = c->eof;
+        const char *start = c->data + c->pos;
+        size_t avail = c->len - c->pos;
+        long end = find_bytes(start, avail, "\r\n\r\n");
+
+        if (end >= 0) {
+            size_t hlen = (size_t)end + 4, blen = avail - hlen;
+            int status = 0;
+            char *cl = head_field(start, hlen, "Content-Length", NULL);
+            bool known = true;
+
+            sscanf(start, "HTTP/1.%*d %d", &status);
+            if (head_request || status / 100 == 1 || status == 204 ||
+                status == 304) {
+                blen = 0;
+            } else if (cl != NULL) {
+                blen = strtoul(cl, NULL, 10);
+            } else {
+                known = false;
+            }
+            free(cl);
+            if ((known && avail - hlen >= blen) || (!known && c->eof)) {
+                r->status = status;
+                r->head = strndup(start, hlen);
+                r->head_len = hlen;
+                r->body = strndup(start + hlen, blen);
+                r->body_len = blen;
+                r->complete = true;
+                c->pos += hlen + blen;
+                return;
+            }
+        }
+        /* After a close, parse once more: it may end the body. */
+        if (was_closed || (!raw_fill(c, deadline) && !c->eof)) {
+            break;
+        }
+    }
+    r->body = strndup(c->data + c->pos, c->len - c->pos);
+    r->body_len = c->len - c->pos;
+}
+
+static void
+raw_response_free(struct raw_response *r)
+{
+    free(r->head);
+    free(r->body);
+}
+
+/* True once the gateway closed the connection, within IO_TIMEOUT_MS;
+ * anything it sends meanwhile stays in c->data after c->pos. */
+static bool
+raw_wait_closed(struct raw_conn *c)
+{
+    int64_t deadline = harness_now_ms() + IO_TIMEOUT_MS;
+
+    while (raw_fill(c, deadline)) {
+    }
+    return c->eof;
+}
+
+static char *
+raw_header(const struct raw_response *r, const char *name, size_t *count)
+{
+    if (r->head == NULL) {
+        if (count != NULL) {
+            *count = 0;
+        }
+        return NULL;
+    }
+    return head_field(r->head, r->head_len, name, count);
+}
+
+/* ---- the gateway in front of the scripted upstream ---- */
+
+struct stack {
+    struct upstream up; /* the scripted upstream */
+    struct proc gw;     /* the gateway */
+    uint16_t gw_port;   /* where the gateway listens */
+    char *cfg_path;     /* generated config; owned */
+};
+
+/* The upstream answering with 'scripts' (borrowed, n of them), and a
+ * one-worker gateway with one route to it. */
+static void
+stack_start(struct stack *st, const struct script *scripts, size_t n)
+{
+    char *cfg;
+
+    memset(st, 0, sizeof(*st));
+    upstream_start(&st->up, scripts, n);
+    st->gw_port = harness_free_port();
+    cfg = harness_strf("server:\n"
+                       "  listen: 127.0.0.1:%u\n"
+                       "  workers: 1\n"
+                       "routes:\n"
+                       "  - id: r\n"
+                       "    uri: http://127.0.0.1:%u\n"
+                       "    predicates: [Path=/**]\n",
+                       st->gw_port, st->up.port);
+    st->cfg_path = harness_write_temp(cfg);
+    free(cfg);
+    gateway_start(&st->gw, st->cfg_path, st->gw_port);
+}
+
+static void
+stack_stop(struct stack *st)
+{
+    int gw = proc_stop(&st->gw, SIGTERM, 15000);
+
+    upstream_stop(&st->up);
+    unlink(st->cfg_path);
+    free(st->cfg_path);
+    cr_assert_eq(gw, 0, "the gateway exited with %d on SIGTERM", gw);
+}
+
+static char *
+url(const struct stack *st, const char *path)
+{
+    return harness_strf("http://127.0.0.1:%u%s", st->gw_port, path);
+}
+
+/* GET 'path' through curl (HTTP/1.1, a new connection) with 'headers'. */
+static void
+get(const struct stack *st, const char *path, const char *const *headers,
+    struct http_response *out)
+{
+    char *u = url(st, path);
+
+    http_request(out, "GET", u, headers, NULL, 0, IO_TIMEOUT_MS);
+    free(u);
+}
+
+/* The gateway still answers a normal request: it did not crash or hang,
+ * and nothing left over from a previous exchange comes back. */
+static void
+assert_still_serves(struct stack *st, const char *after)
+{
+    struct http_response r;
+
+    get(st, "/next", NULL, &r);
+    if (r.status != 200 || strcmp(r.body, "next") != 0) {
+        bool alive = proc_running(&st->gw);
+        char *log = proc_log(&st->gw);
+        size_t n = strlen(log);
+
+        cr_assert_fail("after %s, a normal request got status %ld (curl "
+                       "error %d), body \"%s\"; the gateway is %s; upstream "
+                       "saw:\n%s\ngateway log (end):\n%s",
+                       after, r.status, (int)r.err,
+                       shown(0, r.body, r.body_len), alive ? "running" : "gone",
+                       upstream_transcript(&st->up),
+                       log + (n > 3000 ? n - 3000 : 0));
+    }
+    http_response_free(&r);
+}
+
+/*
+ * Sends 'request' raw as an HTTP/1.0 client and checks that the answer is
+ * 200 with exactly 'body', without chunking, with any Content-Length equal
+ * to the body's length, and that the gateway then closes the connection.
+ */
+static void
+assert_http10_gets(struct stack *st, const char *request, const char *body)
+{
+    struct raw_conn c;
+    struct raw_response r;
+    size_t ncl;
+    char *cl, *te;
+
+    raw_open(&c, st->gw_port);
+    raw_send(&c, request, strlen(request));
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 200,
+              "want a complete 200, got status %d, closed %d: %s", r.status,
+              c.eof, shown(0, c.data, c.len));
+    cl = raw_header(&r, "Content-Length", &ncl);
+    te = raw_header(&r, "Transfer-Encoding", NULL);
+    cr_assert(te == NULL, "Transfer-Encoding to an HTTP/1.0 client: %s",
+              shown(0, c.data, c.len));
+    cr_assert(ncl <= 1, "%zu Content-Length fields: %s", ncl,
+              shown(0, c.data, c.len));
+    cr_assert(cl == NULL || strtoul(cl, NULL, 10) == strlen(body),
+              "Content-Length: %s for a body of %zu bytes: %s", cl,
+              strlen(body), shown(0, c.data, c.len));
+    cr_assert(r.body_len == strlen(body) && strcmp(r.body, body) == 0,
+              "want body \"%s\", got \"%s\" in %s", body,
+              shown(1, r.body, r.body_len), shown(0, c.data, c.len));
+    cr_assert(raw_wait_closed(&c),
+              "the gateway kept the HTTP/1.0 connection open after the body");
+    cr_assert_eq(c.len, c.pos, "bytes after the response: %s",
+                 shown(0, c.data + c.pos, c.len - c.pos));
+    free(cl);
+    free(te);
+    raw_response_free(&r);
+    raw_close(&c);
+}
+
+/* ---- 1. HTTP/1.0 clients and interim responses ---- */
+
+/*
+ * An upstream that sends no length and closes: the body ends at the close.
+ * The close comes late, once the gateway has passed the body on, so that
+ * the gateway ends the reply with nothing left to write (which is when
+ * evhttp frees the request and the connection inside the call).
+ */
+static const struct script close_delimited[] = {
+    {.target = "/x",
+     .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", 0},
+                {20, "hello world", 0},
+                {100, "", 0}},
+     .close = true},
+};
+
+Test(strict, http10_client_gets_a_close_delimited_body_then_the_close)
+{
+    struct stack st;
+
+    stack_start(&st, close_delimited, 1);
+    assert_http10_gets(&st, "GET /x HTTP/1.0\r\nHost: x\r\n\r\n",
+                       "hello world");
+    assert_still_serves(&st, "a close-delimited body to an HTTP/1.0 client");
+    stack_stop(&st);
+}
+
+Test(strict, http10_keepalive_client_gets_a_close_delimited_body_then_the_close)
+{
+    struct stack st;
+
+    stack_start(&st, close_delimited, 1);
+    assert_http10_gets(&st,
+                       "GET /x HTTP/1.0\r\nHost: x\r\n"
+                       "Connection: keep-alive\r\n\r\n",
+                       "hello world");
+    assert_still_serves(&st, "a close-delimited body to an HTTP/1.0 "
+                             "keep-alive client");
+    stack_stop(&st);
+}
+
+Test(strict, http10_client_gets_a_chunked_body_whose_last_chunk_is_late)
+{
+    static const struct script late[] = {
+        {.target = "/x",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "6\r\nhello \r\n5\r\nworld\r\n",
+                     0},
+                    {300, "0\r\n\r\n", 0}}},
+    };
+    struct stack st;
+
+    stack_start(&st, late, 1);
+    assert_http10_gets(&st, "GET /x HTTP/1.0\r\nHost: x\r\n\r\n",
+                       "hello world");
+    assert_still_serves(&st, "a late last chunk to an HTTP/1.0 client");
+    stack_stop(&st);
+}
+
+Test(strict, http10_keepalive_client_gets_a_chunked_body_dechunked)
+{
+    static const struct script chunked[] = {
+        {.target = "/x",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "4\r\nabcd\r\n",
+                     0},
+                    {10, "3\r\nefg\r\n", 0},
+                    {10, "A\r\nhijklmnopq\r\n0\r\n\r\n", 0}}},
+    };
+    struct stack st;
+
+    stack_start(&st, chunked, 1);
+    assert_http10_gets(&st,
+                       "GET /x HTTP/1.0\r\nHost: x\r\n"
+                       "Connection: keep-alive\r\n\r\n",
+                       "abcdefghijklmnopq");
+    assert_still_serves(&st, "a chunked body to an HTTP/1.0 keep-alive client");
+    stack_stop(&st);
+}
+
+Test(strict, interim_100_continue_is_not_taken_for_the_response)
+{
+    static const struct script cont[] = {
+        {.target = "/x",
+         .pieces = {{0, "HTTP/1.1 100 Continue\r\n\r\n", 0},
+                    {50, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 0}}},
+    };
+    const char *close_hdr[] = {"Connection: close", NULL};
+    struct stack st;
+    struct http_response r;
+
+    stack_start(&st, cont, 1);
+    get(&st, "/x", close_hdr, &r);
+    cr_assert(r.status == 200 && strcmp(r.body, "ok") == 0,
+              "want 200 \"ok\", got %ld (curl error %d) \"%s\", headers %s",
+              r.status, (int)r.err, shown(0, r.body, r.body_len),
+              shown(1, r.headers, strlen(r.headers)));
+    http_response_free(&r);
+    assert_still_serves(&st, "100 Continue");
+    stack_stop(&st);
+}
+
+/* ---- 2. a response never goes to another client ---- */
+
+Test(strict, early_hints_never_hand_a_response_to_another_client)
+{
+    static const struct script hints[] = {
+        /* One write: a client that takes the 103 for the response finds
+         * the 200 already read, waiting for the connection's next request. */
+        {.target = "/a",
+         .pieces = {{0,
+                     "HTTP/1.1 103 Early Hints\r\n"
+                     "Link: </s.css>; rel=preload\r\n\r\n"
+                     "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
+                     "body-for-a",
+                     0}}},
+        {.target = "/b",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
+                     "body-for-b",
+                     0}}},
+    };
+    struct stack st;
+    struct http_response a, b;
+
+    stack_start(&st, hints, 2);
+    get(&st, "/a", NULL, &a);
+    get(&st, "/b", NULL, &b); /* client B, a new connection */
+    cr_expect(a.status == 200 && strcmp(a.body, "body-for-a") == 0,
+              "client A: want 200 \"body-for-a\", got %ld (curl error %d) "
+              "\"%s\"",
+              a.status, (int)a.err, shown(0, a.body, a.body_len));
+    cr_expect(strstr(b.body, "body-for-a") == NULL,
+              "client B got client A's response: %ld \"%s\"", b.status,
+              shown(0, b.body, b.body_len));
+    cr_assert(b.status == 200 && strcmp(b.body, "body-for-b") == 0,
+              "client B: want 200 \"body-for-b\", got %ld (curl error %d) "
+              "\"%s\"; upstream saw:\n%s",
+              b.status, (int)b.err, shown(0, b.body, b.body_len),
+              upstream_transcript(&st.up));
+    cr_assert(a.status == 200 && strcmp(a.body, "body-for-a") == 0);
+    http_response_free(&a);
+    http_response_free(&b);
+    assert_still_serves(&st, "103 Early Hints");
+    stack_stop(&st);
+}
+
+/* ---- 3. malformed upstream responses ---- */
+
+/*
+ * The upstream answers GET /bad with 'reply' and keeps the connection: the
+ * client gets a 502 problem, none of the reply's fields or body (the body
+ * holds "LEAK" where the test controls it), and the next request goes out
+ * on a new upstream connection.
+ */
+static void
+assert_malformed_is_502(const char *what, const char *reply)
+{
+    const struct script bad[] = {{.target = "/bad", .pieces = {{0, reply, 0}}}};
+    struct stack st;
+    struct http_response r;
+    char *ct;
+    int bad_conn = 0, next_conn = 0;
+
+    stack_start(&st, bad, 1);
+    get(&st, "/bad", NULL, &r);
+    cr_assert_eq(r.status, 502,
+                 "%s: want 502, got %ld (curl error %d), headers %s body %s",
+                 what, r.status, (int)r.err,
+                 shown(0, r.headers, strlen(r.headers)),
+                 shown(1, r.body, r.body_len));
+    ct = http_response_header(&r, "Content-Type");
+    cr_assert(ct != NULL && strcmp(ct, "application/problem+json") == 0,
+              "%s: 502 with Content-Type %s", what, ct);
+    cr_assert(strstr(r.body, "LEAK") == NULL, "%s: the body got through: %s",
+              what, shown(0, r.body, r.body_len));
+    cr_assert_eq(http_response_header_count(&r, "Set-Cookie"), 0,
+                 "%s: a field of the bad response got through: %s", what,
+                 shown(0, r.headers, strlen(r.headers)));
+    free(ct);
+    http_response_free(&r);
+    assert_still_serves(&st, what);
+    cr_assert(upstream_find(&st.up, "GET /bad ", &bad_conn, NULL) &&
+              upstream_find(&st.up, "GET /next ", &next_conn, NULL));
+    cr_assert_neq(bad_conn, next_conn,
+                  "%s: the next request went out on the connection that "
+                  "carried the bad response; upstream saw:\n%s",
+                  what, upstream_transcript(&st.up));
+    stack_stop(&st);
+}
+
+Test(strict, upstream_status_of_four_digits_is_502)
+{
+    assert_malformed_is_502("status 2000",
+                            "HTTP/1.1 2000 OK\r\nContent-Length: 4\r\n\r\n"
+                            "LEAK");
+}
+
+Test(strict, upstream_status_with_a_letter_is_502)
+{
+    assert_malformed_is_502("status 200x",
+                            "HTTP/1.1 200x OK\r\nContent-Length: 4\r\n\r\n"
+                            "LEAK");
+}
+
+Test(strict, upstream_reason_with_a_bare_cr_is_502_and_no_field_gets_out)
+{
+    assert_malformed_is_502("a bare CR in the reason phrase",
+                            "HTTP/1.1 200 OK\rSet-Cookie: a=1\r\n"
+                            "Content-Length: 2\r\n\r\nok");
+}
+
+Test(strict, upstream_with_two_content_lengths_is_502)
+{
+    assert_malformed_is_502("two Content-Length values",
+                            "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n"
+                            "Content-Length: 5\r\n\r\nLEAKY");
+}
+
+Test(strict, upstream_switching_protocols_unasked_is_502)
+{
+    assert_malformed_is_502("101 Switching Protocols",
+                            "HTTP/1.1 101 Switching Protocols\r\n"
+                            "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+                            "\r\nLEAK");
+}
+
+Test(strict, upstream_with_an_unknown_transfer_coding_is_502)
+{
+    assert_malformed_is_502("Transfer-Encoding: gzip",
+                            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n"
+                            "\r\nLEAK");
+}
+
+/* ---- 4. requests refused before anything is forwarded ---- */
+
+#define SMUGGLED "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+
+/*
+ * Sends 'len' bytes of 'request' raw on one connection: the answer is
+ * 'status' with "Connection: close", then the connection closes with
+ * nothing more answered, and the upstream saw no request. Then a valid
+ * POST on a new connection is forwarded, body and all.
+ */
+static void
+assert_refused(const char *what, const char *request, size_t len,
+               bool head_request, int status)
+{
+    static const char body[] = "name=value&n=1";
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+    struct http_response post;
+    char *conn_hdr, *u, *raw = NULL;
+    int conn = 0;
+
+    stack_start(&st, NULL, 0);
+    raw_open(&c, st.gw_port);
+    raw_send(&c, request, len);
+    raw_read_response(&c, head_request, &r);
+    cr_assert(r.complete && r.status == status,
+              "%s: want %d, got %d (closed %d): %s", what, status, r.status,
+              c.eof, shown(0, c.data, c.len));
+    conn_hdr = raw_header(&r, "Connection", NULL);
+    cr_assert(conn_hdr != NULL && strcasecmp(conn_hdr, "close") == 0,
+              "%s: the %d has no Connection: close: %s", what, status,
+              shown(0, c.data, c.len));
+    cr_assert(raw_wait_closed(&c),
+              "%s: the connection stayed open after the %d", what, status);
+    cr_assert_eq(c.len, c.pos, "%s: more was answered: %s", what,
+                 shown(0, c.data + c.pos, c.len - c.pos));
+    cr_assert_eq(upstream_nreqs(&st.up), 0, "%s: forwarded:\n%s", what,
+                 upstream_transcript(&st.up));
+    free(conn_hdr);
+    raw_response_free(&r);
+    raw_close(&c);
+
+    u = url(&st, "/post");
+    http_request(&post, "POST", u, NULL, body, strlen(body), IO_TIMEOUT_MS);
+    cr_assert(post.status == 200 && strcmp(post.body, "next") == 0,
+              "%s: the valid POST after it got %ld (curl error %d) \"%s\"",
+              what, post.status, (int)post.err,
+              shown(0, post.body, post.body_len));
+    cr_assert(upstream_find(&st.up, "POST /post ", &conn, &raw));
+    cr_assert(strlen(raw) > strlen(body) &&
+                  strcmp(raw + strlen(raw) - strlen(body), body) == 0,
+              "%s: the POST arrived without its body: %s", what,
+              shown(0, raw, strlen(raw)));
+    cr_assert_eq(upstream_nreqs(&st.up), 1,
+                 "%s: the upstream saw more than the POST:\n%s", what,
+                 upstream_transcript(&st.up));
+    free(raw);
+    free(u);
+    http_response_free(&post);
+    stack_stop(&st);
+}
+
+static void
+assert_refused_str(const char *what, const char *request, int status)
+{
+    assert_refused(what, request, strlen(request), false, status);
+}
+
+Test(strict, request_with_two_content_lengths_is_refused)
+{
+    /* 40 = "hello" and the smuggled request. */
+    assert_refused_str("Content-Length 5 and 40",
+                       "POST /x HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Length: 5\r\nContent-Length: 40\r\n\r\n"
+                       "hello" SMUGGLED,
+                       400);
+}
+
+Test(strict, head_request_with_a_body_is_refused)
+{
+    static const char smuggled[] = "GET /smuggled HTTP/1.1\r\nHost: x\r\n"
+                                   "X-User-Id: admin\r\n\r\n";
+    char *req = harness_strf("HEAD /x HTTP/1.1\r\nHost: x\r\n"
+                             "Content-Length: %zu\r\n\r\n%s",
+                             strlen(smuggled), smuggled);
+
+    assert_refused("HEAD with a Content-Length body", req, strlen(req), true,
+                   400);
+    free(req);
+}
+
+Test(strict, transfer_encoding_with_a_space_before_the_colon_is_refused)
+{
+    assert_refused_str("\"Transfer-Encoding : chunked\"",
+                       "POST /x HTTP/1.1\r\nHost: x\r\n"
+                       "Transfer-Encoding : chunked\r\n\r\n"
+                       "5\r\nhello\r\n0\r\n\r\n" SMUGGLED,
+                       400);
+}
+
+Test(strict, field_name_with_a_space_before_the_colon_is_refused)
+{
+    assert_refused_str("\"X-User-Id : admin\"",
+                       "GET /x HTTP/1.1\r\nHost: x\r\n"
+                       "X-User-Id : admin\r\n\r\n" SMUGGLED,
+                       400);
+}
+
+Test(strict, target_with_a_bare_cr_is_refused)
+{
+    assert_refused_str("a bare CR in the target",
+                       "GET /a\rb HTTP/1.1\r\nHost: x\r\n\r\n" SMUGGLED, 400);
+}
+
+Test(strict, target_with_a_control_byte_is_refused)
+{
+    assert_refused_str("a control byte in the target",
+                       "GET /a\x01"
+                       "b HTTP/1.1\r\nHost: x\r\n\r\n" SMUGGLED,
+                       400);
+}
+
+Test(strict, target_with_a_space_is_refused)
+{
+    assert_refused_str("a space in the target",
+                       "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n" SMUGGLED, 400);
+}
+
+Test(strict, unknown_transfer_coding_without_a_length_is_501)
+{
+    assert_refused_str("Transfer-Encoding: xchunked",
+                       "POST /x HTTP/1.1\r\nHost: x\r\n"
+                       "Transfer-Encoding: xchunked\r\n\r\n" SMUGGLED,
+                       501);
+}
+
+Test(strict, transfer_coding_before_chunked_is_501)
+{
+    assert_refused_str("Transfer-Encoding: gzip, chunked",
+                       "POST /x HTTP/1.1\r\nHost: x\r\n"
+                       "Transfer-Encoding: gzip, chunked\r\n\r\n"
+                       "5\r\nhello\r\n0\r\n\r\n" SMUGGLED,
+                       501);
+}
+
+Test(strict, content_length_with_chunked_is_refused)
+{
+    assert_refused_str("Content-Length with Transfer-Encoding: chunked",
+                       "POST /x HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Length: 5\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n"
+                       "0\r\n\r\n" SMUGGLED,
+                       400);
+}
+
+Test(strict, two_different_hosts_are_refused)
+{
+    assert_refused_str("two Host fields",
+                       "GET /x HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n"
+                       "\r\n" SMUGGLED,
+                       400);
+}
