@@ -148,7 +148,7 @@ check_codings(const char *value, const char **why)
      * as the next request while we forwarded it as chunked.
      */
     if (strcasecmp(value, "chunked") != 0) {
-        *why = "Transfer-Encoding is not exactly \"chunked\"";
+        *why = "Transfer-Encoding is not exactly chunked";
         return REQCHECK_NOT_IMPLEMENTED;
     }
     return REQCHECK_OK;

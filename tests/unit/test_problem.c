@@ -35,6 +35,7 @@ Test(problem, strings_are_escaped)
 Test(problem, reasons_match_the_status)
 {
     cr_assert_str_eq(problem_reason(504), "Gateway Timeout");
+    cr_assert_str_eq(problem_reason(501), "Not Implemented");
     cr_assert_str_eq(problem_reason(431), "Request Header Fields Too Large");
     cr_assert_str_eq(problem_reason(299), "Error");
 }
