@@ -1,13 +1,18 @@
 # The two commands a newcomer needs:
 #   make run    install, build, start Redis + the demo backend + the gateway
-#   make test   install, build, run every test, then again under ASan/UBSan
-# `make check` runs the suite once, without the sanitizer build.
+#   make test   install, build, run every test, then again under ASan/UBSan,
+#               then the fuzzers
+# `make check` runs the suite once, without the sanitizer build. `make fuzz`
+# builds the libFuzzer targets of tests/fuzz/ with clang (in build-fuzz) and
+# runs each for FUZZ_TIME seconds, side by side.
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TIME  ?= 60
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build run test check check-asan bench clean format
+.PHONY: all deps build run test check check-asan fuzz bench clean format
 
 all: build
 
@@ -31,14 +36,23 @@ check-asan: deps
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure
 
-test: check check-asan
+# -O1: fast enough to fuzz, and asserts stay in (Debug has no NDEBUG).
+fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang \
+	    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS=-O1 \
+	    -DSLUICE_FUZZ=ON -DSLUICE_SANITIZE=ON -DSLUICE_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
+
+test: check check-asan fuzz
 
 bench: build
 	@command -v wrk >/dev/null || scripts/install-deps.sh wrk
 	bench/proxy.sh $(BUILD)
 
 format:
-	clang-format -i src/*.[ch] demo/*.c tests/unit/*.c tests/integration/*.[ch]
+	clang-format -i src/*.[ch] demo/*.c tests/unit/*.c \
+	    tests/integration/*.[ch] tests/fuzz/*.[ch]
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
