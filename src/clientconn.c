@@ -29,6 +29,11 @@
 #define FULL_LOG_EVERY_MS 60000
 /* Segments of a buffer looked at per peek. */
 #define SCAN_VECS 8
+/*
+ * Input held at most for a connection while its request is answered: the
+ * start of a pipelined next request fits; a flood stops being read.
+ */
+#define ANSWERING_INPUT_MAX (64 * 1024)
 
 enum conn_state {
     CONN_WAITING,   /* no byte of the next request yet */
@@ -49,6 +54,7 @@ struct clientconn {
     size_t line_bytes;                 /* head scan: bytes of the line so far */
     bool line_cr;                      /* head scan: its last byte is CR */
     bool seen_line;                    /* head scan: request line seen */
+    bool head_nul;                     /* head scan: a NUL byte in it */
     bool pending;                      /* not attached to its evcon yet */
     clientconn_close_cb watch;         /* told of the close, or NULL */
     void *watch_arg;                   /* for 'watch' */
@@ -440,6 +446,7 @@ head_begin(struct clientconn *cc)
     cc->line_bytes = 0;
     cc->line_cr = false;
     cc->seen_line = false;
+    cc->head_nul = false;
     if (cc->deadline == NULL) {
         cc->deadline = evtimer_new(cc->cs->base, on_deadline, cc);
     }
@@ -468,6 +475,10 @@ scan_bytes(struct clientconn *cc, const char *p, size_t n)
         bool empty;
 
         if (k > 0) {
+            /* evhttp keeps values as C strings: a NUL would cut one. */
+            if (memchr(p, '\0', k) != NULL) {
+                cc->head_nul = true;
+            }
             cc->line_bytes += k;
             cc->line_cr = p[k - 1] == '\r';
         }
@@ -551,6 +562,7 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
+    bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
     bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv, &cc->cs->client_tv);
     cc->state = CONN_WAITING;
     if (evbuffer_get_length(in) > 0) {
@@ -596,6 +608,12 @@ clientconns_begin_request(struct clientconns *cs, struct evhttp_request *req)
     cc->state = CONN_ANSWERING;
     cc->req = req;
     evhttp_request_set_on_complete_cb(req, on_reply_done, cc);
+    /*
+     * evhttp reads on while it answers (to see the client leave) and
+     * never drains what comes: without a bound, a client streaming junk
+     * during a long response grew the gateway by hundreds of MiB.
+     */
+    bufferevent_setwatermark(cc->bev, EV_READ, 0, ANSWERING_INPUT_MAX);
     return cc;
 }
 
@@ -604,6 +622,12 @@ clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg)
 {
     cc->watch = cb;
     cc->watch_arg = cb != NULL ? arg : NULL;
+}
+
+bool
+clientconn_head_has_nul(const struct clientconn *cc)
+{
+    return cc->head_nul;
 }
 
 void

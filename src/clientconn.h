@@ -94,6 +94,14 @@ typedef void (*clientconn_close_cb)(struct clientconn *cc, void *arg);
 void clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg);
 
 /*
+ * The head of the request being answered held a NUL byte. evhttp keeps
+ * field values as C strings, so it has cut a value there
+ * ("Transfer-Encoding: chunked\0junk" reads as chunked): the request
+ * cannot be checked as sent, and is refused.
+ */
+bool clientconn_head_has_nul(const struct clientconn *cc);
+
+/*
  * While a response streams, time only the writes (a slow download is not
  * an idle client); the read timeout comes back when the reply is done.
  */

@@ -32,6 +32,7 @@
 #include "ratelimit.h"
 #include "reqcheck.h"
 #include "router.h"
+#include "strbuf.h"
 #include "upstream.h"
 #include "xmalloc.h"
 
@@ -424,6 +425,28 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     start_upstream(ex);
 }
 
+/*
+ * Every Connection field of 'h' as one list (RFC 9110 5.3: repeated fields
+ * are one comma-separated list), so that a field named in a second
+ * Connection line is dropped too; NULL when there is none. The caller
+ * frees it.
+ */
+static char *
+connection_tokens(const struct headers *h)
+{
+    struct strbuf b = STRBUF_INIT;
+
+    for (size_t i = 0; i < h->n; i++) {
+        if (strcasecmp(h->v[i].name, "Connection") == 0) {
+            if (b.n > 0) {
+                strbuf_add(&b, ", ", 2);
+            }
+            strbuf_adds(&b, h->v[i].value);
+        }
+    }
+    return b.p;
+}
+
 static bool
 copy_response_header(const char *name, const char *connection)
 {
@@ -465,8 +488,11 @@ frame_for_client(struct exchange *ex, const struct resparse_head *head,
         return;
     }
     if (head->framing != RESPARSE_NO_BODY && ex->http10) {
-        evhttp_remove_header(evhttp_request_get_input_headers(ex->creq),
-                             "Connection");
+        struct evkeyvalq *in = evhttp_request_get_input_headers(ex->creq);
+
+        /* Every field: evhttp would find a second "keep-alive". */
+        while (evhttp_remove_header(in, "Connection") == 0) {
+        }
     }
 }
 
@@ -477,11 +503,12 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     const struct route *r = ex->route;
     struct evkeyvalq *ch = evhttp_request_get_output_headers(ex->creq);
     const struct headers *uh = head->headers;
-    const char *connection = headers_get(uh, "Connection");
+    char *connection;
 
     if (ex->state != EX_UPSTREAM) {
         return;
     }
+    connection = connection_tokens(uh);
     /* From here the client connection's close callback tells of a leave. */
     event_free(ex->client_gone);
     ex->client_gone = NULL;
@@ -514,6 +541,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
         evhttp_add_header(ch, ex->rl_headers.v[i].name,
                           ex->rl_headers.v[i].value);
     }
+    free(connection);
     frame_for_client(ex, head, ch);
 
     ex->state = EX_STREAMING;
@@ -736,7 +764,7 @@ build_forward_headers(struct headers *fwd, const struct outgoing *out,
                       const struct route *r, const struct netaddr *peer,
                       bool peer_trusted)
 {
-    const char *connection = headers_get(&out->headers, "Connection");
+    char *connection = connection_tokens(&out->headers);
     const char *host = headers_get(&out->headers, "Host");
     const char *xff = headers_get(&out->headers, "X-Forwarded-For");
     const char *xfp = headers_get(&out->headers, "X-Forwarded-Proto");
@@ -750,6 +778,7 @@ build_forward_headers(struct headers *fwd, const struct outgoing *out,
             headers_add(fwd, h->name, h->value);
         }
     }
+    free(connection);
     headers_add(fwd, "Host",
                 out->preserve_host && host != NULL ? host : r->uri.authority);
     netaddr_format(peer, addr, sizeof(addr));
@@ -880,8 +909,8 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
  */
 static bool
 refused_or_reply(struct proxy *p, struct evhttp_request *creq,
-                 const struct headers *in, const char *client, int64_t t0,
-                 int64_t wall)
+                 struct clientconn *cc, const struct headers *in,
+                 const char *client, int64_t t0, int64_t wall)
 {
     struct reqcheck_request rc;
     enum reqcheck_verdict v;
@@ -896,6 +925,10 @@ refused_or_reply(struct proxy *p, struct evhttp_request *creq,
     /* What evhttp 2.1 reads a body for (http.c, method_may_have_body). */
     rc.body_read = method != EVHTTP_REQ_HEAD && method != EVHTTP_REQ_TRACE;
     v = reqcheck_request(&rc, &why);
+    if (v == REQCHECK_OK && clientconn_head_has_nul(cc)) {
+        v = REQCHECK_BAD_REQUEST;
+        why = "NUL byte in the request head";
+    }
     if (v == REQCHECK_OK) {
         return false;
     }
@@ -939,7 +972,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     netaddr_format(&peer, addr, sizeof(addr));
     headers_init(&in);
     headers_from_evkeyvalq(&in, evhttp_request_get_input_headers(creq));
-    if (refused_or_reply(p, creq, &in, addr, t0, wall)) {
+    if (refused_or_reply(p, creq, cc, &in, addr, t0, wall)) {
         headers_deinit(&in);
         return;
     }

@@ -166,8 +166,7 @@ enum reqcheck_verdict
 reqcheck_request(const struct reqcheck_request *r, const char **why)
 {
     const struct headers *h = r->headers;
-    bool http11 =
-        r->http_major > 1 || (r->http_major == 1 && r->http_minor >= 1);
+    bool http11 = r->http_minor == 1;
     const char *te;
     const char *bad;
     size_t nhost;
@@ -175,6 +174,14 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
     bool has_cl;
 
     assert(why != NULL && h != NULL);
+    /*
+     * evhttp takes any HTTP/x.y with x <= 1 and keeps the numbers in a
+     * char; its framing and ours would then disagree (HTTP/1.255 went back
+     * as "HTTP/1.-1" with "Content-Length: 0" before the body).
+     */
+    if (r->http_major != 1 || r->http_minor > 1) {
+        return refuse(why, "an HTTP version other than 1.0 or 1.1");
+    }
     if (r->target == NULL || r->target[0] == '\0') {
         return refuse(why, "empty request target");
     }

@@ -78,6 +78,8 @@ struct upstream_req {
     bool head_request;                  /* HEAD: no body will follow */
     bool paused;                        /* reads held back by the caller */
     bool in_callback;                   /* a caller's callback is running */
+    bool write_failed;                  /* the upstream stopped reading our
+                                           request; its answer may follow */
     bool cancelled;                     /* upstream_cancel() during one */
 };
 
@@ -197,6 +199,42 @@ on_idle_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)what;
     on_idle_read(bev, arg);
+}
+
+/*
+ * True when an idle connection is still fit to carry a request: nothing
+ * read on it, and nothing waiting in the kernel either. Callbacks are
+ * deferred, so the upstream's FIN or a stray byte may have arrived this
+ * very loop turn without on_idle_read() having run yet; libevent turns
+ * reading off after an EOF, an error or a timeout.
+ */
+static bool
+conn_fit(struct uconn *uc)
+{
+    char c;
+    evutil_socket_t fd = bufferevent_getfd(uc->bev);
+
+    if (evbuffer_get_length(bufferevent_get_input(uc->bev)) > 0 ||
+        (bufferevent_get_enabled(uc->bev) & EV_READ) == 0 || fd < 0) {
+        return false;
+    }
+    return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+           (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* The warmest idle connection that is still fit, or NULL. */
+static struct uconn *
+pool_take(struct pool *pl)
+{
+    while (pl->nidle > 0) {
+        struct uconn *uc = pl->idle[--pl->nidle];
+
+        if (conn_fit(uc)) {
+            return uc;
+        }
+        conn_free(uc);
+    }
+    return NULL;
 }
 
 /* Gives a connection whose response is complete back to its pool. */
@@ -365,10 +403,11 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     struct pool *pl = pool_get(c, r->host, r->port);
     struct upstream_req *rq;
     struct uconn *uc;
-    bool reused = pl->nidle > 0;
+    bool reused;
 
-    uc = reused ? pl->idle[--pl->nidle] : conn_new(c, pl);
-    if (uc == NULL) {
+    uc = pool_take(pl);
+    reused = uc != NULL;
+    if (uc == NULL && (uc = conn_new(c, pl)) == NULL) {
         return NULL;
     }
     rq = xcalloc(1, sizeof(*rq));
@@ -502,8 +541,14 @@ req_complete(struct upstream_req *rq, bool keep_alive)
         return;
     }
     rq->conn = NULL;
-    if (keep_alive &&
-        evbuffer_get_length(bufferevent_get_input(uc->bev)) == 0) {
+    /*
+     * Not if the upstream answered before reading the whole request (a 413
+     * before the body): the rest of the body would be read by it as the
+     * next request, and its answer sent to another client.
+     */
+    if (keep_alive && !rq->write_failed &&
+        evbuffer_get_length(bufferevent_get_input(uc->bev)) == 0 &&
+        evbuffer_get_length(bufferevent_get_output(uc->bev)) == 0) {
         pool_release(rq->client, uc, rq->keepalive);
     } else {
         conn_free(uc);
@@ -634,6 +679,17 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
     }
     if (rq->resend != NULL && (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) &&
         retry(rq)) {
+        return;
+    }
+    if ((what & BEV_EVENT_WRITING) && (what & BEV_EVENT_ERROR)) {
+        /*
+         * The upstream closed its reading side, maybe after answering
+         * early (a 413 before the body): read what it said, but never
+         * pool the connection. Reads end in EOF or an error of their own.
+         */
+        rq->write_failed = true;
+        evbuffer_drain(bufferevent_get_output(bev),
+                       evbuffer_get_length(bufferevent_get_output(bev)));
         return;
     }
     if (what & BEV_EVENT_EOF) {
