@@ -8,6 +8,7 @@
  * ASan, a leak fails the test).
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -28,6 +29,7 @@
 #define MAX_CONNS 32        /* upstream connections a test may see */
 #define MAX_REQS 64         /* upstream requests recorded */
 #define MAX_REQ_BYTES 65536 /* a larger request is cut off */
+#define FILLER 'x'          /* body bytes an early answer leaves unread */
 
 /* ---- bytes ---- */
 
@@ -127,6 +129,7 @@ struct piece {
     const char *data; /* bytes to write ("": just the delay); NULL ends
                          a reply; borrowed */
     size_t len;       /* 0: strlen(data) */
+    bool gated;       /* first wait for upstream_open_gate() */
 };
 
 /* How the upstream answers a request. */
@@ -136,6 +139,10 @@ struct script {
     struct piece pieces[MAX_PIECES]; /* written in order */
     bool close;                      /* close the connection after the last
                                         piece (else wait for a next request) */
+    bool early;                      /* answer once the head is in, body
+                                        unread; read on only once the gate
+                                        opens, dropping FILLER bytes up to
+                                        what follows (see on_upstream_conn) */
 };
 
 /* A request as the upstream received it. */
@@ -149,12 +156,15 @@ struct upstream {
     int lfd;                            /* listening socket */
     uint16_t port;                      /* where it listens on 127.0.0.1 */
     int wake[2];                        /* closing wake[1] stops every thread */
+    int gate[2];                        /* closing gate[1] opens the gate;
+                                           gate[1] is -1 once it is open */
     const struct script *scripts;       /* borrowed; first match answers */
     size_t nscripts;                    /* in 'scripts' */
     pthread_t acceptor;                 /* accepts, one thread per connection */
     pthread_mutex_t mu;                 /* guards what follows */
     int nconns;                         /* connections accepted */
     pthread_t threads[MAX_CONNS];       /* one per connection accepted */
+    int fds[MAX_CONNS];                 /* their sockets; -1 once closed */
     struct seen_request reqs[MAX_REQS]; /* the first MAX_REQS requests */
     size_t nreqs;                       /* requests received (and recorded) */
 };
@@ -293,6 +303,9 @@ play(struct upstream *u, int fd, const struct script *s)
         if (pc->delay_ms > 0 && upstream_wait(u, -1, pc->delay_ms) < 0) {
             return false;
         }
+        if (pc->gated && upstream_wait(u, u->gate[0], -1) < 0) {
+            return false;
+        }
         while (off < len) {
             ssize_t n = send(fd, pc->data + off, len - off, MSG_NOSIGNAL);
 
@@ -308,6 +321,38 @@ play(struct upstream *u, int fd, const struct script *s)
     return !s->close;
 }
 
+/*
+ * Length of the request at the start of 'buf' as its script reads it (the
+ * head alone for an early answer), 0 while incomplete; the script goes to
+ * '*s'. 'buf' is NUL-terminated.
+ */
+static size_t
+next_request(const struct upstream *u, const char *buf, size_t len,
+             const struct script **s)
+{
+    long end = find_bytes(buf, len, "\r\n\r\n");
+
+    if (end < 0) {
+        return 0;
+    }
+    *s = pick_script(u, buf);
+    return (*s)->early ? (size_t)end + 4 : request_length(buf, len);
+}
+
+/* Drops the FILLER bytes at the start of 'buf' (NUL-terminated); returns
+ * the bytes left. */
+static size_t
+drop_filler(char *buf, size_t len)
+{
+    size_t k = 0;
+
+    while (k < len && buf[k] == FILLER) {
+        k++;
+    }
+    memmove(buf, buf + k, len - k + 1);
+    return len - k;
+}
+
 static void *
 on_upstream_conn(void *arg)
 {
@@ -315,10 +360,12 @@ on_upstream_conn(void *arg)
     struct upstream *u = c->u;
     char *buf = malloc(MAX_REQ_BYTES + 1);
     size_t len = 0;
+    bool filler = false; /* dropping the body an early answer left */
 
     buf[0] = '\0';
     while (len < MAX_REQ_BYTES && upstream_wait(u, c->fd, -1) > 0) {
         ssize_t n = recv(c->fd, buf + len, MAX_REQ_BYTES - len, 0);
+        const struct script *s;
         size_t rlen;
 
         if (n < 0 && errno == EINTR) {
@@ -329,9 +376,11 @@ on_upstream_conn(void *arg)
         }
         len += (size_t)n;
         buf[len] = '\0';
-        while ((rlen = request_length(buf, len)) > 0) {
-            const struct script *s = pick_script(u, buf);
-
+        if (filler) {
+            len = drop_filler(buf, len);
+            filler = len == 0;
+        }
+        while (!filler && (rlen = next_request(u, buf, len, &s)) > 0) {
             pthread_mutex_lock(&u->mu);
             if (u->nreqs < MAX_REQS) {
                 struct seen_request *r = &u->reqs[u->nreqs];
@@ -348,9 +397,24 @@ on_upstream_conn(void *arg)
             if (!play(u, c->fd, s)) {
                 goto done;
             }
+            if (s->early) {
+                /*
+                 * The body stays unread in the socket until the test opens
+                 * the gate; then it is read and dropped, and whatever
+                 * follows it on this connection is the next request.
+                 */
+                if (upstream_wait(u, u->gate[0], -1) < 0) {
+                    goto done;
+                }
+                len = drop_filler(buf, len);
+                filler = len == 0;
+            }
         }
     }
 done:
+    pthread_mutex_lock(&u->mu);
+    u->fds[c->num - 1] = -1;
+    pthread_mutex_unlock(&u->mu);
     close(c->fd);
     free(buf);
     free(c);
@@ -379,6 +443,8 @@ on_upstream_accept(void *arg)
         c->u = u;
         c->fd = fd;
         c->num = u->nconns + 1;
+        /* The thread cannot reset it before the lock is released. */
+        u->fds[u->nconns] = fd;
         if (pthread_create(&u->threads[u->nconns], NULL, on_upstream_conn, c) ==
             0) {
             u->nconns++;
@@ -407,6 +473,9 @@ upstream_start(struct upstream *u, const struct script *scripts, size_t n)
     u->nscripts = n;
     pthread_mutex_init(&u->mu, NULL);
     cr_assert_eq(pipe(u->wake), 0);
+    cr_assert_eq(pipe(u->gate), 0);
+    /* Closing gate[1] opens the gate only if the gateway has no copy. */
+    fcntl(u->gate[1], F_SETFD, FD_CLOEXEC);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     u->lfd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(u->lfd >= 0);
@@ -431,7 +500,45 @@ upstream_stop(struct upstream *u)
     }
     close(u->lfd);
     close(u->wake[0]);
+    close(u->gate[0]);
+    if (u->gate[1] >= 0) {
+        close(u->gate[1]);
+    }
     pthread_mutex_destroy(&u->mu);
+}
+
+/* Lets every gated piece and early answer go on. */
+static void
+upstream_open_gate(struct upstream *u)
+{
+    close(u->gate[1]);
+    u->gate[1] = -1;
+}
+
+/*
+ * On upstream connection 'conn' (still open), unasked: writes 'data'
+ * ('data' not NULL), or ends the sending side, a FIN ('data' NULL), as an
+ * upstream that closes an idle keep-alive connection does.
+ */
+static void
+upstream_poke(struct upstream *u, int conn, const char *data)
+{
+    int rc = -1, err = 0, fd;
+
+    /* Under the lock, so that its thread cannot close it meanwhile. */
+    pthread_mutex_lock(&u->mu);
+    fd = conn >= 1 && conn <= u->nconns ? u->fds[conn - 1] : -1;
+    if (fd >= 0 && data != NULL) {
+        size_t n = strlen(data);
+
+        rc = send(fd, data, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
+    } else if (fd >= 0) {
+        rc = shutdown(fd, SHUT_WR);
+    }
+    err = errno;
+    pthread_mutex_unlock(&u->mu);
+    cr_assert_eq(rc, 0, "upstream connection %d: %s", conn,
+                 fd < 0 ? "closed already" : strerror(err));
 }
 
 static size_t
@@ -672,6 +779,20 @@ raw_wait_closed(struct raw_conn *c)
     return c->eof;
 }
 
+/* True once 'needle' is among the bytes received, within IO_TIMEOUT_MS. */
+static bool
+raw_wait_for(struct raw_conn *c, const char *needle)
+{
+    int64_t deadline = harness_now_ms() + IO_TIMEOUT_MS;
+
+    while (find_bytes(c->data, c->len, needle) < 0) {
+        if (!raw_fill(c, deadline)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static char *
 raw_header(const struct raw_response *r, const char *name, size_t *count)
 {
@@ -731,6 +852,44 @@ static char *
 url(const struct stack *st, const char *path)
 {
     return harness_strf("http://127.0.0.1:%u%s", st->gw_port, path);
+}
+
+/* True once every thread of the process whose pid is at 'arg' (a pid_t)
+ * is stopped, as SIGSTOP leaves it. */
+static bool
+all_stopped(void *arg)
+{
+    char dir[64];
+    DIR *d;
+    struct dirent *e;
+    bool any = false, stopped = true;
+
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)*(pid_t *)arg);
+    d = opendir(dir);
+    if (d == NULL) {
+        return false;
+    }
+    while (stopped && (e = readdir(d)) != NULL) {
+        char path[384], line[512];
+        const char *p = NULL;
+        FILE *f;
+
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+        f = fopen(path, "r");
+        if (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+            p = strrchr(line, ')'); /* the name may hold anything */
+        }
+        stopped = p != NULL && p[1] == ' ' && p[2] == 'T';
+        any = true;
+        if (f != NULL) {
+            fclose(f);
+        }
+    }
+    closedir(d);
+    return any && stopped;
 }
 
 /* GET 'path' through curl (HTTP/1.1, a new connection) with 'headers'. */
@@ -891,6 +1050,29 @@ Test(strict, http10_keepalive_client_gets_a_chunked_body_dechunked)
     stack_stop(&st);
 }
 
+Test(strict, http10_client_with_two_keepalive_fields_gets_the_body_then_a_close)
+{
+    static const struct script chunked[] = {
+        {.target = "/x",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "4\r\nabcd\r\n",
+                     0},
+                    {10, "3\r\nefg\r\n0\r\n\r\n", 0}}},
+    };
+    struct stack st;
+
+    /* Removing one Connection field left evhttp the other keep-alive. */
+    stack_start(&st, chunked, 1);
+    assert_http10_gets(&st,
+                       "GET /x HTTP/1.0\r\nHost: x\r\n"
+                       "Connection: keep-alive\r\n"
+                       "Connection: keep-alive\r\n\r\n",
+                       "abcdefg");
+    assert_still_serves(&st, "two keep-alive fields from an HTTP/1.0 client");
+    stack_stop(&st);
+}
+
 Test(strict, interim_100_continue_is_not_taken_for_the_response)
 {
     static const struct script cont[] = {
@@ -955,6 +1137,141 @@ Test(strict, early_hints_never_hand_a_response_to_another_client)
     http_response_free(&a);
     http_response_free(&b);
     assert_still_serves(&st, "103 Early Hints");
+    stack_stop(&st);
+}
+
+/*
+ * Client A's GET /a leaves an upstream connection idle in the pool. With
+ * the gateway stopped (SIGSTOP), that connection gets 'poke' (see
+ * upstream_poke) and client B sends 'request'; so the gateway, once
+ * continued, reads both in the same loop turn, B's request before the
+ * deferred callback that tells of the poke. B must get its own
+ * "body-for-b", from a new connection: what an idle connection received
+ * belongs to no request.
+ */
+static void
+assert_idle_poke_is_no_response(const char *what, const char *poke,
+                                const char *request, const char *b_line)
+{
+    static const struct script pooled[] = {
+        {.target = "/a",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", 0}}},
+        {.target = "/b",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
+                     "body-for-b",
+                     0}}},
+    };
+    struct stack st;
+    struct http_response a;
+    struct raw_conn c;
+    struct raw_response r;
+    int a_conn = 0, b_conn = 0;
+
+    stack_start(&st, pooled, 2);
+    /* Accepted before A (one worker accepts in order), so that its
+     * request is read in the turn that reads the poke; a connection
+     * accepted in that turn would be read only in the next. */
+    raw_open(&c, st.gw_port);
+    get(&st, "/a", NULL, &a);
+    cr_assert(a.status == 200 && strcmp(a.body, "a") == 0,
+              "%s: client A got %ld (curl error %d) \"%s\"", what, a.status,
+              (int)a.err, shown(0, a.body, a.body_len));
+    http_response_free(&a);
+    cr_assert(upstream_find(&st.up, "GET /a ", &a_conn, NULL));
+
+    cr_assert_eq(kill(st.gw.pid, SIGSTOP), 0);
+    cr_assert(harness_wait_until(all_stopped, &st.gw.pid, IO_TIMEOUT_MS),
+              "%s: the gateway did not stop", what);
+    upstream_poke(&st.up, a_conn, poke);
+    raw_send(&c, request, strlen(request));
+    cr_assert_eq(kill(st.gw.pid, SIGCONT), 0);
+
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 200 &&
+                  strcmp(r.body, "body-for-b") == 0,
+              "%s: client B wants 200 \"body-for-b\", got %d (closed %d): "
+              "%s; upstream saw:\n%s",
+              what, r.status, c.eof, shown(0, c.data, c.len),
+              upstream_transcript(&st.up));
+    cr_assert(upstream_find(&st.up, b_line, &b_conn, NULL));
+    cr_assert_neq(a_conn, b_conn,
+                  "%s: B's request went out on the idle connection; "
+                  "upstream saw:\n%s",
+                  what, upstream_transcript(&st.up));
+    raw_response_free(&r);
+    raw_close(&c);
+    assert_still_serves(&st, what);
+    stack_stop(&st);
+}
+
+Test(strict, stray_bytes_on_an_idle_connection_never_answer_a_new_request)
+{
+    assert_idle_poke_is_no_response(
+        "a stray response on an idle connection",
+        "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON",
+        "GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "GET /b ");
+}
+
+Test(strict, post_never_goes_out_on_an_idle_connection_the_upstream_closed)
+{
+    /* A POST is not sent twice: on the closed connection it was a 502. */
+    assert_idle_poke_is_no_response(
+        "a FIN on an idle connection", NULL,
+        "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        "Connection: close\r\n\r\nhello",
+        "POST /b ");
+}
+
+Test(strict, connection_answered_before_its_body_was_read_is_never_reused)
+{
+    static const struct script early[] = {
+        {.target = "/upload",
+         .pieces = {{0,
+                     "HTTP/1.1 413 Content Too Large\r\n"
+                     "Content-Length: 0\r\n\r\n",
+                     0}},
+         .early = true},
+    };
+    /* More than the socket buffers between the gateway and the upstream
+     * hold (about 4 MiB on loopback), less than server.max_body_bytes
+     * (8 MiB by default). */
+    enum { BODY = 8000000 };
+    static const char head[] = "POST /upload HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Length: 8000000\r\n\r\n";
+    size_t len = sizeof(head) - 1 + BODY;
+    char *req = malloc(len);
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+    int up_conn = 0, next_conn = 0;
+
+    memcpy(req, head, sizeof(head) - 1);
+    memset(req + sizeof(head) - 1, FILLER, BODY);
+    stack_start(&st, early, 1);
+    raw_open(&c, st.gw_port);
+    raw_send(&c, req, len);
+    raw_read_response(&c, false, &r);
+    /* 502 if the upstream had reset the connection first; not here. */
+    cr_assert(r.complete && (r.status == 413 || r.status == 502),
+              "want 413 (or 502), got %d (closed %d): %s", r.status, c.eof,
+              shown(0, c.data, c.len));
+    raw_response_free(&r);
+    raw_close(&c);
+    free(req);
+
+    /* The upstream reads on: the rest of the body, then what follows. */
+    upstream_open_gate(&st.up);
+    assert_still_serves(&st, "a 413 before the body was read");
+    cr_assert(upstream_find(&st.up, "POST /upload ", &up_conn, NULL) &&
+                  upstream_find(&st.up, "GET /next ", &next_conn, NULL),
+              "upstream saw:\n%s", upstream_transcript(&st.up));
+    cr_assert_neq(up_conn, next_conn,
+                  "the next request went out behind the unread body, on the "
+                  "connection that answered early; upstream saw:\n%s",
+                  upstream_transcript(&st.up));
+    cr_assert_eq(upstream_nreqs(&st.up), 2, "upstream saw:\n%s",
+                 upstream_transcript(&st.up));
     stack_stop(&st);
 }
 
@@ -1207,4 +1524,153 @@ Test(strict, two_different_hosts_are_refused)
                        "GET /x HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n"
                        "\r\n" SMUGGLED,
                        400);
+}
+
+Test(strict, http_version_1_255_is_refused)
+{
+    /* It went back as "HTTP/1.-1 200" with "Content-Length: 0". */
+    assert_refused_str("HTTP/1.255",
+                       "GET /x HTTP/1.255\r\nHost: x\r\n"
+                       "Connection: keep-alive\r\n\r\n" SMUGGLED,
+                       400);
+}
+
+Test(strict, http_version_1_2_is_refused)
+{
+    assert_refused_str("HTTP/1.2",
+                       "GET /x HTTP/1.2\r\nHost: x\r\n"
+                       "Connection: keep-alive\r\n\r\n" SMUGGLED,
+                       400);
+}
+
+Test(strict, header_value_with_a_nul_byte_is_refused)
+{
+    /* evhttp cuts the value at the NUL: it would read "chunked". */
+    static const char req[] = "POST /x HTTP/1.1\r\nHost: x\r\n"
+                              "Transfer-Encoding: chunked\0junk\r\n\r\n"
+                              "5\r\nhello\r\n0\r\n\r\n" SMUGGLED;
+
+    assert_refused("a NUL byte in Transfer-Encoding", req, sizeof(req) - 1,
+                   false, 400);
+}
+
+/* ---- 5. hop-by-hop fields ---- */
+
+Test(strict, fields_named_in_a_second_connection_field_are_not_forwarded)
+{
+    static const struct script up[] = {
+        {.target = "/x",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n"
+                     "Connection: X-Up-Secret\r\nX-Up-Secret: 1\r\n"
+                     "Content-Length: 2\r\n\r\nok",
+                     0}}},
+    };
+    static const char req[] = "GET /x HTTP/1.1\r\nHost: x\r\n"
+                              "Connection: keep-alive\r\n"
+                              "Connection: X-Secret\r\nX-Secret: 1\r\n\r\n";
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+    char *raw = NULL, *v;
+    size_t n = 0;
+    int conn = 0;
+
+    stack_start(&st, up, 1);
+    raw_open(&c, st.gw_port);
+    raw_send(&c, req, strlen(req));
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 200 && strcmp(r.body, "ok") == 0,
+              "want 200 \"ok\", got %d (closed %d): %s", r.status, c.eof,
+              shown(0, c.data, c.len));
+    v = raw_header(&r, "X-Up-Secret", &n);
+    cr_expect_eq(n, 0, "the upstream's X-Up-Secret reached the client: %s",
+                 shown(0, r.head, r.head_len));
+    free(v);
+    cr_assert(upstream_find(&st.up, "GET /x ", &conn, &raw));
+    v = head_field(raw, strlen(raw), "X-Secret", &n);
+    cr_assert_eq(n, 0, "the client's X-Secret reached the upstream: %s",
+                 shown(0, raw, strlen(raw)));
+    free(v);
+    free(raw);
+    raw_response_free(&r);
+    raw_close(&c);
+    assert_still_serves(&st, "fields named in a second Connection field");
+    stack_stop(&st);
+}
+
+/* ---- 6. a client that floods ---- */
+
+Test(strict, client_sending_junk_during_a_slow_response_is_not_buffered)
+{
+    /* The rest of the body waits for the gate: the flood comes first. */
+    static const struct script slow[] = {
+        {.target = "/slow",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nContent-Length: 25\r\n\r\n"
+                     "first part; ",
+                     0},
+                    {0, "then the rest", 0, true}}},
+    };
+    static const char req[] = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+    /* 64 MiB, a MiB at a time; the gateway holds at most 64 KiB unread. */
+    enum { PIECE = 1 << 20, TOTAL = 64 << 20, FLOOD_MS = 1200 };
+    char *junk = malloc(PIECE);
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+    int64_t deadline;
+    size_t sent = 0;
+    long rss0, rss1;
+
+    memset(junk, 'j', PIECE);
+    stack_start(&st, slow, 1);
+    raw_open(&c, st.gw_port);
+    raw_send(&c, req, strlen(req));
+    cr_assert(raw_wait_for(&c, "first part; "), "no start of the response: %s",
+              shown(0, c.data, c.len));
+    rss0 = proc_rss_kb(st.gw.pid);
+    cr_assert(rss0 > 0);
+
+    /* Until all is sent or the deadline: the gateway may stop reading. */
+    deadline = harness_now_ms() + FLOOD_MS;
+    while (sent < TOTAL) {
+        ssize_t n =
+            send(c.fd, junk + sent % PIECE, PIECE - sent % PIECE, MSG_NOSIGNAL);
+        struct pollfd pfd = {.fd = c.fd, .events = POLLOUT};
+        int left = (int)(deadline - harness_now_ms());
+
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        cr_assert(n < 0 && errno == EAGAIN,
+                  "the gateway closed the connection after %zu bytes of "
+                  "junk: %s",
+                  sent, n == 0 ? "" : strerror(errno));
+        if (left <= 0 || poll(&pfd, 1, left) < 0) {
+            break;
+        }
+    }
+    rss1 = proc_rss_kb(st.gw.pid);
+    cr_assert(rss1 - rss0 < 32 * 1024,
+              "the gateway grew from %ld KiB to %ld KiB while the client "
+              "sent %zu bytes of junk",
+              rss0, rss1, sent);
+    assert_still_serves(&st, "a client flooding its connection");
+
+    upstream_open_gate(&st.up);
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 200 &&
+                  strcmp(r.body, "first part; then the rest") == 0,
+              "want 200 \"first part; then the rest\", got %d (closed %d): "
+              "%s",
+              r.status, c.eof, shown(0, c.data, c.len));
+    raw_response_free(&r);
+    raw_close(&c);
+    free(junk);
+    stack_stop(&st);
 }
