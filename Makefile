@@ -51,7 +51,7 @@ bench: build
 	bench/proxy.sh $(BUILD)
 
 format:
-	clang-format -i src/*.[ch] demo/*.c tests/unit/*.c \
+	clang-format -i src/*.c src/*/*.[ch] demo/*.c tests/unit/*/*.c \
 	    tests/integration/*.[ch] tests/fuzz/*.[ch]
 
 clean:

@@ -1,5 +1,5 @@
 /*
- * The Redis client (src/redis.c) against a real redis-server: each test
+ * The Redis client (src/limit/redis.c) against a real redis-server: each test
  * starts its own Redis on a free port, drives the client from an event
  * loop of its own until a condition holds or a deadline passes, frees the
  * client and stops Redis with SIGTERM, which must exit 0. The scripts are

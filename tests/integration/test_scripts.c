@@ -4,7 +4,7 @@
  * with EVAL. Time is injected through ARGV[1] wherever a count or a record
  * is asserted, so the clock is stepped, never waited for; only the idle
  * test runs on Redis's own clock. Every expected record below is computed
- * by hand from the semantics in src/algo.h.
+ * by hand from the semantics in src/limit/algo.h.
  *
  * Redis expires keys on its real clock, whatever time a script was given:
  * a key written 1 ms before its injected window ends lives 1 ms of real

@@ -1006,7 +1006,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     view.host = headers_get(&in, "Host");
     view.headers = &in;
     view.client = &client;
-    route = router_match(cfg, &view, &vars);
+    route = router_match(cfg->routes, cfg->nroutes, &view, &vars);
     if (route == NULL) {
         headers_deinit(&in);
         free(path);

@@ -12,7 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum accesslog_format { ACCESSLOG_TEXT, ACCESSLOG_JSON };
+#include "config.h" /* enum accesslog_format */
+
 
 /* What is logged of one request. Strings are borrowed; NULL is "-". */
 struct access_entry {

@@ -1,14 +1,14 @@
 #include "router.h"
 
-#include "config.h"
 #include "predicate.h"
+#include "route.h"
 
 const struct route *
-router_match(const struct config *cfg, const struct request_view *req,
-             struct glob_vars *vars)
+router_match(const struct route *routes, size_t n,
+             const struct request_view *req, struct glob_vars *vars)
 {
-    for (size_t i = 0; i < cfg->nroutes; i++) {
-        const struct route *r = &cfg->routes[i];
+    for (size_t i = 0; i < n; i++) {
+        const struct route *r = &routes[i];
         struct glob_vars found;
         size_t j;
 

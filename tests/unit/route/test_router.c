@@ -87,7 +87,7 @@ request(const char *method, const char *path)
 static const char *
 match_id(const struct request_view *req, struct glob_vars *vars)
 {
-    const struct route *r = router_match(cfg, req, vars);
+    const struct route *r = router_match(cfg->routes, cfg->nroutes, req, vars);
 
     return r != NULL ? r->id : "(none)";
 }
@@ -147,7 +147,7 @@ Test(router, no_match_returns_null_and_clears_vars)
 
     PREDICATE(a, "Path", "/red/{segment}");
     vars.n = 3;
-    cr_assert_null(router_match(cfg, &req, &vars));
+    cr_assert_null(router_match(cfg->routes, cfg->nroutes, &req, &vars));
     cr_assert_eq(vars.n, 0);
 }
 
@@ -155,7 +155,7 @@ Test(router, an_empty_config_matches_nothing)
 {
     struct request_view req = request("GET", "/");
 
-    cr_assert_null(router_match(cfg, &req, NULL));
+    cr_assert_null(router_match(cfg->routes, cfg->nroutes, &req, NULL));
 }
 
 Test(router, a_route_without_predicates_matches_everything)

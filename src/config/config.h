@@ -15,6 +15,7 @@
 #include "limit.h"
 #include "netaddr.h"
 #include "predicate.h"
+#include "route.h"
 
 /* host:port to listen on; 'host' is a literal or a name to resolve. */
 struct listen_addr {
@@ -76,24 +77,8 @@ struct upstream_conf {
                                      upstream */
 };
 
-/* Where a route sends its requests: "http://host[:port][/base]". */
-struct upstream_uri {
-    char *host;      /* owned */
-    uint16_t port;   /* default 80 */
-    char *base_path; /* "" or "/base" without a trailing '/'; owned */
-    char *authority; /* Host header to send: "host" or "host:port"; owned */
-};
-
-struct route {
-    char *id; /* unique; owned */
-    struct upstream_uri uri;
-    struct predicate *predicates; /* all must hold; owned */
-    size_t npredicates;
-    struct filter *filters; /* applied in order; owned */
-    size_t nfilters;
-    uint64_t connect_timeout_ms;  /* resolved: route's or upstream's */
-    uint64_t response_timeout_ms; /* resolved: route's or upstream's */
-};
+/* How access-log lines are written. */
+enum accesslog_format { ACCESSLOG_TEXT, ACCESSLOG_JSON };
 
 struct config {
     int refs;   /* atomic; see config_ref() */

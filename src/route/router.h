@@ -7,16 +7,17 @@
 
 #include "glob.h"
 
-struct config;
+#include <stddef.h>
+
 struct route;
 struct request_view;
 
 /*
- * The first route of 'cfg' whose predicates all hold for 'req', or NULL.
+ * The first of the 'n' routes whose predicates all hold for 'req', or NULL.
  * A route with no predicates matches everything. 'vars' receives the
  * URI variables of the matched route's Path predicate (n = 0 if none).
  */
-const struct route *router_match(const struct config *cfg,
+const struct route *router_match(const struct route *routes, size_t n,
                                  const struct request_view *req,
                                  struct glob_vars *vars);
 

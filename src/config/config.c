@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <yaml.h>
 
-#include "accesslog.h"
 #include "headers.h"
 #include "log.h"
 #include "ratekey.h"

@@ -1,0 +1,34 @@
+/*
+ * route.h - a route as loaded from the config: where its requests go, the
+ * predicates that pick it and the filters it applies. Plain data, owned by
+ * the config that loaded it. Pure: no functions, no I/O.
+ */
+#ifndef SLUICE_ROUTE_H
+#define SLUICE_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct predicate;
+struct filter;
+
+/* Where a route sends its requests: "http://host[:port][/base]". */
+struct upstream_uri {
+    char *host;      /* owned */
+    uint16_t port;   /* default 80 */
+    char *base_path; /* "" or "/base" without a trailing '/'; owned */
+    char *authority; /* Host header to send: "host" or "host:port"; owned */
+};
+
+struct route {
+    char *id; /* unique; owned */
+    struct upstream_uri uri;
+    struct predicate *predicates; /* all must hold; owned */
+    size_t npredicates;
+    struct filter *filters; /* applied in order; owned */
+    size_t nfilters;
+    uint64_t connect_timeout_ms;  /* resolved: route's or upstream's */
+    uint64_t response_timeout_ms; /* resolved: route's or upstream's */
+};
+
+#endif
