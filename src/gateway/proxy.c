@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "config.h"
 #include "filter.h"
+#include "forward.h"
 #include "forwarded.h"
 #include "headers.h"
 #include "log.h"
@@ -32,7 +33,6 @@
 #include "ratelimit.h"
 #include "reqcheck.h"
 #include "router.h"
-#include "strbuf.h"
 #include "upstream.h"
 #include "xmalloc.h"
 
@@ -425,36 +425,6 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     start_upstream(ex);
 }
 
-/*
- * Every Connection field of 'h' as one list (RFC 9110 5.3: repeated fields
- * are one comma-separated list), so that a field named in a second
- * Connection line is dropped too; NULL when there is none. The caller
- * frees it.
- */
-static char *
-connection_tokens(const struct headers *h)
-{
-    struct strbuf b = STRBUF_INIT;
-
-    for (size_t i = 0; i < h->n; i++) {
-        if (strcasecmp(h->v[i].name, "Connection") == 0) {
-            if (b.n > 0) {
-                strbuf_add(&b, ", ", 2);
-            }
-            strbuf_adds(&b, h->v[i].value);
-        }
-    }
-    return b.p;
-}
-
-static bool
-copy_response_header(const char *name, const char *connection)
-{
-    return !forwarded_is_hop_by_hop(name) &&
-           !forwarded_in_connection(connection, name) &&
-           strcasecmp(name, "Content-Length") != 0;
-}
-
 static bool
 route_filters_response(const struct route *r)
 {
@@ -508,7 +478,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     if (ex->state != EX_UPSTREAM) {
         return;
     }
-    connection = connection_tokens(uh);
+    connection = forward_connection_list(uh);
     /* From here the client connection's close callback tells of a leave. */
     event_free(ex->client_gone);
     ex->client_gone = NULL;
@@ -516,7 +486,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     if (!route_filters_response(r)) {
         /* The common case: straight across, no copy in between. */
         for (size_t i = 0; i < uh->n; i++) {
-            if (copy_response_header(uh->v[i].name, connection)) {
+            if (forward_response_field(uh->v[i].name, connection)) {
                 evhttp_add_header(ch, uh->v[i].name, uh->v[i].value);
             }
         }
@@ -525,7 +495,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
 
         headers_init(&resp);
         for (size_t i = 0; i < uh->n; i++) {
-            if (copy_response_header(uh->v[i].name, connection)) {
+            if (forward_response_field(uh->v[i].name, connection)) {
                 headers_add(&resp, uh->v[i].name, uh->v[i].value);
             }
         }
@@ -741,64 +711,6 @@ headers_from_evkeyvalq(struct headers *h, const struct evkeyvalq *q)
     }
 }
 
-static bool
-forward_request_header(const char *name, const char *connection)
-{
-    return !forwarded_is_hop_by_hop(name) &&
-           !forwarded_in_connection(connection, name) &&
-           strcasecmp(name, "Host") != 0 &&
-           strcasecmp(name, "Content-Length") != 0 &&
-           strcasecmp(name, "Expect") != 0 &&
-           strcasecmp(name, "X-Forwarded-For") != 0 &&
-           strcasecmp(name, "X-Forwarded-Proto") != 0 &&
-           strcasecmp(name, "X-Forwarded-Host") != 0;
-}
-
-/*
- * Builds the headers sent upstream from the filtered request headers:
- * hop-by-hop fields dropped, Host chosen, X-Forwarded-* set. The
- * X-Forwarded-* fields a client sent are kept only from a trusted proxy.
- */
-static void
-build_forward_headers(struct headers *fwd, const struct outgoing *out,
-                      const struct route *r, const struct netaddr *peer,
-                      bool peer_trusted)
-{
-    char *connection = connection_tokens(&out->headers);
-    const char *host = headers_get(&out->headers, "Host");
-    const char *xff = headers_get(&out->headers, "X-Forwarded-For");
-    const char *xfp = headers_get(&out->headers, "X-Forwarded-Proto");
-    const char *xfh = headers_get(&out->headers, "X-Forwarded-Host");
-    char addr[64];
-
-    for (size_t i = 0; i < out->headers.n; i++) {
-        const struct header *h = &out->headers.v[i];
-
-        if (forward_request_header(h->name, connection)) {
-            headers_add(fwd, h->name, h->value);
-        }
-    }
-    free(connection);
-    headers_add(fwd, "Host",
-                out->preserve_host && host != NULL ? host : r->uri.authority);
-    netaddr_format(peer, addr, sizeof(addr));
-    if (peer_trusted && xff != NULL) {
-        char *v = xasprintf("%s, %s", xff, addr);
-
-        headers_add(fwd, "X-Forwarded-For", v);
-        free(v);
-    } else {
-        headers_add(fwd, "X-Forwarded-For", addr);
-    }
-    headers_add(fwd, "X-Forwarded-Proto",
-                peer_trusted && xfp != NULL ? xfp : "http");
-    if (peer_trusted && xfh != NULL) {
-        headers_add(fwd, "X-Forwarded-Host", xfh);
-    } else if (host != NULL) {
-        headers_add(fwd, "X-Forwarded-Host", host);
-    }
-}
-
 static char *
 build_target(const struct route *r, const char *path, const char *query)
 {
@@ -951,6 +863,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     struct netaddr peer, client;
     struct headers in;
     struct outgoing out;
+    struct forward_request fr;
     struct glob_vars vars;
     struct request_view view;
     const struct route *route;
@@ -1058,7 +971,13 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         evbuffer_get_length(evhttp_request_get_input_buffer(creq)) > 0 ||
         method == EVHTTP_REQ_POST || method == EVHTTP_REQ_PUT ||
         method == EVHTTP_REQ_PATCH;
-    build_forward_headers(&ex->fwd, &out, route, &peer, trusted);
+    fr.in = &out.headers;
+    fr.host = out.preserve_host && headers_get(&out.headers, "Host") != NULL
+                  ? headers_get(&out.headers, "Host")
+                  : route->uri.authority;
+    fr.peer = &peer;
+    fr.peer_trusted = trusted;
+    forward_request_headers(&ex->fwd, &fr);
     headers_deinit(&out.headers);
     free(out.path);
     free(path);

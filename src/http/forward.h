@@ -1,0 +1,51 @@
+/*
+ * forward.h - the header fields a proxy passes on, both ways (RFC 9110
+ * 7.6): hop-by-hop fields dropped, the Connection list read across every
+ * Connection field, and X-Forwarded-* set for the upstream. Pure:
+ * allocates, no I/O. Depends on headers.h and netaddr.h.
+ */
+#ifndef SLUICE_FORWARD_H
+#define SLUICE_FORWARD_H
+
+#include <stdbool.h>
+
+#include "headers.h"
+
+struct netaddr;
+
+/*
+ * Every Connection field of 'h' as one comma-separated list (repeated
+ * fields are one list, RFC 9110 5.3), so that a field named in a second
+ * Connection line counts too; NULL when there is none. The caller frees
+ * it.
+ */
+char *forward_connection_list(const struct headers *h);
+
+/* What the upstream is told of a request; every pointer borrowed. */
+struct forward_request {
+    const struct headers *in;   /* the request's fields, filters applied */
+    const char *host;           /* the Host field to send */
+    const struct netaddr *peer; /* the socket peer */
+    bool peer_trusted;          /* the peer is a trusted proxy */
+};
+
+/*
+ * Appends to 'out' the fields to send upstream for 'r': those of 'r->in'
+ * but the hop-by-hop ones (and those the Connection list names), Host,
+ * Content-Length and Expect (the gateway frames the body itself and has
+ * read it whole), then Host, and X-Forwarded-For, -Proto and -Host. The
+ * X-Forwarded-* a client sent are kept (For extended with the peer) only
+ * from a trusted proxy: anyone else could plant an address.
+ */
+void forward_request_headers(struct headers *out,
+                             const struct forward_request *r);
+
+/*
+ * True when a response field 'name' goes on to the client, given the
+ * response's Connection list ('connection', may be NULL): not hop-by-hop,
+ * not named by that list, and not Content-Length, which the gateway sets
+ * from the body's framing.
+ */
+bool forward_response_field(const char *name, const char *connection);
+
+#endif

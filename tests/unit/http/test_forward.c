@@ -1,0 +1,147 @@
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "netaddr.h"
+
+static struct headers in, out;
+static struct netaddr peer;
+
+static void
+setup(void)
+{
+    headers_init(&in);
+    headers_init(&out);
+    cr_assert_eq(netaddr_parse("10.1.2.3", &peer), 0);
+}
+
+static void
+teardown(void)
+{
+    headers_deinit(&in);
+    headers_deinit(&out);
+}
+
+TestSuite(forward, .init = setup, .fini = teardown);
+
+/* Builds 'out' from 'in' as sent to upstream "up:8080". */
+static void
+forward(bool trusted)
+{
+    struct forward_request r = {&in, "up:8080", &peer, trusted};
+
+    forward_request_headers(&out, &r);
+}
+
+static void
+assert_out(const char *name, const char *want)
+{
+    const char *got = headers_get(&out, name);
+
+    if (want == NULL) {
+        cr_assert_null(got, "%s was forwarded: %s", name, got);
+        return;
+    }
+    cr_assert_not_null(got, "%s is missing", name);
+    cr_assert_str_eq(got, want, "%s: %s, want %s", name, got, want);
+}
+
+Test(forward, end_to_end_fields_pass_in_order_and_hop_by_hop_ones_do_not)
+{
+    headers_add(&in, "Accept", "*/*");
+    headers_add(&in, "Connection", "keep-alive");
+    headers_add(&in, "Keep-Alive", "timeout=5");
+    headers_add(&in, "Transfer-Encoding", "chunked");
+    headers_add(&in, "TE", "trailers");
+    headers_add(&in, "Upgrade", "websocket");
+    headers_add(&in, "X-B", "2");
+    forward(false);
+    cr_assert_str_eq(out.v[0].name, "Accept");
+    cr_assert_str_eq(out.v[1].name, "X-B");
+    assert_out("Connection", NULL);
+    assert_out("Keep-Alive", NULL);
+    assert_out("Transfer-Encoding", NULL);
+    assert_out("TE", NULL);
+    assert_out("Upgrade", NULL);
+}
+
+Test(forward, fields_named_by_any_connection_field_are_dropped)
+{
+    headers_add(&in, "Connection", "keep-alive");
+    headers_add(&in, "Connection", "X-Secret, X-Other");
+    headers_add(&in, "X-Secret", "1");
+    headers_add(&in, "X-Other", "2");
+    headers_add(&in, "X-Kept", "3");
+    forward(true);
+    assert_out("X-Secret", NULL);
+    assert_out("X-Other", NULL);
+    assert_out("X-Kept", "3");
+}
+
+Test(forward, host_length_and_expect_are_the_gateways_to_set)
+{
+    headers_add(&in, "Host", "client.example");
+    headers_add(&in, "Content-Length", "5");
+    headers_add(&in, "Expect", "100-continue");
+    forward(false);
+    assert_out("Host", "up:8080");
+    assert_out("Content-Length", NULL);
+    assert_out("Expect", NULL);
+    cr_assert_eq(headers_remove(&out, "Host"), 1);
+}
+
+Test(forward, an_untrusted_peer_cannot_plant_forwarded_fields)
+{
+    headers_add(&in, "Host", "client.example");
+    headers_add(&in, "X-Forwarded-For", "6.6.6.6");
+    headers_add(&in, "X-Forwarded-Proto", "https");
+    headers_add(&in, "X-Forwarded-Host", "evil.example");
+    forward(false);
+    assert_out("X-Forwarded-For", "10.1.2.3");
+    assert_out("X-Forwarded-Proto", "http");
+    assert_out("X-Forwarded-Host", "client.example");
+    cr_assert_eq(headers_remove(&out, "X-Forwarded-For"), 1);
+}
+
+Test(forward, a_trusted_proxy_has_its_forwarded_fields_kept_and_extended)
+{
+    headers_add(&in, "Host", "lb.internal");
+    headers_add(&in, "X-Forwarded-For", "203.0.113.9");
+    headers_add(&in, "X-Forwarded-Proto", "https");
+    headers_add(&in, "X-Forwarded-Host", "www.example");
+    forward(true);
+    assert_out("X-Forwarded-For", "203.0.113.9, 10.1.2.3");
+    assert_out("X-Forwarded-Proto", "https");
+    assert_out("X-Forwarded-Host", "www.example");
+}
+
+Test(forward, without_a_host_there_is_no_forwarded_host)
+{
+    forward(false);
+    assert_out("X-Forwarded-Host", NULL);
+    assert_out("X-Forwarded-For", "10.1.2.3");
+}
+
+Test(forward, the_connection_list_joins_every_connection_field)
+{
+    char *list;
+
+    cr_assert_null(forward_connection_list(&in));
+    headers_add(&in, "Connection", "close");
+    headers_add(&in, "X-A", "1");
+    headers_add(&in, "connection", "X-A");
+    list = forward_connection_list(&in);
+    cr_assert_str_eq(list, "close, X-A");
+    free(list);
+}
+
+Test(forward, response_fields_but_hop_by_hop_and_length_go_on)
+{
+    cr_assert(forward_response_field("Content-Type", NULL));
+    cr_assert(forward_response_field("Set-Cookie", "close"));
+    cr_assert_not(forward_response_field("Content-Length", NULL));
+    cr_assert_not(forward_response_field("Transfer-Encoding", NULL));
+    cr_assert_not(forward_response_field("Keep-Alive", NULL));
+    cr_assert_not(forward_response_field("X-Up-Secret", "close, X-Up-Secret"));
+}
