@@ -26,6 +26,7 @@
 #include "clientconn.h"
 #include "clock.h"
 #include "config.h"
+#include "diff.h"
 #include "local_store.h"
 #include "log.h"
 #include "metrics.h"
@@ -385,45 +386,17 @@ probe_port(const struct sockaddr *sa, socklen_t salen)
     return rc;
 }
 
-static bool
-same_str(const char *a, const char *b)
-{
-    return (a == NULL && b == NULL) ||
-           (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
-static bool
-same_listen(const struct listen_addr *a, const struct listen_addr *b)
-{
-    return same_str(a->host, b->host) && a->port == b->port;
-}
-
 /* Says which changed settings a reload cannot apply to a running process. */
 static void
 warn_restart_only(const struct config *cur, const struct config *next)
 {
-    const struct redis_conf *a = &cur->redis, *b = &next->redis;
+    unsigned groups = config_restart_only(cur, next);
 
-    if (!same_listen(&cur->server.listen, &next->server.listen) ||
-        cur->server.workers != next->server.workers) {
-        log_warn("server: server.listen and server.workers take effect on "
-                 "restart only");
-    }
-    if (a->enabled != b->enabled || !same_str(a->host, b->host) ||
-        a->port != b->port || a->db != b->db || !same_str(a->user, b->user) ||
-        !same_str(a->password, b->password) || a->timeout_ms != b->timeout_ms ||
-        a->max_in_flight != b->max_in_flight) {
-        log_warn("server: the redis: connection settings take effect on "
-                 "restart only (key_prefix applies now)");
-    }
-    if (cur->admin.enabled != next->admin.enabled ||
-        !same_listen(&cur->admin.listen, &next->admin.listen)) {
-        log_warn("server: admin: takes effect on restart only");
-    }
-    if (!same_str(cur->access_log, next->access_log) ||
-        cur->access_format != next->access_format ||
-        cur->log_level != next->log_level) {
-        log_warn("server: log: takes effect on restart only");
+    for (unsigned g = CONFIG_RESTART_LISTEN; g <= CONFIG_RESTART_LOG; g <<= 1) {
+        if (groups & g) {
+            log_warn("server: %s",
+                     config_restart_only_str((enum config_restart_only)g));
+        }
     }
 }
 

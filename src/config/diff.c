@@ -1,0 +1,66 @@
+#include "diff.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "config.h"
+
+static bool
+same_str(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) ||
+           (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static bool
+same_listen(const struct listen_addr *a, const struct listen_addr *b)
+{
+    return same_str(a->host, b->host) && a->port == b->port;
+}
+
+unsigned
+config_restart_only(const struct config *cur, const struct config *next)
+{
+    const struct redis_conf *a = &cur->redis, *b = &next->redis;
+    unsigned groups = 0;
+
+    if (!same_listen(&cur->server.listen, &next->server.listen) ||
+        cur->server.workers != next->server.workers) {
+        groups |= CONFIG_RESTART_LISTEN;
+    }
+    /* The workers' Redis connections are made once; the prefix is read
+     * per request. */
+    if (a->enabled != b->enabled || !same_str(a->host, b->host) ||
+        a->port != b->port || a->db != b->db || !same_str(a->user, b->user) ||
+        !same_str(a->password, b->password) || a->timeout_ms != b->timeout_ms ||
+        a->max_in_flight != b->max_in_flight) {
+        groups |= CONFIG_RESTART_REDIS;
+    }
+    if (cur->admin.enabled != next->admin.enabled ||
+        !same_listen(&cur->admin.listen, &next->admin.listen)) {
+        groups |= CONFIG_RESTART_ADMIN;
+    }
+    if (!same_str(cur->access_log, next->access_log) ||
+        cur->access_format != next->access_format ||
+        cur->log_level != next->log_level) {
+        groups |= CONFIG_RESTART_LOG;
+    }
+    return groups;
+}
+
+const char *
+config_restart_only_str(enum config_restart_only group)
+{
+    switch (group) {
+    case CONFIG_RESTART_LISTEN:
+        return "server.listen and server.workers take effect on restart only";
+    case CONFIG_RESTART_REDIS:
+        return "the redis: connection settings take effect on restart only "
+               "(key_prefix applies now)";
+    case CONFIG_RESTART_ADMIN:
+        return "admin: takes effect on restart only";
+    case CONFIG_RESTART_LOG:
+        return "log: takes effect on restart only";
+    }
+    return "?";
+}
