@@ -24,13 +24,13 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
 #include "xmalloc.h"
 
 #define INITIAL_SLOTS 64
@@ -155,13 +155,6 @@ struct sample {
     int64_t value;                          /* counters and gauges */
     uint64_t buckets[NBUCKETS];             /* histograms: not cumulative */
     uint64_t sum_ns;                        /* histograms */
-};
-
-/* A growing string for the exposition text. */
-struct out {
-    char *buf;  /* NUL-terminated; owned */
-    size_t len; /* bytes before the NUL */
-    size_t cap; /* bytes allocated */
 };
 
 static uint64_t
@@ -418,83 +411,53 @@ metrics_set(struct metrics *m, enum metric_id id, int64_t value)
     atomic_store_explicit(&m->set[id], value, memory_order_relaxed);
 }
 
-static void out_printf(struct out *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-out_printf(struct out *o, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-    va_end(ap);
-    assert(n >= 0);
-    if ((size_t)n >= o->cap - o->len) {
-        o->buf = xgrow(o->buf, &o->cap, o->len + (size_t)n + 1, 1);
-        va_start(ap, fmt);
-        vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-        va_end(ap);
-    }
-    o->len += (size_t)n;
-}
-
-static void
-out_char(struct out *o, char c)
-{
-    o->buf = xgrow(o->buf, &o->cap, o->len + 2, 1);
-    o->buf[o->len++] = c;
-    o->buf[o->len] = '\0';
-}
-
 /* A label value as the exposition format quotes it. */
 static void
-out_label_value(struct out *o, const char *v)
+out_label_value(struct strbuf *o, const char *v)
 {
     for (; *v != '\0'; v++) {
         switch (*v) {
         case '\\':
-            out_printf(o, "\\\\");
+            strbuf_adds(o, "\\\\");
             break;
         case '"':
-            out_printf(o, "\\\"");
+            strbuf_adds(o, "\\\"");
             break;
         case '\n':
-            out_printf(o, "\\n");
+            strbuf_adds(o, "\\n");
             break;
         default:
-            out_char(o, *v);
+            strbuf_add(o, v, 1);
         }
     }
 }
 
 /* name{l1="v1",...,extra} with 'extra' (e.g. le="0.1") NULL if none. */
 static void
-out_name_labels(struct out *o, const char *name, const char *suffix,
+out_name_labels(struct strbuf *o, const char *name, const char *suffix,
                 const struct sample *s, const char *extra)
 {
     const struct metric_def *d = &defs[s->id];
 
-    out_printf(o, "%s%s", name, suffix);
+    strbuf_addf(o, "%s%s", name, suffix);
     if (d->nlabels == 0 && extra == NULL) {
         return;
     }
-    out_char(o, '{');
+    strbuf_adds(o, "{");
     for (int i = 0; i < d->nlabels; i++) {
-        out_printf(o, "%s%s=\"", i > 0 ? "," : "", d->labels[i]);
+        strbuf_addf(o, "%s%s=\"", i > 0 ? "," : "", d->labels[i]);
         out_label_value(o, s->labels[i]);
-        out_char(o, '"');
+        strbuf_adds(o, "\"");
     }
     if (extra != NULL) {
-        out_printf(o, "%s%s", d->nlabels > 0 ? "," : "", extra);
+        strbuf_addf(o, "%s%s", d->nlabels > 0 ? "," : "", extra);
     }
-    out_char(o, '}');
+    strbuf_adds(o, "}");
 }
 
 /* Nanoseconds as exact decimal seconds, without trailing zeros. */
 static void
-out_seconds(struct out *o, uint64_t ns)
+out_seconds(struct strbuf *o, uint64_t ns)
 {
     char frac[16];
     int n;
@@ -504,11 +467,11 @@ out_seconds(struct out *o, uint64_t ns)
     while (n > 0 && frac[n - 1] == '0') {
         frac[--n] = '\0';
     }
-    out_printf(o, "%" PRIu64 "%s%s", ns / 1000000000, n > 0 ? "." : "", frac);
+    strbuf_addf(o, "%" PRIu64 "%s%s", ns / 1000000000, n > 0 ? "." : "", frac);
 }
 
 static void
-out_sample(struct out *o, const struct sample *s)
+out_sample(struct strbuf *o, const struct sample *s)
 {
     const struct metric_def *d = &defs[s->id];
     uint64_t cum = 0;
@@ -516,21 +479,21 @@ out_sample(struct out *o, const struct sample *s)
 
     if (d->type != T_HISTOGRAM) {
         out_name_labels(o, d->name, "", s, NULL);
-        out_printf(o, " %" PRId64 "\n", s->value);
+        strbuf_addf(o, " %" PRId64 "\n", s->value);
         return;
     }
     for (int b = 0; b < NBUCKETS; b++) {
         cum += s->buckets[b];
         snprintf(le, sizeof(le), "le=\"%s\"", bucket_le[b]);
         out_name_labels(o, d->name, "_bucket", s, le);
-        out_printf(o, " %" PRIu64 "\n", cum);
+        strbuf_addf(o, " %" PRIu64 "\n", cum);
     }
     out_name_labels(o, d->name, "_sum", s, NULL);
-    out_char(o, ' ');
+    strbuf_adds(o, " ");
     out_seconds(o, s->sum_ns);
-    out_char(o, '\n');
+    strbuf_adds(o, "\n");
     out_name_labels(o, d->name, "_count", s, NULL);
-    out_printf(o, " %" PRIu64 "\n", cum);
+    strbuf_addf(o, " %" PRIu64 "\n", cum);
 }
 
 static int
@@ -614,14 +577,12 @@ collect(struct metrics *m, size_t *count)
 char *
 metrics_render(struct metrics *m)
 {
-    struct out o = {NULL, 0, 0};
+    struct strbuf o = STRBUF_INIT;
     size_t n;
     size_t j = 0;
     struct sample *v = collect(m, &n);
     enum metric_id order[M_COUNT];
 
-    o.buf = xgrow(o.buf, &o.cap, 4096, 1);
-    o.buf[0] = '\0';
     qsort(v, n, sizeof(*v), cmp_sample);
     /* Families in name order too, so the whole text is deterministic. */
     for (int id = 0; id < M_COUNT; id++) {
@@ -641,8 +602,8 @@ metrics_render(struct metrics *m)
             [T_HISTOGRAM] = "histogram",
         };
 
-        out_printf(&o, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help,
-                   d->name, type_name[d->type]);
+        strbuf_addf(&o, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help,
+                    d->name, type_name[d->type]);
         /* Samples are sorted by name, so this family's are next. */
         while (j < n && v[j].id == order[f]) {
             struct sample sum = v[j++];
@@ -655,7 +616,7 @@ metrics_render(struct metrics *m)
     }
     assert(j == n);
     free(v);
-    return o.buf;
+    return strbuf_take(&o);
 }
 
 const char *

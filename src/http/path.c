@@ -4,22 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "urlcode.h"
 #include "xmalloc.h"
-
-static int
-hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
 
 /* RFC 3986 section 2.3. */
 static bool
@@ -42,8 +28,6 @@ decode_unreserved(const char *raw, size_t len, char *dst, size_t *dstlen)
     size_t n = 0;
 
     for (size_t i = 0; i < len; i++) {
-        int hi;
-        int lo;
         int c;
 
         if (raw[i] == '\0') {
@@ -55,24 +39,16 @@ decode_unreserved(const char *raw, size_t len, char *dst, size_t *dstlen)
             dst[n++] = raw[i];
             continue;
         }
-        if (i + 2 >= len) {
-            return PATH_BAD_ESCAPE;
-        }
-        hi = hex_value(raw[i + 1]);
-        lo = hex_value(raw[i + 2]);
-        if (hi < 0 || lo < 0) {
-            return PATH_BAD_ESCAPE;
-        }
-        c = hi * 16 + lo;
-        if (c == 0) {
+        c = urlcode_escape(raw + i, len - i);
+        if (c <= 0) {
             return PATH_BAD_ESCAPE;
         }
         if (is_unreserved(c)) {
             dst[n++] = (char)c;
         } else {
             dst[n++] = '%';
-            dst[n++] = "0123456789ABCDEF"[hi];
-            dst[n++] = "0123456789ABCDEF"[lo];
+            dst[n++] = "0123456789ABCDEF"[c >> 4];
+            dst[n++] = "0123456789ABCDEF"[c & 15];
         }
         i += 2;
     }

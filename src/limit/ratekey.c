@@ -10,6 +10,7 @@
 
 #include "headers.h"
 #include "netaddr.h"
+#include "urlcode.h"
 
 /* Hex digits of the SHA-256 kept in a hashed value: 128 bits. */
 #define HASH_HEX 32
@@ -64,42 +65,6 @@ sink_puts(struct sink *s, const char *str)
     sink_put(s, str, strlen(str));
 }
 
-static int
-hex_digit(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/*
- * Decodes one byte of a form-encoded string at s[*i] ('+' is a space,
- * "%XX" a byte, a stray '%' itself) and moves '*i' past it.
- */
-static unsigned char
-form_byte(const char *s, size_t n, size_t *i)
-{
-    unsigned char c = (unsigned char)s[*i];
-
-    (*i)++;
-    if (c == '+') {
-        return ' ';
-    }
-    if (c == '%' && *i + 1 < n && hex_digit(s[*i]) >= 0 &&
-        hex_digit(s[*i + 1]) >= 0) {
-        c = (unsigned char)(hex_digit(s[*i]) * 16 + hex_digit(s[*i + 1]));
-        *i += 2;
-    }
-    return c;
-}
-
 static bool
 unreserved(unsigned char c)
 {
@@ -120,9 +85,14 @@ escape_value(struct sink *s, const struct part_value *v)
     size_t i = 0;
 
     while (i < v->n) {
-        unsigned char c = v->form_encoded ? form_byte(v->p, v->n, &i)
-                                          : (unsigned char)v->p[i++];
+        unsigned char c = (unsigned char)v->p[i];
         char esc[3];
+
+        if (v->form_encoded) {
+            i += urlcode_form_byte(v->p + i, v->n - i, &c);
+        } else {
+            i++;
+        }
 
         if (unreserved(c)) {
             sink_put(s, (const char *)&c, 1);
@@ -209,36 +179,15 @@ format_ip(const struct netaddr *client, unsigned prefix, char *buf)
     snprintf(buf + n, IP_TEXT_MAX - n, "/%u", prefix);
 }
 
-/* The value of query parameter 'name' in 'q' (raw, encoded). */
+/* The first value of query parameter 'name' in 'q' (raw, encoded). */
 static bool
 find_query(const char *q, const char *name, struct part_value *v)
 {
-    size_t namelen = strlen(name);
-
-    while (q != NULL && *q != '\0') {
-        size_t n = strcspn(q, "&");
-        const char *eq = memchr(q, '=', n);
-        size_t klen = eq != NULL ? (size_t)(eq - q) : n;
-        size_t i = 0;
-        size_t j = 0;
-
-        /* Compare the decoded name: "api%5Fkey" is "api_key". */
-        while (i < klen && j < namelen &&
-               form_byte(q, klen, &i) == (unsigned char)name[j]) {
-            j++;
-        }
-        if (i == klen && j == namelen) {
-            v->p = eq != NULL ? eq + 1 : q + n;
-            v->n = eq != NULL ? n - klen - 1 : 0;
-            v->form_encoded = true;
-            return true;
-        }
-        q += n;
-        if (*q == '&') {
-            q++;
-        }
+    if (!urlcode_query_first(q, name, &v->p, &v->n)) {
+        return false;
     }
-    return false;
+    v->form_encoded = true;
+    return true;
 }
 
 static bool

@@ -3,7 +3,9 @@
  * and its arguments, in the order of Spring's shortcut form
  * ("AddRequestHeader=X-Gateway, sluice") and with the names of its long
  * form ("args: { name: X-Gateway, value: sluice }"). The config loader
- * reads these tables; predicate.c and filter.c own them.
+ * reads these tables; predicate.c and filter.c own them, and check an
+ * argument count against them here.
+ * Pure: no I/O, no allocation. Depends on nothing.
  */
 #ifndef SLUICE_ARGSPEC_H
 #define SLUICE_ARGSPEC_H
@@ -23,5 +25,20 @@ struct kind_spec {
     const struct arg_spec *args; /* in shortcut order */
     size_t nargs;
 };
+
+/* How argspec_check_count words its complaint. */
+enum argspec_wording {
+    ARGSPEC_BRIEF,      /* "Header: expects 1 or 2 arguments, got 3" */
+    ARGSPEC_WITH_NAMES, /* "AddRequestHeader: expects 2 arguments (name,
+                           value), got 1" */
+};
+
+/*
+ * 0 if 'nargs' arguments suit 'spec' (its required ones at least, and no
+ * more than it has unless the last one gathers); otherwise -1 with a
+ * message in 'err' (NULL or 'errlen' 0: none), worded as 'wording' says.
+ */
+int argspec_check_count(const struct kind_spec *spec, size_t nargs,
+                        enum argspec_wording wording, char *err, size_t errlen);
 
 #endif

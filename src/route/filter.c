@@ -1,11 +1,11 @@
 #include "filter.h"
 
 #include <assert.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "limit.h"
 #include "regexp.h"
 #include "xmalloc.h"
@@ -60,59 +60,6 @@ filter_specs(size_t *n)
     return filter_table;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static int
-check_nargs(const struct kind_spec *spec, size_t nargs, char *err,
-            size_t errlen)
-{
-    char names[128] = "";
-    size_t required = 0;
-    size_t used = 0;
-
-    for (size_t i = 0; i < spec->nargs; i++) {
-        int m;
-
-        if (!spec->args[i].optional) {
-            required++;
-        }
-        m = snprintf(names + used, sizeof(names) - used, "%s%s",
-                     i > 0 ? ", " : "", spec->args[i].name);
-        if (m > 0 && (size_t)m < sizeof(names) - used) {
-            used += (size_t)m;
-        }
-    }
-    if (nargs >= required && nargs <= spec->nargs) {
-        return 0;
-    }
-    if (spec->nargs == 0) {
-        set_err(err, errlen, "%s: takes no arguments, got %zu", spec->name,
-                nargs);
-    } else if (required == spec->nargs) {
-        set_err(err, errlen, "%s: expects %zu argument%s (%s), got %zu",
-                spec->name, spec->nargs, spec->nargs == 1 ? "" : "s", names,
-                nargs);
-    } else {
-        set_err(err, errlen, "%s: expects %zu to %zu arguments (%s), got %zu",
-                spec->name, required, spec->nargs, names, nargs);
-    }
-    return -1;
-}
-
 /* Digits only: "+1", "-1", " 1" and "1.0" are refused, not guessed at. */
 static int
 init_strip_prefix(struct filter *f, const char *name, const char *arg,
@@ -132,9 +79,9 @@ init_strip_prefix(struct filter *f, const char *name, const char *arg,
         }
     }
     if (p == arg || *p != '\0' || v > STRIP_PREFIX_MAX) {
-        set_err(err, errlen,
-                "%s: parts must be an integer from 0 to %d, got \"%s\"", name,
-                STRIP_PREFIX_MAX, arg);
+        errbuf_printf(err, errlen,
+                      "%s: parts must be an integer from 0 to %d, got \"%s\"",
+                      name, STRIP_PREFIX_MAX, arg);
         return -1;
     }
     f->parts = v;
@@ -161,13 +108,14 @@ init_path(struct filter *f, const char *name, const char *what, const char *arg,
           char *err, size_t errlen)
 {
     if (arg[0] != '/') {
-        set_err(err, errlen, "%s: %s must start with '/', got \"%s\"", name,
-                what, arg);
+        errbuf_printf(err, errlen, "%s: %s must start with '/', got \"%s\"",
+                      name, what, arg);
         return -1;
     }
     if (!valid_path_text(arg)) {
-        set_err(err, errlen, "%s: %s contains a space or control character",
-                name, what);
+        errbuf_printf(err, errlen,
+                      "%s: %s contains a space or control character", name,
+                      what);
         return -1;
     }
     f->value = xstrdup(arg);
@@ -183,19 +131,20 @@ init_rewrite_path(struct filter *f, const char *name, const char *pattern,
 
     f->re = regexp_new(pattern, why, sizeof(why));
     if (f->re == NULL) {
-        set_err(err, errlen, "%s: regexp: %s", name, why);
+        errbuf_printf(err, errlen, "%s: regexp: %s", name, why);
         return -1;
     }
     if (!valid_path_text(replacement)) {
-        set_err(err, errlen,
-                "%s: replacement contains a space or control character", name);
+        errbuf_printf(err, errlen,
+                      "%s: replacement contains a space or control character",
+                      name);
         return -1;
     }
     /* regexp_replace() checks every group reference even when nothing
        matches, so one dry run catches a misspelt group at load time. */
     probe = regexp_replace(f->re, "", replacement, why, sizeof(why));
     if (probe == NULL) {
-        set_err(err, errlen, "%s: replacement: %s", name, why);
+        errbuf_printf(err, errlen, "%s: replacement: %s", name, why);
         return -1;
     }
     free(probe);
@@ -208,16 +157,16 @@ init_header(struct filter *f, const char *name, const char *hname,
             const char *value, char *err, size_t errlen)
 {
     if (!headers_valid_name(hname)) {
-        set_err(err, errlen, "%s: \"%s\" is not a valid header name", name,
-                hname);
+        errbuf_printf(err, errlen, "%s: \"%s\" is not a valid header name",
+                      name, hname);
         return -1;
     }
     if (value != NULL && !headers_valid_value(value)) {
         if (strpbrk(value, "\r\n") != NULL) {
-            set_err(err, errlen, "%s: value contains a line break", name);
+            errbuf_printf(err, errlen, "%s: value contains a line break", name);
         } else {
-            set_err(err, errlen, "%s: value contains a control character",
-                    name);
+            errbuf_printf(err, errlen, "%s: value contains a control character",
+                          name);
         }
         return -1;
     }
@@ -237,12 +186,13 @@ filter_init(struct filter *f, const struct kind_spec *spec,
 
     memset(f, 0, sizeof(*f));
     f->kind = (enum filter_kind)spec->kind;
-    if (check_nargs(spec, nargs, err, errlen) < 0) {
+    if (argspec_check_count(spec, nargs, ARGSPEC_WITH_NAMES, err, errlen) < 0) {
         return -1;
     }
     for (size_t i = 0; i < nargs; i++) {
         if (args[i] == NULL) {
-            set_err(err, errlen, "%s: %s is missing", name, spec->args[i].name);
+            errbuf_printf(err, errlen, "%s: %s is missing", name,
+                          spec->args[i].name);
             return -1;
         }
     }

@@ -13,6 +13,7 @@
 #include "netaddr.h"
 #include "path.h"
 #include "regexp.h"
+#include "urlcode.h"
 #include "xmalloc.h"
 
 /* Long DNS names stop at 253 characters; anything longer never matches. */
@@ -77,41 +78,6 @@ is_token(const char *s)
         }
     }
     return true;
-}
-
-static int
-check_nargs(const struct kind_spec *spec, size_t nargs, char *err,
-            size_t errlen)
-{
-    size_t min = 0;
-    size_t max = spec->nargs;
-    bool gather = false;
-
-    for (size_t i = 0; i < spec->nargs; i++) {
-        if (!spec->args[i].optional) {
-            min = i + 1;
-        }
-        if (spec->args[i].gather) {
-            gather = true;
-        }
-    }
-    if (gather) {
-        max = SIZE_MAX;
-    }
-    if (nargs >= min && nargs <= max) {
-        return 0;
-    }
-    if (gather) {
-        snprintf(err, errlen, "%s: expects at least %zu argument%s, got %zu",
-                 spec->name, min, min == 1 ? "" : "s", nargs);
-    } else if (min == max) {
-        snprintf(err, errlen, "%s: expects %zu argument%s, got %zu", spec->name,
-                 min, min == 1 ? "" : "s", nargs);
-    } else {
-        snprintf(err, errlen, "%s: expects %zu %s %zu arguments, got %zu",
-                 spec->name, min, max == min + 1 ? "or" : "to", max, nargs);
-    }
-    return -1;
 }
 
 static char **
@@ -316,7 +282,7 @@ predicate_init(struct predicate *p, const struct kind_spec *spec,
     int rc = -1;
 
     memset(p, 0, sizeof(*p));
-    if (check_nargs(spec, nargs, err, errlen) != 0) {
+    if (argspec_check_count(spec, nargs, ARGSPEC_BRIEF, err, errlen) != 0) {
         return -1;
     }
     for (size_t i = 0; i < nargs; i++) {
@@ -440,104 +406,35 @@ test_header(const struct predicate *p, const struct headers *h)
     return false;
 }
 
-static int
-hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/*
- * Decodes one form-urlencoded byte at 's' (before 'end') into '*c' and
- * returns the number of input bytes used. A malformed escape stays as a
- * literal '%', as browsers and most servers treat it.
- */
-static size_t
-decode_byte(const char *s, const char *end, char *c)
-{
-    if (*s == '+') {
-        *c = ' ';
-        return 1;
-    }
-    if (*s == '%' && end - s >= 3 && hex_value(s[1]) >= 0 &&
-        hex_value(s[2]) >= 0) {
-        *c = (char)(hex_value(s[1]) * 16 + hex_value(s[2]));
-        return 3;
-    }
-    *c = *s;
-    return 1;
-}
-
 static bool
-decoded_equals(const char *s, const char *end, const char *want)
-{
-    while (s < end) {
-        char c;
-
-        s += decode_byte(s, end, &c);
-        if (*want == '\0' || c != *want) {
-            return false;
-        }
-        want++;
-    }
-    return *want == '\0';
-}
-
-static bool
-value_matches(const struct regexp *re, const char *s, const char *end)
+value_matches(const struct regexp *re, const char *s, size_t n)
 {
     /* Initialised only to quiet -Wmaybe-uninitialized at -O2. */
     char stack[QUERY_VALUE_STACK] = "";
-    size_t cap = (size_t)(end - s);
-    char *buf = cap <= sizeof(stack) ? stack : xmalloc(cap);
-    size_t n = 0;
-    bool ok;
+    char *buf = n <= sizeof(stack) ? stack : xmalloc(n);
+    size_t len = urlcode_form_decode(s, n, buf);
+    bool ok = regexp_full_match(re, buf, len);
 
-    while (s < end) {
-        s += decode_byte(s, end, &buf[n++]);
-    }
-    ok = regexp_full_match(re, buf, n);
     if (buf != stack) {
         free(buf);
     }
     return ok;
 }
 
+/* Any of the parameter's values, not only the first, may match. */
 static bool
 test_query(const struct predicate *p, const char *query)
 {
-    const char *s = query;
+    const char *cursor = query;
+    const char *value;
+    size_t n;
 
-    if (query == NULL) {
-        return false;
-    }
-    for (;;) {
-        const char *amp = strchr(s, '&');
-        const char *end = amp != NULL ? amp : s + strlen(s);
-        const char *eq = memchr(s, '=', (size_t)(end - s));
-        const char *name_end = eq != NULL ? eq : end;
-
-        if (decoded_equals(s, name_end, p->name)) {
-            if (p->re == NULL) {
-                return true;
-            }
-            if (value_matches(p->re, eq != NULL ? eq + 1 : end, end)) {
-                return true;
-            }
+    while (urlcode_query_next(&cursor, p->name, &value, &n)) {
+        if (p->re == NULL || value_matches(p->re, value, n)) {
+            return true;
         }
-        if (amp == NULL) {
-            return false;
-        }
-        s = amp + 1;
     }
+    return false;
 }
 
 bool

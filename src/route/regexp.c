@@ -3,12 +3,12 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "xmalloc.h"
 
 struct regexp {
@@ -42,22 +42,6 @@ on_pcre2_free(void *ptr, void *data)
     free(ptr);
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static void
 pcre2_message(int code, char *buf, size_t len)
 {
@@ -85,7 +69,7 @@ compile(const char *pattern, uint32_t options, char *err, size_t errlen)
         char msg[256];
 
         pcre2_message(rc, msg, sizeof(msg));
-        set_err(err, errlen, "%s at offset %zu", msg, (size_t)offset);
+        errbuf_printf(err, errlen, "%s at offset %zu", msg, (size_t)offset);
         return NULL;
     }
     /* Without JIT (unsupported CPU, no executable memory) the interpreter
@@ -205,8 +189,9 @@ check_replacement(const struct regexp *re, const char *repl, char *err,
                 p++;
             }
             if (n > re->ngroups) {
-                set_err(err, errlen, "unknown group %.*s (the pattern has %u)",
-                        (int)(p - digits), digits, (unsigned)re->ngroups);
+                errbuf_printf(err, errlen,
+                              "unknown group %.*s (the pattern has %u)",
+                              (int)(p - digits), digits, (unsigned)re->ngroups);
                 return -1;
             }
         } else {
@@ -218,10 +203,10 @@ check_replacement(const struct regexp *re, const char *repl, char *err,
             }
             len = (size_t)(p - name);
             if (len == 0) {
-                set_err(err, errlen,
-                        "\"$\" at offset %zu is not followed by a group "
-                        "number or name (write \"$$\" for a dollar)",
-                        at);
+                errbuf_printf(err, errlen,
+                              "\"$\" at offset %zu is not followed by a group "
+                              "number or name (write \"$$\" for a dollar)",
+                              at);
                 return -1;
             }
             if (!star) {
@@ -236,16 +221,17 @@ check_replacement(const struct regexp *re, const char *repl, char *err,
                 }
                 /* Duplicate names ((?J)) exist all the same. */
                 if (rc < 0 && rc != PCRE2_ERROR_NOUNIQUESUBSTRING) {
-                    set_err(err, errlen, "unknown group \"%.*s\"", (int)len,
-                            name);
+                    errbuf_printf(err, errlen, "unknown group \"%.*s\"",
+                                  (int)len, name);
                     return -1;
                 }
             }
         }
         if (brace) {
             if (*p != '}') {
-                set_err(err, errlen,
-                        "missing \"}\" after the \"${\" at offset %zu", at);
+                errbuf_printf(err, errlen,
+                              "missing \"}\" after the \"${\" at offset %zu",
+                              at);
                 return -1;
             }
             p++;
@@ -315,7 +301,7 @@ regexp_replace(const struct regexp *re, const char *s, const char *replacement,
         char msg[256];
 
         pcre2_message(rc, msg, sizeof(msg));
-        set_err(err, errlen, "%s", msg);
+        errbuf_printf(err, errlen, "%s", msg);
         free(out);
         return NULL;
     }
