@@ -41,7 +41,4 @@ struct admin *admin_new(struct event_base *base, const struct listen_addr *addr,
                         const struct admin_ops *ops, void *arg);
 void admin_free(struct admin *a); /* NULL is a no-op */
 
-/* The body of GET /routes for 'cfg': a new JSON string. Pure. */
-char *admin_routes_json(const struct config *cfg);
-
 #endif

@@ -65,3 +65,17 @@ rate_limit_conf_free(struct rate_limit_conf *rl)
     free(rl->scope);
     free(rl);
 }
+
+const char *
+limit_redis_failure_name(enum redis_failure f)
+{
+    switch (f) {
+    case REDIS_FAILURE_LOCAL:
+        return "local";
+    case REDIS_FAILURE_ALLOW:
+        return "allow";
+    case REDIS_FAILURE_DENY:
+        return "deny";
+    }
+    return "?";
+}

@@ -101,6 +101,9 @@ enum redis_failure {
     REDIS_FAILURE_DENY,  /* answer 503 */
 };
 
+/* "local", "allow" or "deny": the name gateway.yaml uses; static. */
+const char *limit_redis_failure_name(enum redis_failure f);
+
 enum rl_headers {
     RL_HEADERS_BOTH, /* IETF RateLimit-* and legacy X-RateLimit-* */
     RL_HEADERS_IETF,

@@ -1,0 +1,179 @@
+#include "routes_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "config.h"
+#include "limit.h"
+#include "netaddr.h"
+#include "regexp.h"
+#include "strbuf.h"
+
+static const char *
+kind_name(const struct kind_spec *specs, size_t n, int kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (specs[i].kind == kind) {
+            return specs[i].name;
+        }
+    }
+    return "?";
+}
+
+static void
+add_cidr(struct strbuf *b, const struct cidr *c)
+{
+    char addr[64];
+
+    netaddr_format(&c->addr, addr, sizeof(addr));
+    strbuf_addf(b, "\"%s/%u\"", addr, c->prefix);
+}
+
+static void
+add_predicate(struct strbuf *b, const struct predicate *p)
+{
+    size_t n;
+    const struct kind_spec *specs = predicate_specs(&n);
+    const char *sep = "";
+
+    strbuf_adds(b, "{\"name\":");
+    strbuf_add_json(b, kind_name(specs, n, (int)p->kind));
+    strbuf_adds(b, ",\"args\":[");
+    if (p->name != NULL) {
+        strbuf_add_json(b, p->name);
+        sep = ",";
+        if (p->re != NULL) {
+            strbuf_adds(b, ",");
+            strbuf_add_json(b, regexp_pattern(p->re));
+        }
+    }
+    for (size_t i = 0; i < p->nvalues; i++) {
+        strbuf_adds(b, sep);
+        strbuf_add_json(b, p->values[i]);
+        sep = ",";
+    }
+    for (size_t i = 0; i < p->ncidrs; i++) {
+        strbuf_adds(b, sep);
+        add_cidr(b, &p->cidrs[i]);
+        sep = ",";
+    }
+    strbuf_adds(b, "]}");
+}
+
+static void
+add_rate_limiter(struct strbuf *b, const struct rate_limit_conf *rl)
+{
+    strbuf_adds(b, "{\"name\":\"RequestRateLimiter\",\"tiers\":[");
+    for (size_t i = 0; i < rl->ntiers; i++) {
+        const struct tier *t = &rl->tiers[i];
+
+        strbuf_adds(b, i > 0 ? ",{\"role\":" : "{\"role\":");
+        strbuf_add_json(b, t->when_role);
+        strbuf_adds(b, ",\"key\":");
+        strbuf_add_json(b, t->key.text);
+        strbuf_adds(b, ",\"limiter\":");
+        strbuf_add_json(b, t->limiter != NULL ? t->limiter->name : "none");
+        strbuf_adds(b, "}");
+    }
+    strbuf_addf(b, "],\"cost\":%llu,\"scope\":", (unsigned long long)rl->cost);
+    strbuf_add_json(b, rl->scope);
+    strbuf_addf(b,
+                ",\"backend\":\"%s\",\"on_redis_error\":\"%s\","
+                "\"dry_run\":%s}",
+                rl->local ? "local" : "redis",
+                limit_redis_failure_name(rl->on_redis_error),
+                rl->dry_run ? "true" : "false");
+}
+
+static void
+add_filter(struct strbuf *b, const struct filter *f)
+{
+    size_t n;
+    const struct kind_spec *specs = filter_specs(&n);
+    const char *sep = "";
+
+    if (f->kind == FILTER_REQUEST_RATE_LIMITER) {
+        add_rate_limiter(b, f->rl);
+        return;
+    }
+    strbuf_adds(b, "{\"name\":");
+    strbuf_add_json(b, kind_name(specs, n, (int)f->kind));
+    strbuf_adds(b, ",\"args\":[");
+    if (f->kind == FILTER_STRIP_PREFIX) {
+        strbuf_addf(b, "\"%u\"", f->parts);
+    }
+    if (f->re != NULL) {
+        strbuf_add_json(b, regexp_pattern(f->re));
+        sep = ",";
+    }
+    if (f->name != NULL) {
+        strbuf_adds(b, sep);
+        strbuf_add_json(b, f->name);
+        sep = ",";
+    }
+    if (f->value != NULL) {
+        strbuf_adds(b, sep);
+        strbuf_add_json(b, f->value);
+    }
+    strbuf_adds(b, "]}");
+}
+
+static void
+add_limiter(struct strbuf *b, const struct limiter_def *d)
+{
+    strbuf_adds(b, "{\"name\":");
+    strbuf_add_json(b, d->name);
+    strbuf_addf(b, ",\"algorithm\":\"%s\",\"tag\":\"%s\",\"mode\":\"%s\"",
+                limit_algorithm_name(d->algorithm), d->tag,
+                d->delay ? "delay" : "deny");
+    if (d->delay) {
+        strbuf_addf(b, ",\"max_delay_ms\":%llu",
+                    (unsigned long long)d->max_delay_ms);
+    }
+    strbuf_adds(b, ",\"rules\":[");
+    for (size_t i = 0; i < d->nrules; i++) {
+        strbuf_addf(b, "%s{\"limit\":%llu,\"window_ms\":%llu,\"burst\":%llu}",
+                    i > 0 ? "," : "", (unsigned long long)d->rules[i].limit,
+                    (unsigned long long)d->rules[i].window_ms,
+                    (unsigned long long)d->rules[i].burst);
+    }
+    strbuf_adds(b, "]}");
+}
+
+char *
+config_routes_json(const struct config *cfg)
+{
+    struct strbuf b = STRBUF_INIT;
+
+    strbuf_adds(&b, "{\"routes\":[");
+    for (size_t i = 0; i < cfg->nroutes; i++) {
+        const struct route *r = &cfg->routes[i];
+
+        strbuf_adds(&b, i > 0 ? ",{\"id\":" : "{\"id\":");
+        strbuf_add_json(&b, r->id);
+        strbuf_addf(&b,
+                    ",\"uri\":\"http://%s%s\",\"connect_timeout_ms\":"
+                    "%llu,\"response_timeout_ms\":%llu,\"predicates\":[",
+                    r->uri.authority, r->uri.base_path,
+                    (unsigned long long)r->connect_timeout_ms,
+                    (unsigned long long)r->response_timeout_ms);
+        for (size_t j = 0; j < r->npredicates; j++) {
+            strbuf_adds(&b, j > 0 ? "," : "");
+            add_predicate(&b, &r->predicates[j]);
+        }
+        strbuf_adds(&b, "],\"filters\":[");
+        for (size_t j = 0; j < r->nfilters; j++) {
+            strbuf_adds(&b, j > 0 ? "," : "");
+            add_filter(&b, &r->filters[j]);
+        }
+        strbuf_adds(&b, "]}");
+    }
+    strbuf_adds(&b, "],\"limiters\":[");
+    for (size_t i = 0; i < cfg->nlimiters; i++) {
+        strbuf_adds(&b, i > 0 ? "," : "");
+        add_limiter(&b, &cfg->limiters[i]);
+    }
+    strbuf_adds(&b, "]}\n");
+    return strbuf_take(&b);
+}
+
