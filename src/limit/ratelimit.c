@@ -15,11 +15,10 @@
 #include "local_store.h"
 #include "log.h"
 #include "metrics.h"
-#include "problem.h"
 #include "ratekey.h"
 #include "redis.h"
-#include "rlheaders.h"
 #include "scripts.h"
+#include "verdict.h"
 #include "xmalloc.h"
 
 /* Script arguments before the per-rule triples (see lua/README.md). */
@@ -44,17 +43,12 @@ struct ratelimit_check;
 
 /* One RequestRateLimiter filter's part of a check. */
 struct part {
-    struct ratelimit_check *check;      /* the owner */
-    const struct rate_limit_conf *conf; /* borrowed from the config */
-    const struct tier *tier;            /* NULL: no tier applied */
-    char key[RATEKEY_MAX];              /* the tier's key, if limited */
-    struct redis_call *call;            /* pending script call, or NULL */
-    enum ratelimit_source source;       /* how it was decided */
-    bool decided;                       /* 'res' holds a decision */
-    bool forbidden;                     /* no key and empty_key: deny */
-    bool unavailable;                   /* Redis failed, policy deny */
-    struct limit_result res;            /* the decision */
-    struct timespec started;            /* when the script call went out */
+    struct ratelimit_check *check; /* the owner */
+    struct verdict_part v;         /* filter, tier, reason and decision;
+                                      VERDICT_UNLIMITED until decided */
+    char key[RATEKEY_MAX];         /* the tier's key, if limited */
+    struct redis_call *call;       /* pending script call, or NULL */
+    struct timespec started;       /* when the script call went out */
 };
 
 struct ratelimit_check {
@@ -140,26 +134,7 @@ ratelimit_publish(struct ratelimit *rl)
 const char *
 ratelimit_result_name(const struct ratelimit_outcome *o)
 {
-    if (o->verdict == RATELIMIT_DENY) {
-        if (o->status == 403) {
-            return "no_key";
-        }
-        return o->source == RATELIMIT_POLICY     ? "policy_denied"
-               : o->source == RATELIMIT_FALLBACK ? "fallback_denied"
-                                                 : "denied";
-    }
-    if (o->source == RATELIMIT_NONE) {
-        return NULL;
-    }
-    if (o->dry_run_denied) {
-        return "dry_run_denied";
-    }
-    if (o->delay_ms > 0) {
-        return "delayed";
-    }
-    return o->source == RATELIMIT_POLICY     ? "policy_allowed"
-           : o->source == RATELIMIT_FALLBACK ? "fallback_allowed"
-                                             : "allowed";
+    return verdict_reason_name(o->reason);
 }
 
 bool
@@ -183,21 +158,20 @@ ratelimit_outcome_deinit(struct ratelimit_outcome *o)
 
 /* ---- deciding one part ---- */
 
+/* 'fallback': the twin stands in for Redis, which failed. */
 static void
-decide_locally(struct ratelimit *rl, struct part *pt,
-               enum ratelimit_source source)
+decide_locally(struct ratelimit *rl, struct part *pt, bool fallback)
 {
-    const struct limiter_def *lim = pt->tier->limiter;
+    const struct limiter_def *lim = pt->v.tier->limiter;
 
-    if (local_store_decide(rl->store, pt->key, lim, pt->conf->cost,
-                           (uint64_t)clock_wall_ms(), &pt->res) == 0) {
-        pt->decided = true;
-        pt->source = source;
+    if (local_store_decide(rl->store, pt->key, lim, pt->v.conf->cost,
+                           (uint64_t)clock_wall_ms(), &pt->v.res) == 0) {
+        pt->v.reason = verdict_reason_of(&pt->v.res, fallback);
     } else {
         /* Config validation keeps cost within every rule; be safe. */
         log_error("ratelimit: limiter %s: cost %" PRIu64 " is invalid",
-                  lim->name, pt->conf->cost);
-        pt->unavailable = true;
+                  lim->name, pt->v.conf->cost);
+        pt->v.reason = VERDICT_TWIN_FAILED;
     }
 }
 
@@ -205,16 +179,15 @@ decide_locally(struct ratelimit *rl, struct part *pt,
 static void
 apply_failure_policy(struct ratelimit *rl, struct part *pt)
 {
-    switch (pt->conf->on_redis_error) {
+    switch (pt->v.conf->on_redis_error) {
     case REDIS_FAILURE_LOCAL:
-        decide_locally(rl, pt, RATELIMIT_FALLBACK);
+        decide_locally(rl, pt, true);
         break;
     case REDIS_FAILURE_ALLOW:
-        pt->source = RATELIMIT_POLICY;
+        pt->v.reason = VERDICT_POLICY_ALLOWED;
         break;
     case REDIS_FAILURE_DENY:
-        pt->source = RATELIMIT_POLICY;
-        pt->unavailable = true;
+        pt->v.reason = VERDICT_POLICY_DENIED;
         break;
     }
 }
@@ -239,18 +212,19 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
                             (double)(now.tv_nsec - pt->started.tv_nsec) / 1e9);
     }
     if (status == REDIS_CALL_OK && n >= 6) {
-        pt->decided = true;
-        pt->source = RATELIMIT_REDIS;
-        pt->res.allowed = ints[0] == 1;
-        pt->res.remaining = ints[1] > 0 ? ints[1] : 0;
-        pt->res.retry_after_ms = ints[2] > 0 ? (uint64_t)ints[2] : 0;
-        pt->res.reset_ms = ints[3] > 0 ? (uint64_t)ints[3] : 0;
-        pt->res.delay_ms = ints[4] > 0 ? (uint64_t)ints[4] : 0;
-        pt->res.rule = ints[5] > 0 ? (unsigned)ints[5] : 0;
+        struct limit_result *res = &pt->v.res;
+
+        res->allowed = ints[0] == 1;
+        res->remaining = ints[1] > 0 ? ints[1] : 0;
+        res->retry_after_ms = ints[2] > 0 ? (uint64_t)ints[2] : 0;
+        res->reset_ms = ints[3] > 0 ? (uint64_t)ints[3] : 0;
+        res->delay_ms = ints[4] > 0 ? (uint64_t)ints[4] : 0;
+        res->rule = ints[5] > 0 ? (unsigned)ints[5] : 0;
+        pt->v.reason = verdict_reason_of(res, false);
     } else {
         if (status == REDIS_CALL_ERROR) {
             log_warn("ratelimit: limiter %s: redis: %s",
-                     pt->tier->limiter->name,
+                     pt->v.tier->limiter->name,
                      error != NULL ? error : "unexpected reply");
         }
         apply_failure_policy(c->rl, pt);
@@ -267,7 +241,7 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
 static void
 start_redis(struct ratelimit *rl, struct part *pt)
 {
-    const struct limiter_def *lim = pt->tier->limiter;
+    const struct limiter_def *lim = pt->v.tier->limiter;
     const struct lua_script *script = rl->scripts[lim->algorithm];
     char keybuf[LIMIT_MAX_RULES][RATEKEY_MAX + 8];
     char argbuf[SCRIPT_MAX_ARGS][ARG_LEN];
@@ -291,7 +265,7 @@ start_redis(struct ratelimit *rl, struct part *pt)
     snprintf(reqid, sizeof(reqid), "%s-%" PRIu64, rl->id_prefix, ++rl->seq);
     /* The time override is always "0": only tests inject a time. */
     snprintf(argbuf[na++], ARG_LEN, "0");
-    snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, pt->conf->cost);
+    snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, pt->v.conf->cost);
     snprintf(argbuf[na++], ARG_LEN, "%d", lim->delay ? 1 : 0);
     snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->max_delay_ms);
     na++; /* the request id, below */
@@ -312,76 +286,29 @@ start_redis(struct ratelimit *rl, struct part *pt)
 
 /* ---- the whole check ---- */
 
-static void
-problem_into(struct ratelimit_outcome *o, int status, const char *detail,
-             const char *instance)
-{
-    o->verdict = RATELIMIT_DENY;
-    o->status = status;
-    o->body = problem_json(status, problem_reason(status), detail, instance);
-}
-
-/*
- * Combines the parts: the first refusal, in filter order, decides the
- * answer; the fields of every decided part go on the response; a pass is
- * held for the longest delay any part asked for.
- */
+/* Combines the parts (verdict.h) into '*o'. */
 static void
 assemble(struct ratelimit_check *c, struct ratelimit_outcome *o)
 {
-    memset(o, 0, sizeof(*o));
-    o->verdict = RATELIMIT_PASS;
-    headers_init(&o->headers);
-    for (size_t i = 0; i < c->nparts; i++) {
-        const struct part *pt = &c->parts[i];
-        const struct rate_limit_conf *conf = pt->conf;
-        bool first_denial = o->verdict == RATELIMIT_PASS;
+    /* + 1: never a zero-size allocation */
+    struct verdict_part *vp = xcalloc(c->nparts + 1, sizeof(*vp));
+    struct verdict v;
 
-        if (pt->tier != NULL && o->source == RATELIMIT_NONE) {
-            o->source = pt->source;
-            o->limiter = pt->tier->limiter ? pt->tier->limiter->name : NULL;
-            o->tier = pt->tier->label;
-        }
-        if (pt->forbidden) {
-            if (first_denial) {
-                problem_into(o, 403, "no rate-limit key applies to this caller",
-                             c->instance);
-            }
-            continue;
-        }
-        if (pt->unavailable) {
-            if (first_denial) {
-                problem_into(o, 503, "the rate limiter is unavailable",
-                             c->instance);
-                o->source = pt->source;
-                o->limiter = pt->tier->limiter->name;
-                o->tier = pt->tier->label;
-            }
-            continue;
-        }
-        if (!pt->decided) {
-            continue;
-        }
-        rlheaders_add(&o->headers, conf->headers, pt->tier->limiter, &pt->res);
-        if (pt->res.allowed) {
-            if (!conf->dry_run && pt->res.delay_ms > o->delay_ms) {
-                o->delay_ms = pt->res.delay_ms;
-            }
-        } else if (conf->dry_run) {
-            o->dry_run_denied = true;
-        } else if (first_denial) {
-            o->verdict = RATELIMIT_DENY;
-            o->status = conf->deny_status;
-            o->body = rlheaders_problem(conf->deny_status, pt->tier->limiter,
-                                        &pt->res, c->instance);
-            o->source = pt->source;
-            o->limiter = pt->tier->limiter->name;
-            o->tier = pt->tier->label;
-        }
+    for (size_t i = 0; i < c->nparts; i++) {
+        vp[i] = c->parts[i].v;
     }
-    if (o->verdict == RATELIMIT_DENY) {
-        o->delay_ms = 0;
-    }
+    verdict_assemble(vp, c->nparts, c->instance, &v);
+    free(vp);
+    memset(o, 0, sizeof(*o));
+    o->verdict = v.deny ? RATELIMIT_DENY : RATELIMIT_PASS;
+    o->status = v.status;
+    o->delay_ms = v.delay_ms;
+    o->headers = v.headers; /* moved */
+    o->body = v.body;       /* moved */
+    o->reason = v.reason;
+    o->limiter = v.limiter;
+    o->tier = v.tier;
+    o->dry_run_denied = v.dry_run_denied;
 }
 
 struct ratelimit_check *
@@ -410,25 +337,28 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
         }
         pt = &c->parts[c->nparts++];
         pt->check = c;
-        pt->conf = f->rl;
-        pt->tier = ratekey_tier(f->rl, who);
-        if (pt->tier == NULL) {
-            pt->forbidden = !f->rl->empty_key_allow;
+        pt->v.conf = f->rl;
+        pt->v.tier = ratekey_tier(f->rl, who);
+        if (pt->v.tier == NULL) {
+            pt->v.reason =
+                f->rl->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
             continue;
         }
-        if (pt->tier->limiter == NULL) {
+        if (pt->v.tier->limiter == NULL) {
+            pt->v.reason = VERDICT_UNLIMITED;
             continue;
         }
-        if (!ratekey_build(pt->tier, who,
+        if (!ratekey_build(pt->v.tier, who,
                            cfg->redis.key_prefix != NULL ? cfg->redis.key_prefix
                                                          : "sluice:",
                            f->rl->scope, pt->key)) {
-            pt->forbidden = !f->rl->empty_key_allow;
-            pt->tier = NULL;
+            pt->v.reason =
+                f->rl->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
+            pt->v.tier = NULL;
             continue;
         }
         if (f->rl->local || rl->redis == NULL) {
-            decide_locally(rl, pt, RATELIMIT_LOCAL);
+            decide_locally(rl, pt, false);
         } else {
             start_redis(rl, pt);
         }

@@ -1,9 +1,9 @@
 /*
  * ratelimit.h - the RequestRateLimiter filters of a route, at request time:
  * pick the tier, build the key, ask Redis (one script call per filter, all
- * at once) or the in-process twin, apply the failure policy, and turn the
- * decisions into a verdict with its response fields. One per worker
- * thread; does I/O through redis.h.
+ * at once) or the in-process twin, apply the failure policy, and give each
+ * filter's part a reason; verdict.h turns the parts into the outcome. One
+ * per worker thread; does I/O through redis.h.
  */
 #ifndef SLUICE_RATELIMIT_H
 #define SLUICE_RATELIMIT_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "headers.h"
+#include "verdict.h"
 
 struct caller;
 struct config;
@@ -28,26 +29,17 @@ enum ratelimit_verdict {
     RATELIMIT_DENY, /* answer 'status' (429, 403 or 503) with 'body' */
 };
 
-/* How a decision was made, for logs and metrics. */
-enum ratelimit_source {
-    RATELIMIT_NONE,     /* no limiter applied (tier "none", or no filter) */
-    RATELIMIT_REDIS,    /* the Lua script decided */
-    RATELIMIT_LOCAL,    /* backend: local */
-    RATELIMIT_FALLBACK, /* Redis failed; the local twin decided */
-    RATELIMIT_POLICY,   /* Redis failed; on_redis_error allow/deny */
-};
-
 struct ratelimit_outcome {
     enum ratelimit_verdict verdict;
-    int status;                   /* DENY: 429 (or configured), 403, 503 */
-    uint64_t delay_ms;            /* PASS: hold this long before forwarding */
-    struct headers headers;       /* fields for the response; owned */
-    char *body;                   /* DENY: problem+json body; owned */
-    enum ratelimit_source source; /* of the deciding filter */
-    const char *limiter;          /* the deciding limiter's name, or NULL;
-                                     borrowed from the config */
-    const char *tier;             /* the deciding tier's label, or NULL */
-    bool dry_run_denied;          /* a dry-run filter would have refused */
+    int status;                 /* DENY: 429 (or configured), 403, 503 */
+    uint64_t delay_ms;          /* PASS: hold this long before forwarding */
+    struct headers headers;     /* fields for the response; owned */
+    char *body;                 /* DENY: problem+json body; owned */
+    enum verdict_reason reason; /* why: for logs and metrics */
+    const char *limiter;        /* the deciding limiter's name, or NULL;
+                                   borrowed from the config */
+    const char *tier;           /* the deciding tier's label, or NULL */
+    bool dry_run_denied;        /* a dry-run filter would have refused */
 };
 
 void ratelimit_outcome_deinit(struct ratelimit_outcome *o);
@@ -78,10 +70,8 @@ bool ratelimit_ready(const struct ratelimit *rl);
 void ratelimit_publish(struct ratelimit *rl);
 
 /*
- * The result label of an outcome, for metrics and the access log:
- * allowed, denied, delayed, dry_run_denied, fallback_allowed,
- * fallback_denied, policy_allowed, policy_denied, no_key; NULL when no
- * limiter applied.
+ * The result label of an outcome, for metrics and the access log: that of
+ * its reason (verdict_reason_name()); NULL when no limiter applied.
  */
 const char *ratelimit_result_name(const struct ratelimit_outcome *o);
 

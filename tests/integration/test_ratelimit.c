@@ -470,6 +470,96 @@ Test(ratelimit, dry_run_counts_but_never_refuses)
     rig_stop(&r);
 }
 
+/* The value of the sample 'series' (name and labels as rendered), or -1. */
+static long
+metric_sample(const char *text, const char *series)
+{
+    const char *p = text;
+    size_t n = strlen(series);
+
+    while ((p = strstr(p, series)) != NULL) {
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') {
+            return atol(p + n + 1);
+        }
+        p += n;
+    }
+    return -1;
+}
+
+struct log_wait {
+    const struct proc *gw; /* borrowed */
+    const char *needle;    /* what the log must contain */
+};
+
+static bool
+log_has(void *arg)
+{
+    const struct log_wait *w = arg;
+
+    return proc_log_contains(w->gw, w->needle);
+}
+
+Test(ratelimit, a_refusal_with_status_403_is_labelled_denied_not_no_key)
+{
+    struct rig r;
+    struct http_response resp;
+    uint16_t admin = harness_free_port();
+    char *yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:@PORT@\n"
+        "  workers: 1\n"
+        "admin:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "limiters:\n"
+        "  one: { algorithm: sliding_window, limit: 1, window: 1h }\n"
+        "routes:\n"
+        "  - id: api\n"
+        "    uri: http://@ECHO@\n"
+        "    predicates: [Path=/**]\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: route, limiter: one, status: 403 }\n",
+        admin);
+    struct log_wait denied = {NULL, "\"GET /x\" route=api status=403 "};
+    char *u, *log, *line;
+
+    rig_start(&r, false, 1, yaml);
+    cr_assert(harness_wait_port(admin, 5000), "no admin listener");
+    cr_assert_eq(status_of(&r, "/x", NULL), 200);
+    /* A refusal by the rule: the configured status, not "no key". */
+    cr_assert_eq(get_with(&r, 0, "/x", NULL, &resp), 403);
+    cr_assert(strstr(resp.body, "\"policy\":\"one\"") != NULL, "%s", resp.body);
+    http_response_free(&resp);
+
+    denied.gw = &r.gw[0];
+    cr_assert(harness_wait_until(log_has, &denied, 5000),
+              "no access-log line for the refusal");
+    log = proc_log(&r.gw[0]);
+    line = strstr(log, denied.needle);
+    *strchr(line, '\n') = '\0';
+    cr_expect(strstr(line, " rl=denied tier=0") != NULL, "access log: %s",
+              line);
+    free(log);
+
+    u = harness_strf("http://127.0.0.1:%u/metrics", admin);
+    cr_assert_eq(http_get(&resp, u, 10000), 0);
+    cr_assert_eq(resp.status, 200);
+    cr_expect_eq(metric_sample(resp.body,
+                               "sluice_ratelimit_decisions_total{route="
+                               "\"api\",limiter=\"one\",tier=\"0\","
+                               "result=\"denied\"}"),
+                 1, "%s", resp.body);
+    cr_expect_eq(metric_sample(resp.body,
+                               "sluice_ratelimit_decisions_total{route="
+                               "\"api\",limiter=\"one\",tier=\"0\","
+                               "result=\"no_key\"}"),
+                 -1, "%s", resp.body);
+    http_response_free(&resp);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
 /* ---- delay mode ---- */
 
 static int
