@@ -1,8 +1,9 @@
 /*
- * config.h - the gateway's configuration: the model of gateway.yaml and
- * its loader. The only module that includes <yaml.h>. A loaded config is
- * plain data, immutable after config_load(), and refcounted so that a
- * request in flight keeps the config it started with across a reload.
+ * config.h - the gateway's configuration: the model of gateway.yaml
+ * (config.c) and its loader (load*.c; config/ is the only folder that
+ * includes <yaml.h>). A loaded config is plain data, immutable after
+ * config_load(), and refcounted so that a request in flight keeps the
+ * config it started with across a reload.
  */
 #ifndef SLUICE_CONFIG_H
 #define SLUICE_CONFIG_H

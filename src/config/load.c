@@ -1,0 +1,652 @@
+/*
+ * load.c - the loader's engine: config_parse() and config_load(), the
+ * top-level table of sections, errors in file order, "did you mean"
+ * suggestions, node access and the table engine (load_fields()). The
+ * sections themselves are in load_*.c; load.h is their shared header.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config.h"
+#include "load.h"
+#include "xmalloc.h"
+
+/* Names longer than this get no "did you mean" (and cost no time). */
+#define SUGGEST_MAX 64
+
+/* One error, kept with its position so that the list can be put in file
+ * order: sections are read in table order, not in the order written. */
+struct diag {
+    size_t line; /* 1-based */
+    size_t col;  /* 1-based */
+    size_t seq;  /* order of discovery; keeps the sort stable */
+    char *text;  /* "file:line:col: path: what"; owned */
+};
+
+/* The names of these tables are found by the same code (table_name()). */
+_Static_assert(offsetof(struct field, key) == 0, "key first");
+_Static_assert(offsetof(struct kind_spec, name) == 0, "name first");
+_Static_assert(offsetof(struct arg_spec, name) == 0, "name first");
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+
+void
+config_errors_init(struct config_errors *e)
+{
+    e->v = NULL;
+    e->n = 0;
+    e->cap = 0;
+}
+
+void
+config_errors_deinit(struct config_errors *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        free(e->v[i]);
+    }
+    free(e->v);
+    config_errors_init(e);
+}
+
+/* Takes ownership of 's'. A NULL list means the caller wants no details. */
+static void
+errors_push(struct config_errors *e, char *s)
+{
+    if (e == NULL) {
+        free(s);
+        return;
+    }
+    e->v = xgrow(e->v, &e->cap, e->n + 1, sizeof(*e->v));
+    e->v[e->n++] = s;
+}
+
+/* Takes ownership of 'text'. */
+static void
+add_diag(struct loader *ld, size_t line, size_t col, char *text)
+{
+    struct diag *d;
+
+    ld->diags = xgrow(ld->diags, &ld->cap, ld->ndiags + 1, sizeof(*d));
+    d = &ld->diags[ld->ndiags];
+    d->line = line;
+    d->col = col;
+    d->seq = ld->ndiags;
+    d->text = text;
+    ld->ndiags++;
+}
+
+/* "routes[2].filters[0]": the steps of 'p' from the top down. */
+static char *
+path_text(const struct load_path *p)
+{
+    char *parent;
+    char *s;
+
+    if (p == NULL) {
+        return xstrdup("");
+    }
+    parent = path_text(p->parent);
+    if (p->key == NULL) {
+        s = xasprintf("%s[%zu]", parent, p->index);
+    } else if (parent[0] == '\0') {
+        s = xstrdup(p->key);
+    } else {
+        s = xasprintf("%s.%s", parent, p->key);
+    }
+    free(parent);
+    return s;
+}
+
+void
+load_report_at(struct loader *ld, yaml_mark_t mark,
+               const struct load_path *path, const char *fmt, ...)
+{
+    size_t line = mark.line + 1;
+    size_t col = mark.column + 1;
+    va_list ap;
+    char *text;
+    char *msg;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        abort();
+    }
+    msg = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(msg, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    text = path_text(path);
+    if (text[0] != '\0') {
+        add_diag(
+            ld, line, col,
+            xasprintf("%s:%zu:%zu: %s: %s", ld->name, line, col, text, msg));
+    } else {
+        add_diag(ld, line, col,
+                 xasprintf("%s:%zu:%zu: %s", ld->name, line, col, msg));
+    }
+    free(text);
+    free(msg);
+}
+
+static int
+diag_cmp(const void *a, const void *b)
+{
+    const struct diag *x = a;
+    const struct diag *y = b;
+
+    if (x->line != y->line) {
+        return x->line < y->line ? -1 : 1;
+    }
+    if (x->col != y->col) {
+        return x->col < y->col ? -1 : 1;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Hands the errors over to 'errs' in file order. */
+static void
+flush_diags(struct loader *ld, struct config_errors *errs)
+{
+    qsort(ld->diags, ld->ndiags, sizeof(*ld->diags), diag_cmp);
+    for (size_t i = 0; i < ld->ndiags; i++) {
+        errors_push(errs, ld->diags[i].text);
+    }
+    free(ld->diags);
+    ld->diags = NULL;
+    ld->ndiags = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Suggestions                                                         */
+
+/* Levenshtein distance, ignoring case: "path" is one step from "Path". */
+static size_t
+edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    size_t lb = strlen(b);
+    size_t row[SUGGEST_MAX + 1];
+
+    if (la > SUGGEST_MAX || lb > SUGGEST_MAX) {
+        return SIZE_MAX;
+    }
+    for (size_t j = 0; j <= lb; j++) {
+        row[j] = j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) !=
+                          tolower((unsigned char)b[j - 1]);
+            size_t best = diag + cost;
+
+            if (up + 1 < best) {
+                best = up + 1;
+            }
+            if (row[j - 1] + 1 < best) {
+                best = row[j - 1] + 1;
+            }
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/*
+ * The i-th name of a table of fields, kind_specs or arg_specs: each starts
+ * with its name (checked by the _Static_asserts above), so one routine
+ * serves all three.
+ */
+static const char *
+table_name(const void *table, size_t stride, size_t i)
+{
+    const char *const *name =
+        (const char *const *)(const void *)((const char *)table + i * stride);
+
+    return *name;
+}
+
+/* "a, b, c" from a table of fields, kind_specs or arg_specs. */
+char *
+load_join_names(const void *table, size_t n, size_t stride)
+{
+    size_t len = 1;
+    char *s;
+    char *p;
+
+    for (size_t i = 0; i < n; i++) {
+        len += strlen(table_name(table, stride, i)) + 2;
+    }
+    s = xmalloc(len);
+    p = s;
+    *p = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *name = table_name(table, stride, i);
+        size_t m = strlen(name);
+
+        if (i > 0) {
+            memcpy(p, ", ", 2);
+            p += 2;
+        }
+        memcpy(p, name, m + 1);
+        p += m;
+    }
+    return s;
+}
+
+/*
+ * "(did you mean "listen"?)" when one name is close to 'word' (at most two
+ * edits, and fewer than half the letters, so that "ab" does not suggest
+ * "id"), with its index in '*suggested' if that is not NULL; otherwise
+ * "(known: a, b, c)". The caller frees the result.
+ */
+char *
+load_alternatives(const char *word, const void *table, size_t n, size_t stride,
+                  size_t *suggested)
+{
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    char *names;
+    char *s;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *name = table_name(table, stride, i);
+        size_t d = edit_distance(word, name);
+        size_t longest =
+            strlen(word) > strlen(name) ? strlen(word) : strlen(name);
+
+        if (d <= 2 && 2 * d < longest && d < best_d) {
+            best = name;
+            best_d = d;
+            if (suggested != NULL) {
+                *suggested = i;
+            }
+        }
+    }
+    if (best != NULL) {
+        return xasprintf("(did you mean \"%s\"?)", best);
+    }
+    names = load_join_names(table, n, stride);
+    s = xasprintf("(known: %s)", n > 0 ? names : "none");
+    free(names);
+    return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Nodes                                                               */
+
+/* YAML 1.1 nulls: "key:" with nothing after it, "~", "null". */
+bool
+load_is_null(const yaml_node_t *node)
+{
+    static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+    const char *v;
+
+    if (node->type != YAML_SCALAR_NODE ||
+        node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+        return false;
+    }
+    v = (const char *)node->data.scalar.value;
+    for (size_t i = 0; i < NELEMS(nulls); i++) {
+        if (strcmp(v, nulls[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *
+load_node_desc(const yaml_node_t *node)
+{
+    if (load_is_null(node)) {
+        return "nothing";
+    }
+    switch (node->type) {
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a sequence";
+    default:
+        return "a scalar";
+    }
+}
+
+yaml_node_t *
+load_node_at(struct loader *ld, int index)
+{
+    return yaml_document_get_node(ld->doc, index);
+}
+
+/* The text of a scalar, or NULL after reporting why there is none. */
+const char *
+load_scalar(struct loader *ld, yaml_node_t *node, const struct load_path *path)
+{
+    const char *v;
+
+    if (node->type != YAML_SCALAR_NODE) {
+        report(ld, node, path, "expected a scalar, got %s",
+               load_node_desc(node));
+        return NULL;
+    }
+    if (load_is_null(node)) {
+        report(ld, node, path, "missing value");
+        return NULL;
+    }
+    v = (const char *)node->data.scalar.value;
+    /* "\0" in a double-quoted scalar would silently cut the value. */
+    if (strlen(v) != node->data.scalar.length) {
+        report(ld, node, path, "contains a NUL character");
+        return NULL;
+    }
+    return v;
+}
+
+/*
+ * True for a sequence. A null counts as an empty one ("filters:" with
+ * nothing under it); anything else is reported.
+ */
+bool
+load_expect_sequence(struct loader *ld, yaml_node_t *node,
+                     const struct load_path *path)
+{
+    if (node->type == YAML_SEQUENCE_NODE || load_is_null(node)) {
+        return true;
+    }
+    report(ld, node, path, "expected a sequence, got %s", load_node_desc(node));
+    return false;
+}
+
+size_t
+load_sequence_length(const yaml_node_t *node)
+{
+    if (node->type != YAML_SEQUENCE_NODE) {
+        return 0;
+    }
+    return (size_t)(node->data.sequence.items.top -
+                    node->data.sequence.items.start);
+}
+
+yaml_node_t *
+load_sequence_item(struct loader *ld, const yaml_node_t *node, size_t i)
+{
+    return load_node_at(ld, node->data.sequence.items.start[i]);
+}
+
+/*
+ * Walks the mapping 'node' against t->fields: reports keys that are
+ * unknown, duplicated or not scalars, then parses each known key in table
+ * order (so a later section may rely on an earlier one) and reports the
+ * required ones that are absent. A null is an empty mapping ("admin:"
+ * alone turns the admin listener on with its defaults). When all of that
+ * went without an error (or, with t->check_always, the keys at least were
+ * right), t->check applies the rules between fields. With t->keys_first,
+ * a wrong key leaves every value unread.
+ */
+enum load_outcome
+load_fields(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            const struct table *t, void *base)
+{
+    const struct field *fields = t->fields;
+    size_t nfields = t->n;
+    yaml_node_t **found;
+    yaml_node_t **found_key;
+    bool *suggested;
+    size_t before = ld->ndiags;
+    bool bad_keys;
+    bool missing = false;
+
+    if (node->type != YAML_MAPPING_NODE && !load_is_null(node)) {
+        report(ld, node, path, "expected a mapping, got %s",
+               load_node_desc(node));
+        return LOAD_BAD_KEYS;
+    }
+    found = xcalloc(nfields, sizeof(*found));
+    found_key = xcalloc(nfields, sizeof(*found_key));
+    suggested = xcalloc(nfields, sizeof(*suggested));
+    if (node->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+             p < node->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = load_node_at(ld, p->key);
+            const char *key;
+            size_t i;
+
+            if (k->type != YAML_SCALAR_NODE) {
+                report(ld, k, path, "expected a scalar key, got %s",
+                       load_node_desc(k));
+                continue;
+            }
+            key = (const char *)k->data.scalar.value;
+            for (i = 0; i < nfields; i++) {
+                if (strcmp(key, fields[i].key) == 0) {
+                    break;
+                }
+            }
+            if (i == nfields) {
+                size_t near = SIZE_MAX;
+                char *alt = load_alternatives(key, fields, nfields,
+                                              sizeof(*fields), &near);
+
+                report(ld, k, path, "unknown key \"%s\" %s", key, alt);
+                free(alt);
+                if (near != SIZE_MAX) {
+                    suggested[near] = true;
+                }
+            } else if (found[i] != NULL) {
+                report(ld, k, path, "duplicate key \"%s\" (first at line %zu)",
+                       key, (size_t)found_key[i]->start_mark.line + 1);
+            } else {
+                found[i] = load_node_at(ld, p->value);
+                found_key[i] = k;
+            }
+        }
+    }
+    bad_keys = ld->ndiags != before;
+    for (size_t i = 0; i < nfields; i++) {
+        const struct load_path *sub = PATH_KEY(path, fields[i].key);
+
+        if (found[i] != NULL) {
+            if (!bad_keys || !t->keys_first) {
+                fields[i].parse(ld, found[i], &fields[i], base, sub);
+            }
+        } else if (fields[i].required && !suggested[i]) {
+            /* "url:" for "uri:" is one mistake, reported once. */
+            report(ld, node, sub, "required");
+            missing = true;
+        }
+    }
+    free(found);
+    free(found_key);
+    free(suggested);
+    if (t->check != NULL && !bad_keys && !missing &&
+        (t->check_always || ld->ndiags == before)) {
+        t->check(ld, node, path, base);
+    }
+    if (bad_keys || missing) {
+        return LOAD_BAD_KEYS;
+    }
+    return ld->ndiags == before ? LOAD_OK : LOAD_BAD_VALUES;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sections                                                            */
+
+/*
+ * The top level. Sections are read in this order whatever the order in
+ * the file: routes last, because a route's defaults come from upstream:.
+ * identity: and limiters: go before routes, so that a route's
+ * RequestRateLimiter can name a limiter that is already known.
+ */
+static const struct field sections[] = {
+    {.key = "server",
+     .parse = load_table,
+     .offset = offsetof(struct config, server),
+     .table = &load_server_table},
+    {.key = "admin",
+     .parse = load_table,
+     .offset = offsetof(struct config, admin),
+     .table = &load_admin_table},
+    {.key = "redis",
+     .parse = load_table,
+     .offset = offsetof(struct config, redis),
+     .table = &load_redis_table},
+    {.key = "upstream",
+     .parse = load_table,
+     .offset = offsetof(struct config, upstream),
+     .table = &load_upstream_table},
+    {.key = "identity",
+     .parse = load_table,
+     .offset = offsetof(struct config, identity),
+     .table = &load_identity_table},
+    {.key = "limiters", .parse = load_limiters},
+    {.key = "log", .parse = load_table, .table = &load_log_table},
+    {.key = "routes", .parse = load_routes, .required = true},
+};
+
+static const struct table section_table = TABLE(sections);
+
+/* ------------------------------------------------------------------ */
+/* Loading                                                             */
+
+/* Reader errors (bad UTF-8) carry a byte offset rather than a mark. */
+static void
+report_yaml_error(struct loader *ld, const yaml_parser_t *parser)
+{
+    yaml_mark_t mark = parser->problem_mark;
+    const char *problem = parser->problem;
+
+    if (parser->error == YAML_READER_ERROR) {
+        size_t end =
+            parser->problem_offset < ld->len ? parser->problem_offset : ld->len;
+
+        mark.line = 0;
+        mark.column = 0;
+        for (size_t i = 0; i < end; i++) {
+            if (ld->text[i] == '\n') {
+                mark.line++;
+                mark.column = 0;
+            } else {
+                mark.column++;
+            }
+        }
+    }
+    load_report_at(ld, mark, NULL, "yaml: %s",
+                   problem != NULL ? problem : "cannot parse");
+}
+
+/* A stream is one document; a second one is refused, not ignored. */
+static void
+check_single_document(struct loader *ld, yaml_parser_t *parser)
+{
+    yaml_document_t doc;
+    yaml_node_t *root;
+
+    if (!yaml_parser_load(parser, &doc)) {
+        report_yaml_error(ld, parser);
+        return;
+    }
+    root = yaml_document_get_root_node(&doc);
+    if (root != NULL) {
+        report(ld, root, NULL, "only one YAML document is allowed");
+    }
+    yaml_document_delete(&doc);
+}
+
+struct config *
+config_parse(const char *text, size_t len, const char *name,
+             struct config_errors *errs)
+{
+    struct loader ld;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    yaml_node_t *root;
+
+    memset(&ld, 0, sizeof(ld));
+    ld.name = name;
+    ld.text = text;
+    ld.len = len;
+    ld.cfg = config_new(name);
+    if (!yaml_parser_initialize(&parser)) {
+        fprintf(stderr, "sluice: out of memory starting the YAML parser\n");
+        abort();
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        report_yaml_error(&ld, &parser);
+    } else {
+        ld.doc = &doc;
+        root = yaml_document_get_root_node(&doc);
+        if (root == NULL || load_is_null(root)) {
+            yaml_mark_t start = {0, 0, 0};
+
+            load_report_at(
+                &ld, root != NULL ? root->start_mark : start, NULL,
+                "the file is empty (expected a mapping with at least "
+                "\"routes\")");
+        } else {
+            load_fields(&ld, root, NULL, &section_table, ld.cfg);
+            check_single_document(&ld, &parser);
+        }
+        yaml_document_delete(&doc);
+    }
+    yaml_parser_delete(&parser);
+    if (ld.ndiags > 0) {
+        flush_diags(&ld, errs);
+        config_free(ld.cfg);
+        return NULL;
+    }
+    free(ld.diags);
+    return ld.cfg;
+}
+
+struct config *
+config_load(const char *path, struct config_errors *errs)
+{
+    FILE *fp = fopen(path, "rb");
+    struct config *cfg;
+    char *buf = NULL;
+    size_t cap = 0;
+    size_t len = 0;
+
+    if (fp == NULL) {
+        errors_push(errs,
+                    xasprintf("%s: cannot read: %s", path, strerror(errno)));
+        return NULL;
+    }
+    for (;;) {
+        size_t got;
+
+        buf = xgrow(buf, &cap, len + 4096, 1);
+        got = fread(buf + len, 1, cap - len, fp);
+        len += got;
+        if (got == 0) {
+            break;
+        }
+    }
+    if (ferror(fp)) {
+        /* fopen() succeeds on a directory; the read says EISDIR. */
+        int err = errno;
+
+        errors_push(errs,
+                    xasprintf("%s: cannot read: %s", path, strerror(err)));
+        fclose(fp);
+        free(buf);
+        return NULL;
+    }
+    fclose(fp);
+    cfg = config_parse(buf, len, path, errs);
+    free(buf);
+    return cfg;
+}

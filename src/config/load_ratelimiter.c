@@ -1,0 +1,723 @@
+/*
+ * load_ratelimiter.c - the args of a route's RequestRateLimiter filter:
+ * key or tiers, limiter names from limiters:, cost, scope, backend and
+ * the reply's headers and status, into a rate_limit_conf (limit.h). Pure.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "headers.h"
+#include "load.h"
+#include "ratekey.h"
+#include "xmalloc.h"
+
+/* Longest scope name: it goes into every Redis key (ratekey.h). */
+#define SCOPE_NAME_MAX 64
+/*
+ * The fixed part of a key: prefix, limiter name, tag, scope and the key's
+ * text. Whatever the values, the key then fits in RATEKEY_MAX with room
+ * for the ":<rule>" suffix: each value is at most RATEKEY_MAX_VALUE bytes,
+ * plus a '+' between two, plus ":" ":" "{" ":" ":" "}", the suffix (8 to
+ * spare) and the NUL.
+ */
+#define KEY_FIXED_MAX                                                          \
+    (RATEKEY_MAX - KEY_MAX_PARTS * (RATEKEY_MAX_VALUE + 1) - 6 - 8 - 1)
+
+/* A route's RequestRateLimiter, while its args are read. */
+struct rl_ctx {
+    const struct config *cfg; /* limiters:, redis: already read */
+    const char *scope;        /* the resolved scope; borrowed */
+    uint64_t cost;            /* as read; 1 if it was wrong (a limiter
+                                 admits at least 1, so no more is said) */
+};
+
+static const struct choice redis_failure_words[] = {
+    {"local", REDIS_FAILURE_LOCAL},
+    {"allow", REDIS_FAILURE_ALLOW},
+    {"deny", REDIS_FAILURE_DENY},
+};
+
+static const struct choices redis_failure_choices =
+    CHOICES("on_redis_error", redis_failure_words, CHOICE_EXPECTED);
+
+static const struct choice empty_key_words[] = {
+    {"deny", 0},
+    {"allow", 1},
+};
+
+static const struct choices empty_key_choices =
+    CHOICES("empty_key", empty_key_words, CHOICE_EXPECTED);
+
+static const struct choice backend_words[] = {
+    {"redis", 0},
+    {"local", 1},
+};
+
+static const struct choices backend_choices =
+    CHOICES("backend", backend_words, CHOICE_EXPECTED);
+
+static const struct choice headers_words[] = {
+    {"ietf", RL_HEADERS_IETF},
+    {"legacy", RL_HEADERS_LEGACY},
+    {"both", RL_HEADERS_BOTH},
+    {"none", RL_HEADERS_NONE},
+};
+
+static const struct choices headers_choices =
+    CHOICES("headers", headers_words, CHOICE_EXPECTED);
+
+/*
+ * RequestRateLimiter's args: the options, read by the table, and the
+ * nodes that need the route, the limiters or each other.
+ */
+struct rl_form {
+    yaml_node_t *key;     /* short form; borrowed, like every node here */
+    yaml_node_t *limiter; /* short form */
+    yaml_node_t *tiers;   /* long form */
+    uint64_t cost;        /* units per request; default 1 */
+    int on_redis_error;   /* enum redis_failure; default local */
+    bool dry_run;         /* count but never refuse */
+    int empty_key;        /* 1: allow a request with an empty key */
+    yaml_node_t *scope;   /* route | NAME */
+    int local;            /* backend: 1 local, 0 redis */
+    int headers;          /* enum rl_headers; default both */
+    unsigned status;      /* of a refusal: 400..599, default 429 */
+};
+
+/* backend: redis needs somewhere to go. */
+static void
+parse_backend(struct loader *ld, yaml_node_t *node, const struct field *f,
+              void *base, const struct load_path *path)
+{
+    int *local = field_ptr(base, f);
+
+    if (load_choice(ld, node, path, f->choices, local) && !*local &&
+        !ld->cfg->redis.enabled) {
+        report(ld, node, path,
+               "backend: redis needs a redis: section (or use backend: "
+               "local)");
+    }
+}
+
+#define RL_NODE(k)                                                             \
+    {                                                                          \
+        .key = #k, .parse = load_node, .offset = offsetof(struct rl_form, k)   \
+    }
+
+#define RL_ENUM(k, words)                                                      \
+    {                                                                          \
+        .key = #k, .parse = load_enum, .offset = offsetof(struct rl_form, k),  \
+        .choices = &(words)                                                    \
+    }
+
+static const struct field rl_fields[] = {
+    RL_NODE(key),
+    RL_NODE(limiter),
+    RL_NODE(tiers),
+    {.key = "cost",
+     .parse = load_count,
+     .offset = offsetof(struct rl_form, cost),
+     .min = 1},
+    RL_ENUM(on_redis_error, redis_failure_choices),
+    {.key = "dry_run",
+     .parse = load_bool,
+     .offset = offsetof(struct rl_form, dry_run)},
+    RL_ENUM(empty_key, empty_key_choices),
+    RL_NODE(scope),
+    {.key = "backend",
+     .parse = parse_backend,
+     .offset = offsetof(struct rl_form, local),
+     .choices = &backend_choices},
+    RL_ENUM(headers, headers_choices),
+    {.key = "status",
+     .parse = load_uint,
+     .offset = offsetof(struct rl_form, status),
+     .min = 400,
+     .max = 599},
+};
+
+/* A wrong key ("limter") leaves every value unread: what the rest would
+ * report follows from that one mistake. */
+static const struct table rl_table = {
+    .fields = rl_fields,
+    .n = NELEMS(rl_fields),
+    .keys_first = true,
+};
+
+/* The kinds of key part, as written before any ':'. */
+struct key_kind_name {
+    const char *name;   /* must stay first: load_alternatives() reads it */
+    enum key_kind kind; /* what it stands for */
+    bool named;         /* takes ":NAME" */
+};
+
+static const struct key_kind_name key_kinds[] = {
+    {"ip", KEY_IP, false},        {"user", KEY_USER, false},
+    {"role", KEY_ROLE, false},    {"route", KEY_ROUTE, false},
+    {"header", KEY_HEADER, true}, {"query", KEY_QUERY, true},
+    {"cookie", KEY_COOKIE, true},
+};
+
+_Static_assert(offsetof(struct key_kind_name, name) == 0, "name first");
+_Static_assert(offsetof(struct limiter_def, name) == 0, "name first");
+
+static void
+key_spec_clear(struct key_spec *k)
+{
+    for (size_t i = 0; i < k->nparts; i++) {
+        free(k->parts[i].name);
+    }
+    free(k->text);
+    memset(k, 0, sizeof(*k));
+}
+
+/*
+ * One part of a key ('s', cut out of the text) into 'part'. Header names
+ * are lowercased: they are case-insensitive, and the key text must be one
+ * spelling so that routes sharing a scope share the bucket.
+ */
+static const char *
+parse_key_part(char *s, struct key_part *part, char *why, size_t whylen)
+{
+    char *colon = strchr(s, ':');
+    const struct key_kind_name *kn = NULL;
+    char *alt;
+
+    if (colon != NULL) {
+        *colon = '\0';
+    }
+    for (size_t i = 0; i < NELEMS(key_kinds); i++) {
+        if (strcmp(s, key_kinds[i].name) == 0) {
+            kn = &key_kinds[i];
+        }
+    }
+    if (kn == NULL) {
+        alt = load_alternatives(s, key_kinds, NELEMS(key_kinds),
+                                sizeof(*key_kinds), NULL);
+        snprintf(why, whylen, "unknown part \"%s\" %s", s, alt);
+        free(alt);
+        return why;
+    }
+    if (kn->named && (colon == NULL || colon[1] == '\0')) {
+        snprintf(why, whylen, "%s needs a name (%s:NAME)", kn->name, kn->name);
+        return why;
+    }
+    if (!kn->named && colon != NULL) {
+        snprintf(why, whylen, "%s takes no name", kn->name);
+        return why;
+    }
+    if (kn->named && !headers_valid_name(colon + 1)) {
+        snprintf(why, whylen, "bad %s name \"%s\" (expected a token)", kn->name,
+                 colon + 1);
+        return why;
+    }
+    part->kind = kn->kind;
+    part->name = kn->named ? xstrdup(colon + 1) : NULL;
+    if (kn->kind == KEY_HEADER) {
+        for (char *p = part->name; *p != '\0'; p++) {
+            *p = (char)tolower((unsigned char)*p);
+        }
+    }
+    return NULL;
+}
+
+static bool
+same_part(const struct key_part *a, const struct key_part *b)
+{
+    if (a->kind != b->kind) {
+        return false;
+    }
+    return a->name == NULL || strcmp(a->name, b->name) == 0;
+}
+
+/* Appends the normalised text of 'part' to 'text' (a new string). */
+static char *
+append_part(char *text, const struct key_part *part)
+{
+    const char *kind = NULL;
+    char *s;
+
+    for (size_t i = 0; i < NELEMS(key_kinds); i++) {
+        if (key_kinds[i].kind == part->kind) {
+            kind = key_kinds[i].name;
+        }
+    }
+    s = xasprintf("%s%s%s%s%s", text != NULL ? text : "",
+                  text != NULL ? "+" : "", kind, part->name != NULL ? ":" : "",
+                  part->name != NULL ? part->name : "");
+    free(text);
+    return s;
+}
+
+/* "ip+header:X-Api-Key" into 'out'; false after reporting. */
+static bool
+parse_key_spec(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, struct key_spec *out)
+{
+    const char *text = load_scalar(ld, node, path);
+    char why[256];
+    const char *err = NULL;
+    char *buf;
+    char *p;
+
+    memset(out, 0, sizeof(*out));
+    if (text == NULL) {
+        return false;
+    }
+    buf = xstrdup(text);
+    p = buf;
+    for (;;) {
+        char *plus = strchr(p, '+');
+        char *piece;
+        struct key_part part;
+
+        if (plus != NULL) {
+            *plus = '\0';
+        }
+        piece = load_trim(p);
+        if (*piece == '\0') {
+            err = "empty part";
+            break;
+        }
+        if (out->nparts == KEY_MAX_PARTS) {
+            snprintf(why, sizeof(why), "at most %d parts", KEY_MAX_PARTS);
+            err = why;
+            break;
+        }
+        err = parse_key_part(piece, &part, why, sizeof(why));
+        if (err != NULL) {
+            break;
+        }
+        for (size_t i = 0; i < out->nparts; i++) {
+            if (same_part(&out->parts[i], &part)) {
+                char *t = append_part(NULL, &part);
+
+                snprintf(why, sizeof(why), "\"%s\" appears twice", t);
+                free(t);
+                err = why;
+            }
+        }
+        if (err != NULL) {
+            free(part.name);
+            break;
+        }
+        out->parts[out->nparts++] = part;
+        out->text = append_part(out->text, &part);
+        if (plus == NULL) {
+            break;
+        }
+        p = plus + 1;
+    }
+    free(buf);
+    if (err != NULL) {
+        report(ld, node, path,
+               "bad key \"%s\": %s (expected parts joined by '+': ip, user, "
+               "role, route, header:NAME, query:NAME, cookie:NAME)",
+               text, err);
+        key_spec_clear(out);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The limiter called by 'node': "none" leaves '*out' NULL. False after
+ * reporting an unknown name.
+ */
+static bool
+find_limiter(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+             const struct config *cfg, const struct limiter_def **out)
+{
+    const char *s = load_scalar(ld, node, path);
+    char *alt;
+
+    *out = NULL;
+    if (s == NULL) {
+        return false;
+    }
+    if (strcmp(s, "none") == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < cfg->nlimiters; i++) {
+        if (strcmp(cfg->limiters[i].name, s) == 0) {
+            *out = &cfg->limiters[i];
+            return true;
+        }
+    }
+    if (cfg->nlimiters == 0) {
+        report(ld, node, path,
+               "unknown limiter \"%s\" (no limiters are defined under "
+               "limiters:)",
+               s);
+        return false;
+    }
+    alt = load_alternatives(s, cfg->limiters, cfg->nlimiters,
+                            sizeof(*cfg->limiters), NULL);
+    report(ld, node, path, "unknown limiter \"%s\" %s", s, alt);
+    free(alt);
+    return false;
+}
+
+/* What a limiter can ever admit at once: its smallest capacity. */
+static uint64_t
+limiter_capacity(const struct limiter_def *def, size_t *rule)
+{
+    uint64_t cap = UINT64_MAX;
+
+    *rule = 0;
+    for (size_t i = 0; i < def->nrules; i++) {
+        uint64_t c = limit_algorithm_is_bucket(def->algorithm)
+                         ? def->rules[i].burst
+                         : def->rules[i].limit;
+
+        if (c < cap) {
+            cap = c;
+            *rule = i;
+        }
+    }
+    return cap;
+}
+
+/* One tier while it is read: the tier, and what its rules need. */
+struct tier_form {
+    struct tier *t;           /* being filled; borrowed */
+    const struct rl_ctx *ctx; /* the args read so far; borrowed */
+    yaml_node_t *key;         /* as written, or NULL; borrowed */
+    yaml_node_t *limiter;     /* as written, or NULL; borrowed */
+};
+
+/* when: {role: R}: the tier applies to callers with that role. */
+static void
+parse_role(struct loader *ld, yaml_node_t *node, const struct field *f,
+           void *base, const struct load_path *path)
+{
+    struct tier *t = base;
+    const char *s = load_scalar(ld, node, path);
+
+    (void)f;
+    if (s != NULL && (s[0] == '\0' || !headers_valid_value(s))) {
+        report(ld, node, path, "bad role \"%s\"", s);
+    } else if (s != NULL) {
+        t->when_role = xstrdup(s);
+    }
+}
+
+static const struct field when_fields[] = {
+    {.key = "role", .parse = parse_role, .required = true},
+};
+
+static const struct table when_table = {
+    .fields = when_fields,
+    .n = NELEMS(when_fields),
+    .keys_first = true,
+};
+
+static void
+parse_when(struct loader *ld, yaml_node_t *node, const struct field *f,
+           void *base, const struct load_path *path)
+{
+    struct tier_form *tf = base;
+
+    (void)f;
+    load_fields(ld, node, path, &when_table, tf->t);
+}
+
+static void
+parse_tier_key(struct loader *ld, yaml_node_t *node, const struct field *f,
+               void *base, const struct load_path *path)
+{
+    struct tier_form *tf = base;
+
+    (void)f;
+    tf->key = node;
+    parse_key_spec(ld, node, path, &tf->t->key);
+}
+
+/* A limiter that can never admit the cost is refused here. */
+static void
+parse_tier_limiter(struct loader *ld, yaml_node_t *node, const struct field *f,
+                   void *base, const struct load_path *path)
+{
+    struct tier_form *tf = base;
+    struct tier *t = tf->t;
+    uint64_t cost = tf->ctx->cost;
+    size_t rule;
+    uint64_t cap;
+    const char *what;
+
+    (void)f;
+    tf->limiter = node;
+    if (!find_limiter(ld, node, path, tf->ctx->cfg, &t->limiter) ||
+        t->limiter == NULL || t->limiter->nrules == 0) {
+        return;
+    }
+    cap = limiter_capacity(t->limiter, &rule);
+    what = limit_algorithm_is_bucket(t->limiter->algorithm) ? "burst" : "limit";
+    if (cost > cap && t->limiter->nrules > 1) {
+        report(ld, node, path,
+               "limiter \"%s\" can never admit cost %llu (%s %llu in "
+               "rules[%zu])",
+               t->limiter->name, (unsigned long long)cost, what,
+               (unsigned long long)cap, rule);
+    } else if (cost > cap) {
+        report(ld, node, path,
+               "limiter \"%s\" can never admit cost %llu (%s %llu)",
+               t->limiter->name, (unsigned long long)cost, what,
+               (unsigned long long)cap);
+    }
+}
+
+/*
+ * The rules between a tier's fields. 'node' and 'path' are the tier's,
+ * or the args' for the short form.
+ */
+static void
+check_tier(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+           void *base)
+{
+    struct tier_form *tf = base;
+    struct tier *t = tf->t;
+    const struct load_path *sub = PATH_KEY(path, "key");
+
+    if (tf->limiter == NULL) {
+        report(ld, node, PATH_KEY(path, "limiter"), "required");
+    } else if (tf->key == NULL && t->limiter != NULL) {
+        report(ld, node, sub, "required");
+    }
+    if (t->key.text != NULL && t->limiter != NULL) {
+        size_t fixed = strlen(tf->ctx->cfg->redis.key_prefix) +
+                       strlen(t->limiter->name) + sizeof(t->limiter->tag) - 1 +
+                       strlen(tf->ctx->scope) + strlen(t->key.text);
+
+        if (fixed > KEY_FIXED_MAX) {
+            report(ld, tf->key, sub,
+                   "the Redis key would be too long: key prefix, limiter "
+                   "name, tag, scope and key take %zu bytes (at most %d)",
+                   fixed, KEY_FIXED_MAX);
+        }
+    }
+}
+
+static const struct field tier_fields[] = {
+    {.key = "when", .parse = parse_when},
+    {.key = "key", .parse = parse_tier_key},
+    {.key = "limiter", .parse = parse_tier_limiter},
+};
+
+/* What was built stays in the tier even on an error, for
+ * rate_limit_conf_free(). */
+static const struct table tier_table = {
+    .fields = tier_fields,
+    .n = NELEMS(tier_fields),
+    .check = check_tier,
+    .check_always = true,
+    .keys_first = true,
+};
+
+/* The short form: a tier's key and limiter sit in the args themselves. */
+static void
+parse_short_tier(struct loader *ld, yaml_node_t *node,
+                 const struct load_path *path, yaml_node_t *key,
+                 yaml_node_t *limiter, struct tier_form *tf)
+{
+    if (key != NULL) {
+        parse_tier_key(ld, key, &tier_fields[1], tf, PATH_KEY(path, "key"));
+    }
+    if (limiter != NULL) {
+        parse_tier_limiter(ld, limiter, &tier_fields[2], tf,
+                           PATH_KEY(path, "limiter"));
+    }
+    check_tier(ld, node, path, tf);
+}
+
+/* "tiers:": a non-empty sequence of mappings. */
+static bool
+parse_tiers(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            const struct rl_ctx *ctx, struct rate_limit_conf *rl)
+{
+    size_t n = load_sequence_length(node);
+    bool ok = true;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        report(ld, node, path, "expected a sequence, got %s",
+               load_node_desc(node));
+        return false;
+    }
+    if (n == 0) {
+        report(ld, node, path, "expected at least one tier");
+        return false;
+    }
+    rl->tiers = xcalloc(n, sizeof(*rl->tiers));
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = load_sequence_item(ld, node, i);
+        const struct load_path *sub = PATH_INDEX(path, i);
+        struct tier *t = &rl->tiers[rl->ntiers++];
+        struct tier_form tf = {t, ctx, NULL, NULL};
+
+        t->label = xasprintf("%zu", i);
+        ok = load_fields(ld, item, sub, &tier_table, &tf) == LOAD_OK && ok;
+    }
+    return ok;
+}
+
+/* scope: "route" (the route's id) or a name shared by routes. */
+static char *
+parse_scope(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            const struct route *route)
+{
+    const char *s = node != NULL ? load_scalar(ld, node, path) : "route";
+
+    if (s == NULL) {
+        return NULL;
+    }
+    if (strcmp(s, "route") == 0) {
+        /* A bad route id is reported on its own; "" stands in. */
+        return xstrdup(route->id != NULL ? route->id : "");
+    }
+    if (!load_valid_name(s) || strlen(s) > SCOPE_NAME_MAX) {
+        report(ld, node, path,
+               "bad scope \"%s\" (expected \"route\", or a name of up to %d "
+               "letters, digits, '_', '.' and '-')",
+               s, SCOPE_NAME_MAX);
+        return NULL;
+    }
+    return xstrdup(s);
+}
+
+/*
+ * The args of a RequestRateLimiter on 'route' ('node' is the args
+ * mapping). Returns the conf, or NULL after reporting every problem.
+ */
+static struct rate_limit_conf *
+parse_rl_args(struct loader *ld, yaml_node_t *node,
+              const struct load_path *path, const struct route *route)
+{
+    struct rate_limit_conf *rl;
+    struct rl_form form;
+    struct rl_ctx ctx;
+    size_t before = ld->ndiags;
+    const struct load_path *sub;
+
+    memset(&form, 0, sizeof(form));
+    form.cost = 1;
+    form.on_redis_error = REDIS_FAILURE_LOCAL;
+    form.local = !ld->cfg->redis.enabled;
+    form.headers = RL_HEADERS_BOTH;
+    form.status = 429;
+    if (load_fields(ld, node, path, &rl_table, &form) == LOAD_BAD_KEYS) {
+        return NULL;
+    }
+    rl = xcalloc(1, sizeof(*rl));
+    rl->cost = form.cost;
+    rl->dry_run = form.dry_run;
+    rl->on_redis_error = (enum redis_failure)form.on_redis_error;
+    rl->empty_key_allow = form.empty_key != 0;
+    rl->local = form.local != 0;
+    rl->headers = (enum rl_headers)form.headers;
+    rl->deny_status = (int)form.status;
+
+    sub = PATH_KEY(path, "scope");
+    rl->scope = parse_scope(ld, form.scope, sub, route);
+    ctx.cfg = ld->cfg;
+    ctx.scope = rl->scope != NULL ? rl->scope : "";
+    ctx.cost = rl->cost;
+
+    if (form.tiers != NULL && (form.key != NULL || form.limiter != NULL)) {
+        sub = PATH_KEY(path, "tiers");
+        report(ld, form.tiers, sub,
+               "give either tiers or key and limiter, not both");
+    } else if (form.tiers != NULL) {
+        sub = PATH_KEY(path, "tiers");
+        parse_tiers(ld, form.tiers, sub, &ctx, rl);
+    } else if (form.key != NULL || form.limiter != NULL) {
+        struct tier_form tf = {NULL, &ctx, NULL, NULL};
+
+        rl->tiers = xcalloc(1, sizeof(*rl->tiers));
+        rl->ntiers = 1;
+        rl->tiers[0].label = xstrdup("0");
+        tf.t = &rl->tiers[0];
+        parse_short_tier(ld, node, path, form.key, form.limiter, &tf);
+    } else {
+        report(ld, node, path,
+               "RequestRateLimiter needs a key and a limiter, or tiers");
+    }
+    if (ld->ndiags != before) {
+        rate_limit_conf_free(rl);
+        return NULL;
+    }
+    return rl;
+}
+
+/* True if 'node' is a RequestRateLimiter, in the long or the short form. */
+bool
+load_is_rate_limiter(struct loader *ld, yaml_node_t *node)
+{
+    if (node->type == YAML_SCALAR_NODE) {
+        const char *s = (const char *)node->data.scalar.value;
+        size_t n = strcspn(s, "=");
+
+        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) {
+            n--;
+        }
+        s += strspn(s, " \t");
+        return strncmp(s, RATE_LIMITER_NAME, n) == 0 &&
+               n == strlen(RATE_LIMITER_NAME);
+    }
+    if (node->type != YAML_MAPPING_NODE) {
+        return false;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+        yaml_node_t *v = load_node_at(ld, p->value);
+
+        if (k->type == YAML_SCALAR_NODE && v->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, "name") == 0 &&
+            strcmp((const char *)v->data.scalar.value, RATE_LIMITER_NAME) ==
+                0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A RequestRateLimiter into 'f'; true when it was built. */
+bool
+load_rate_limiter(struct loader *ld, yaml_node_t *node,
+                  const struct load_path *path, const struct route *route,
+                  struct filter *f)
+{
+    struct long_form lf = {NULL, NULL};
+    struct rate_limit_conf *rl;
+    const struct load_path *sub;
+
+    if (node->type == YAML_SCALAR_NODE) {
+        /* Its args are nested (tiers, a limiter from limiters:), which
+         * "Name=a, b" cannot say. */
+        report(ld, node, path,
+               "RequestRateLimiter has no shortcut form: write \"name: "
+               "RequestRateLimiter\" with \"args: {key: ip, limiter: "
+               "NAME}\"");
+        return false;
+    }
+    if (load_fields(ld, node, path, &load_long_form_table, &lf) != LOAD_OK) {
+        return false;
+    }
+    if (lf.args == NULL) {
+        report(ld, node, path,
+               "RequestRateLimiter: missing args (a key and a limiter, or "
+               "tiers)");
+        return false;
+    }
+    sub = PATH_KEY(path, "args");
+    rl = parse_rl_args(ld, lf.args, sub, route);
+    if (rl == NULL) {
+        return false;
+    }
+    memset(f, 0, sizeof(*f));
+    f->kind = FILTER_REQUEST_RATE_LIMITER;
+    f->rl = rl;
+    return true;
+}

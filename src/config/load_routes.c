@@ -1,0 +1,599 @@
+/*
+ * load_routes.c - the routes: section of gateway.yaml: ids, upstream
+ * URIs, timeouts, and the predicates and filters in Spring's two forms
+ * ("Name=a, b" and {name, args}), built by predicate.c and filter.c.
+ * RequestRateLimiter is handed to load_ratelimiter.c. Pure.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "load.h"
+#include "xmalloc.h"
+
+/* What a route's "predicates:" or "filters:" list holds. */
+struct kind_table {
+    const char *noun;                            /* "predicate" */
+    const struct kind_spec *(*specs)(size_t *n); /* the module's table */
+    int (*init)(void *obj, const struct kind_spec *spec,
+                const char *const *args, size_t nargs, char *err,
+                size_t errlen);     /* builds one element */
+    size_t size;                    /* of one element */
+    const struct kind_table *other; /* for "X is a filter" */
+    const char *extra;              /* a kind built here rather than by
+                                       the module, or NULL: known to the
+                                       suggestions all the same */
+};
+
+/* Arguments of one predicate or filter, in shortcut order. */
+struct arglist {
+    const char **v; /* borrowed from 'buf' or the document */
+    size_t n;       /* arguments in 'v' */
+    size_t cap;     /* allocated entries in 'v' */
+    char *buf;      /* the shortcut text, cut in place; owned */
+};
+
+static void
+parse_route_id(struct loader *ld, yaml_node_t *node, const struct field *f,
+               void *base, const struct load_path *path)
+{
+    struct route *route = base;
+    const char *s = load_scalar(ld, node, path);
+
+    (void)f;
+    if (s == NULL) {
+        return;
+    }
+    if (!load_valid_name(s)) {
+        report(ld, node, path,
+               "bad route id \"%s\" (use letters, digits, '_', '.' and '-')",
+               s);
+        return;
+    }
+    /* Routes are parsed in order, so every earlier one is complete. */
+    for (const struct route *r = ld->cfg->routes; r < route; r++) {
+        if (r->id != NULL && strcmp(r->id, s) == 0) {
+            report(ld, node, path,
+                   "duplicate route id \"%s\" (first used by routes[%zu])", s,
+                   (size_t)(r - ld->cfg->routes));
+            return;
+        }
+    }
+    route->id = xstrdup(s);
+}
+
+/* Path bytes go into the request line as they are. */
+static bool
+valid_path_text(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c <= 0x20 || c == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static const char *
+split_uri(const char *s, struct upstream_uri *u)
+{
+    const char *auth = s + 7;
+    size_t alen = strcspn(auth, "/");
+    const char *p = auth + alen;
+    size_t plen = strlen(p);
+    const char *why;
+    bool v6;
+
+    if (strchr(s, '?') != NULL) {
+        return "a query is not allowed";
+    }
+    if (strchr(s, '#') != NULL) {
+        return "a fragment is not allowed";
+    }
+    if (memchr(auth, '@', alen) != NULL) {
+        return "user info is not allowed";
+    }
+    u->port = 80;
+    why = load_split_host_port(auth, alen, false, &u->host, &u->port);
+    if (why != NULL) {
+        return why;
+    }
+    if (!valid_path_text(p, plen)) {
+        return "the path contains a space or control character";
+    }
+    while (plen > 0 && p[plen - 1] == '/') {
+        plen--;
+    }
+    u->base_path = xstrndup(p, plen);
+    v6 = strchr(u->host, ':') != NULL;
+    if (u->port == 80) {
+        u->authority = xasprintf(v6 ? "[%s]" : "%s", u->host);
+    } else {
+        u->authority =
+            xasprintf(v6 ? "[%s]:%u" : "%s:%u", u->host, (unsigned)u->port);
+    }
+    return NULL;
+}
+
+static void
+parse_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
+          void *base, const struct load_path *path)
+{
+    struct route *route = base;
+    const char *s = load_scalar(ld, node, path);
+    const char *why;
+
+    (void)f;
+    if (s == NULL) {
+        return;
+    }
+    if (strncasecmp(s, "https://", 8) == 0) {
+        report(ld, node, path, "https upstreams are not supported");
+        return;
+    }
+    if (strncasecmp(s, "http://", 7) != 0) {
+        report(ld, node, path,
+               "bad uri \"%s\": expected http://host[:port][/path]", s);
+        return;
+    }
+    why = split_uri(s, &route->uri);
+    if (why != NULL) {
+        report(ld, node, path, "bad uri \"%s\": %s", s, why);
+    }
+}
+
+static void
+arglist_push(struct arglist *al, const char *arg)
+{
+    al->v = xgrow(al->v, &al->cap, al->n + 1, sizeof(*al->v));
+    al->v[al->n++] = arg;
+}
+
+static void
+arglist_deinit(struct arglist *al)
+{
+    free(al->v);
+    free(al->buf);
+}
+
+/* The spec called 'name', or NULL after reporting an unknown name. */
+static const struct kind_spec *
+find_kind(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+          const struct kind_table *kt, const char *name)
+{
+    size_t n;
+    const struct kind_spec *specs = kt->specs(&n);
+    const char **names;
+    char *alt;
+
+    if (name[0] == '\0') {
+        report(ld, node, path, "missing %s name", kt->noun);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(specs[i].name, name) == 0) {
+            return &specs[i];
+        }
+    }
+    if (kt->other != NULL) {
+        size_t m;
+        const struct kind_spec *others = kt->other->specs(&m);
+        bool other =
+            kt->other->extra != NULL && strcmp(kt->other->extra, name) == 0;
+
+        for (size_t i = 0; i < m && !other; i++) {
+            other = strcmp(others[i].name, name) == 0;
+        }
+        if (other) {
+            report(ld, node, path, "unknown %s \"%s\" (%s is a %s)", kt->noun,
+                   name, name, kt->other->noun);
+            return NULL;
+        }
+    }
+    names = xcalloc(n + 1, sizeof(*names));
+    for (size_t i = 0; i < n; i++) {
+        names[i] = specs[i].name;
+    }
+    if (kt->extra != NULL) {
+        names[n] = kt->extra;
+    }
+    alt = load_alternatives(name, names, n + (kt->extra != NULL),
+                            sizeof(*names), NULL);
+    report(ld, node, path, "unknown %s \"%s\" %s", kt->noun, name, alt);
+    free(alt);
+    free(names);
+    return NULL;
+}
+
+static bool
+last_gathers(const struct kind_spec *spec)
+{
+    return spec->nargs > 0 && spec->args[spec->nargs - 1].gather;
+}
+
+/*
+ * Spring's shortcut "Name=a, b": the name is what precedes the first '=';
+ * the rest is cut at ',' into at most nargs pieces (the last keeps its
+ * commas, so "AddRequestHeader=X-A, a,b" has the value "a,b"), or into
+ * every piece when the last argument gathers.
+ */
+static const struct kind_spec *
+parse_shortcut(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, const struct kind_table *kt,
+               const char *text, struct arglist *al)
+{
+    const struct kind_spec *spec;
+    char *eq;
+    char *p;
+    size_t max;
+
+    al->buf = xstrdup(text);
+    eq = strchr(al->buf, '=');
+    if (eq != NULL) {
+        *eq = '\0';
+    }
+    spec = find_kind(ld, node, path, kt, load_trim(al->buf));
+    if (spec == NULL || eq == NULL) {
+        return spec;
+    }
+    max = last_gathers(spec) ? SIZE_MAX : spec->nargs > 0 ? spec->nargs : 1;
+    p = eq + 1;
+    for (;;) {
+        char *comma = al->n + 1 < max ? strchr(p, ',') : NULL;
+        char *piece;
+
+        if (comma != NULL) {
+            *comma = '\0';
+        }
+        piece = load_trim(p);
+        if (*piece == '\0') {
+            report(ld, node, path, "%s: argument %zu is empty", spec->name,
+                   al->n + 1);
+            return NULL;
+        }
+        arglist_push(al, piece);
+        if (comma == NULL) {
+            return spec;
+        }
+        p = comma + 1;
+    }
+}
+
+static const struct field long_form_fields[] = {
+    {.key = "name",
+     .parse = load_node,
+     .offset = offsetof(struct long_form, name),
+     .required = true},
+    {.key = "args",
+     .parse = load_node,
+     .offset = offsetof(struct long_form, args)},
+};
+
+const struct table load_long_form_table = TABLE(long_form_fields);
+
+/*
+ * Puts the values of the long form's args (nodes[i] for spec->args[i],
+ * NULL when left out) in shortcut order. Arguments are scalars, and a
+ * gathering one may be a sequence of them. RequestRateLimiter, whose
+ * args nest, never comes here (load_rate_limiter()).
+ */
+static bool
+spread_args(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            const struct kind_spec *spec, yaml_node_t **nodes,
+            struct arglist *al)
+{
+    const char *left_out = NULL;
+
+    for (size_t i = 0; i < spec->nargs; i++) {
+        const struct arg_spec *as = &spec->args[i];
+        yaml_node_t *v = nodes[i];
+        const struct load_path *sub;
+        bool ok = true;
+
+        if (v == NULL) {
+            if (!as->optional) {
+                report(ld, node, path, "%s: missing argument \"%s\"",
+                       spec->name, as->name);
+                return false;
+            }
+            if (left_out == NULL) {
+                left_out = as->name;
+            }
+            continue;
+        }
+        if (left_out != NULL) {
+            report(ld, node, path,
+                   "%s: missing argument \"%s\" (needed before \"%s\")",
+                   spec->name, left_out, as->name);
+            return false;
+        }
+        sub = PATH_KEY(PATH_KEY(path, "args"), as->name);
+        if (as->gather && v->type == YAML_SEQUENCE_NODE) {
+            for (size_t j = 0; ok && j < load_sequence_length(v); j++) {
+                const struct load_path *isub = PATH_INDEX(sub, j);
+                const char *s =
+                    load_scalar(ld, load_sequence_item(ld, v, j), isub);
+
+                if (s != NULL) {
+                    arglist_push(al, s);
+                }
+                ok = s != NULL;
+            }
+        } else {
+            const char *s = load_scalar(ld, v, sub);
+
+            if (s != NULL) {
+                arglist_push(al, s);
+            }
+            ok = s != NULL;
+        }
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* "{name: Header, args: {header: X-Id, regexp: '\d+'}}". */
+static const struct kind_spec *
+parse_long_form(struct loader *ld, yaml_node_t *node,
+                const struct load_path *path, const struct kind_table *kt,
+                struct arglist *al)
+{
+    struct long_form lf = {NULL, NULL};
+    const struct kind_spec *spec;
+    struct table args_table = {.fields = NULL};
+    struct field *fields;
+    yaml_node_t **nodes;
+    const char *name;
+    const struct load_path *sub;
+    bool ok;
+
+    if (load_fields(ld, node, path, &load_long_form_table, &lf) != LOAD_OK) {
+        return NULL;
+    }
+    sub = PATH_KEY(path, "name");
+    name = load_scalar(ld, lf.name, sub);
+    if (name == NULL) {
+        return NULL;
+    }
+    spec = find_kind(ld, lf.name, path, kt, name);
+    if (spec == NULL) {
+        return NULL;
+    }
+    if (lf.args == NULL) {
+        return spec;
+    }
+    /* The arg names become the keys of a table made for this spec, so
+     * that unknown and repeated keys are caught as everywhere else. */
+    fields = xcalloc(spec->nargs, sizeof(*fields));
+    nodes = xcalloc(spec->nargs, sizeof(*nodes));
+    for (size_t i = 0; i < spec->nargs; i++) {
+        fields[i].key = spec->args[i].name;
+        fields[i].parse = load_node;
+        fields[i].offset = i * sizeof(*nodes);
+    }
+    sub = PATH_KEY(path, "args");
+    args_table.fields = fields;
+    args_table.n = spec->nargs;
+    ok = load_fields(ld, lf.args, sub, &args_table, nodes) == LOAD_OK &&
+         spread_args(ld, node, path, spec, nodes, al);
+    free(fields);
+    free(nodes);
+    return ok ? spec : NULL;
+}
+
+/* "Header takes 1 to 2 arguments (header, regexp), got 3". */
+static bool
+check_count(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            const struct kind_spec *spec, size_t n)
+{
+    size_t min = 0;
+    size_t max = last_gathers(spec) ? SIZE_MAX : spec->nargs;
+    char *names;
+
+    for (size_t i = 0; i < spec->nargs; i++) {
+        min += !spec->args[i].optional;
+    }
+    if (n >= min && n <= max) {
+        return true;
+    }
+    names = load_join_names(spec->args, spec->nargs, sizeof(*spec->args));
+    if (spec->nargs == 0) {
+        report(ld, node, path, "%s takes no arguments, got %zu", spec->name, n);
+    } else if (max == SIZE_MAX) {
+        report(ld, node, path, "%s takes %zu or more arguments (%s), got %zu",
+               spec->name, min, names, n);
+    } else if (min == max) {
+        report(ld, node, path, "%s takes %zu argument%s (%s), got %zu",
+               spec->name, min, min == 1 ? "" : "s", names, n);
+    } else {
+        report(ld, node, path, "%s takes %zu to %zu arguments (%s), got %zu",
+               spec->name, min, max, names, n);
+    }
+    free(names);
+    return false;
+}
+
+/* Builds one predicate or filter in 'obj'; true when it was built. */
+static bool
+parse_element(struct loader *ld, yaml_node_t *node,
+              const struct load_path *path, const struct kind_table *kt,
+              void *obj)
+{
+    struct arglist al = {NULL, 0, 0, NULL};
+    const struct kind_spec *spec = NULL;
+    char err[256];
+    bool ok = false;
+
+    if (node->type == YAML_SCALAR_NODE && !load_is_null(node)) {
+        const char *text = load_scalar(ld, node, path);
+
+        if (text != NULL) {
+            spec = parse_shortcut(ld, node, path, kt, text, &al);
+        }
+    } else if (node->type == YAML_MAPPING_NODE) {
+        spec = parse_long_form(ld, node, path, kt, &al);
+    } else {
+        report(ld, node, path,
+               "expected \"Name=args\" or a mapping with name and args, got "
+               "%s",
+               load_node_desc(node));
+    }
+    if (spec != NULL && check_count(ld, node, path, spec, al.n)) {
+        err[0] = '\0';
+        if (kt->init(obj, spec, al.v, al.n, err, sizeof(err)) == 0) {
+            ok = true;
+        } else {
+            report(ld, node, path, "%s", err);
+        }
+    }
+    arglist_deinit(&al);
+    return ok;
+}
+
+/* The elements that were built, packed; '*count' of them. */
+static void *
+parse_list(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+           const struct kind_table *kt, size_t *count)
+{
+    size_t n = load_sequence_length(node);
+    char *v;
+
+    *count = 0;
+    if (!load_expect_sequence(ld, node, path)) {
+        return NULL;
+    }
+    v = xcalloc(n, kt->size);
+    for (size_t i = 0; i < n; i++) {
+        const struct load_path *sub = PATH_INDEX(path, i);
+
+        if (parse_element(ld, load_sequence_item(ld, node, i), sub, kt,
+                          v + *count * kt->size)) {
+            (*count)++;
+        }
+    }
+    return v;
+}
+
+static int
+init_predicate(void *obj, const struct kind_spec *spec, const char *const *args,
+               size_t nargs, char *err, size_t errlen)
+{
+    return predicate_init(obj, spec, args, nargs, err, errlen);
+}
+
+static int
+init_filter(void *obj, const struct kind_spec *spec, const char *const *args,
+            size_t nargs, char *err, size_t errlen)
+{
+    return filter_init(obj, spec, args, nargs, err, errlen);
+}
+
+static const struct kind_table filter_kinds;
+
+static const struct kind_table predicate_kinds = {
+    .noun = "predicate",
+    .specs = predicate_specs,
+    .init = init_predicate,
+    .size = sizeof(struct predicate),
+    .other = &filter_kinds,
+};
+
+/* RequestRateLimiter is not in filter.c's table: its args are nested,
+ * and parse_filters() builds it here. */
+static const struct kind_table filter_kinds = {
+    .noun = "filter",
+    .specs = filter_specs,
+    .init = init_filter,
+    .size = sizeof(struct filter),
+    .other = &predicate_kinds,
+    .extra = RATE_LIMITER_NAME,
+};
+
+static void
+parse_predicates(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const struct load_path *path)
+{
+    struct route *route = base;
+
+    (void)f;
+    route->predicates =
+        parse_list(ld, node, path, &predicate_kinds, &route->npredicates);
+}
+
+/* parse_list(), but a RequestRateLimiter is built here, not by filter.c. */
+static void
+parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
+              void *base, const struct load_path *path)
+{
+    struct route *route = base;
+    size_t n = load_sequence_length(node);
+
+    (void)f;
+    if (!load_expect_sequence(ld, node, path)) {
+        return;
+    }
+    route->filters = xcalloc(n, sizeof(*route->filters));
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = load_sequence_item(ld, node, i);
+        struct filter *slot = &route->filters[route->nfilters];
+        const struct load_path *sub = PATH_INDEX(path, i);
+        bool ok;
+
+        if (load_is_rate_limiter(ld, item)) {
+            ok = load_rate_limiter(ld, item, sub, route, slot);
+        } else {
+            ok = parse_element(ld, item, sub, &filter_kinds, slot);
+        }
+        if (ok) {
+            route->nfilters++;
+        }
+    }
+}
+
+static const struct field route_fields[] = {
+    {.key = "id", .parse = parse_route_id, .required = true},
+    {.key = "uri", .parse = parse_uri, .required = true},
+    {.key = "predicates", .parse = parse_predicates},
+    {.key = "filters", .parse = parse_filters},
+    {.key = "connect_timeout",
+     .parse = load_duration,
+     .offset = offsetof(struct route, connect_timeout_ms),
+     .min = 1},
+    {.key = "response_timeout",
+     .parse = load_duration,
+     .offset = offsetof(struct route, response_timeout_ms),
+     .min = 1},
+};
+
+static const struct table route_table = TABLE(route_fields);
+
+void
+load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
+            void *base, const struct load_path *path)
+{
+    struct config *cfg = base;
+    size_t n = load_sequence_length(node);
+
+    (void)f;
+    if (!load_expect_sequence(ld, node, path)) {
+        return;
+    }
+    /* One slot per item, even a broken one, so that routes[i] in a
+     * message is the i-th item of the file. */
+    cfg->routes = xcalloc(n, sizeof(struct route));
+    for (size_t i = 0; i < n; i++) {
+        struct route *route = &cfg->routes[i];
+        const struct load_path *sub = PATH_INDEX(path, i);
+
+        cfg->nroutes = i + 1;
+        /* upstream: comes before routes in the section table. */
+        route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
+        route->response_timeout_ms = cfg->upstream.response_timeout_ms;
+        load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
+                    route);
+    }
+}

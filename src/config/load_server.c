@@ -1,0 +1,231 @@
+/*
+ * load_server.c - the sections server:, admin:, upstream:, identity: and
+ * log: of gateway.yaml: listen addresses, trusted proxies, header names,
+ * the log level and the access log. Pure: tables over load.h's engine.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "headers.h"
+#include "load.h"
+#include "log.h"
+#include "xmalloc.h"
+
+static void
+parse_listen(struct loader *ld, yaml_node_t *node, const struct field *f,
+             void *base, const struct load_path *path)
+{
+    struct listen_addr *la = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+    const char *why;
+    char *host = NULL;
+    uint16_t port = 0;
+
+    if (s == NULL) {
+        return;
+    }
+    why = load_split_host_port(s, strlen(s), true, &host, &port);
+    if (why != NULL) {
+        report(ld, node, path, "bad listen address \"%s\": %s", s, why);
+        return;
+    }
+    free(la->host);
+    la->host = host;
+    la->port = port;
+}
+
+static void
+parse_trusted_proxies(struct loader *ld, yaml_node_t *node,
+                      const struct field *f, void *base,
+                      const struct load_path *path)
+{
+    struct server_conf *server = base;
+    size_t n = load_sequence_length(node);
+
+    (void)f;
+    if (!load_expect_sequence(ld, node, path)) {
+        return;
+    }
+    server->trusted_proxies = xcalloc(n, sizeof(struct cidr));
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = load_sequence_item(ld, node, i);
+        const struct load_path *sub = PATH_INDEX(path, i);
+        const char *s = load_scalar(ld, item, sub);
+
+        if (s != NULL &&
+            netaddr_parse_cidr(s, &server->trusted_proxies[i]) < 0) {
+            report(ld, item, sub,
+                   "bad CIDR \"%s\" (expected an address, or address/prefix "
+                   "with no bits set past the prefix)",
+                   s);
+        }
+    }
+    server->ntrusted_proxies = n;
+}
+
+/* A header name that replaces a default (identity:). */
+static void
+parse_header_name(struct loader *ld, yaml_node_t *node, const struct field *f,
+                  void *base, const struct load_path *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (!headers_valid_name(s)) {
+        report(ld, node, path,
+               "bad header name \"%s\" (expected letters, digits and "
+               "!#$%%&'*+-.^_`|~)",
+               s);
+        return;
+    }
+    free(*out);
+    *out = xstrdup(s);
+}
+
+/* log.access: where access-log lines go. */
+static void
+parse_access_log(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const struct load_path *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (s[0] == '\0') {
+        report(ld, node, path,
+               "empty access log (expected stdout, -, off or a file path)");
+        return;
+    }
+    free(*out);
+    /* One spelling of stdout, so that readers of the field check one. */
+    *out = xstrdup(strcmp(s, "stdout") == 0 ? "-" : s);
+}
+
+/* As log.h spells them (log_parse_level()). */
+static const struct choice log_level_words[] = {
+    {"debug", LOG_DEBUG},
+    {"info", LOG_INFO},
+    {"warn", LOG_WARN},
+    {"error", LOG_ERROR},
+};
+
+static const struct choices log_level_choices =
+    CHOICES("log level", log_level_words, CHOICE_EXPECTED);
+
+static const struct choice access_format_words[] = {
+    {"text", ACCESSLOG_TEXT},
+    {"json", ACCESSLOG_JSON},
+};
+
+/* A near miss ("jsn") gets a suggestion. */
+static const struct choices access_format_choices =
+    CHOICES("access format", access_format_words, CHOICE_SUGGEST);
+
+static const struct field server_fields[] = {
+    {.key = "listen",
+     .parse = parse_listen,
+     .offset = offsetof(struct server_conf, listen)},
+    {.key = "workers",
+     .parse = load_uint_or_auto,
+     .offset = offsetof(struct server_conf, workers),
+     .min = 1,
+     .max = 256},
+    {.key = "trusted_proxies", .parse = parse_trusted_proxies},
+    {.key = "max_header_bytes",
+     .parse = load_size,
+     .offset = offsetof(struct server_conf, max_header_bytes),
+     .min = 1024},
+    {.key = "max_body_bytes",
+     .parse = load_size,
+     .offset = offsetof(struct server_conf, max_body_bytes)},
+    {.key = "client_timeout",
+     .parse = load_duration,
+     .offset = offsetof(struct server_conf, client_timeout_ms),
+     .min = 1},
+    {.key = "header_timeout",
+     .parse = load_duration,
+     .offset = offsetof(struct server_conf, header_timeout_ms),
+     .min = 1},
+    {.key = "max_connections",
+     .parse = load_uint_or_auto,
+     .offset = offsetof(struct server_conf, max_connections),
+     .min = 1,
+     .max = 100000000},
+    {.key = "drain_timeout",
+     .parse = load_duration,
+     .offset = offsetof(struct server_conf, drain_timeout_ms)},
+    {.key = "watch",
+     .parse = load_bool,
+     .offset = offsetof(struct server_conf, watch)},
+};
+
+static const struct field admin_fields[] = {
+    {.key = "listen",
+     .parse = parse_listen,
+     .offset = offsetof(struct admin_conf, listen)},
+};
+
+static const struct field identity_fields[] = {
+    {.key = "user_header",
+     .parse = parse_header_name,
+     .offset = offsetof(struct identity_conf, user_header)},
+    {.key = "role_header",
+     .parse = parse_header_name,
+     .offset = offsetof(struct identity_conf, role_header)},
+    {.key = "ipv6_prefix",
+     .parse = load_uint,
+     .offset = offsetof(struct identity_conf, ipv6_prefix),
+     .min = 1,
+     .max = 128},
+};
+
+static const struct field upstream_fields[] = {
+    {.key = "connect_timeout",
+     .parse = load_duration,
+     .offset = offsetof(struct upstream_conf, connect_timeout_ms),
+     .min = 1},
+    {.key = "response_timeout",
+     .parse = load_duration,
+     .offset = offsetof(struct upstream_conf, response_timeout_ms),
+     .min = 1},
+    {.key = "keepalive",
+     .parse = load_uint,
+     .offset = offsetof(struct upstream_conf, keepalive),
+     .max = 100000},
+};
+
+static const struct field log_fields[] = {
+    {.key = "level",
+     .parse = load_enum,
+     .offset = offsetof(struct config, log_level),
+     .choices = &log_level_choices},
+    {.key = "access",
+     .parse = parse_access_log,
+     .offset = offsetof(struct config, access_log)},
+    {.key = "access_format",
+     .parse = load_enum,
+     .offset = offsetof(struct config, access_format),
+     .choices = &access_format_choices},
+};
+
+const struct table load_server_table = TABLE(server_fields);
+
+/* "admin:" alone turns the admin listener on, with its defaults. */
+const struct table load_admin_table = {
+    .fields = admin_fields,
+    .n = NELEMS(admin_fields),
+    .flag_given = true,
+    .given = offsetof(struct admin_conf, enabled),
+};
+
+const struct table load_upstream_table = TABLE(upstream_fields);
+
+const struct table load_identity_table = TABLE(identity_fields);
+
+/* Its keys are fields of struct config itself. */
+const struct table load_log_table = TABLE(log_fields);
