@@ -60,6 +60,10 @@ route_deinit(struct route *r)
         filter_deinit(&r->filters[i]);
     }
     free(r->filters);
+    for (size_t i = 0; i < r->nrate_limiters; i++) {
+        rate_limit_conf_free(r->rate_limiters[i]);
+    }
+    free(r->rate_limiters);
 }
 
 void

@@ -17,7 +17,8 @@
 
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The filter the loader builds itself (load_routes.c, parse_filters()). */
+/* The filter the loader builds itself, into the route's rate limiters
+ * rather than its filters (load_routes.c, parse_filters()). */
 #define RATE_LIMITER_NAME "RequestRateLimiter"
 
 struct diag; /* one error and its position (load.c) */
@@ -241,10 +242,15 @@ field_parse_cb load_limiters;                  /* load_limiters.c */
 extern const struct table load_log_table;      /* load_server.c */
 field_parse_cb load_routes;                    /* load_routes.c */
 
-/* A route's RequestRateLimiter filter (load_ratelimiter.c). */
+/*
+ * A RequestRateLimiter, an item of a route's filters: (load_ratelimiter.c).
+ * load_rate_limiter() returns its conf, which the caller owns and frees
+ * with rate_limit_conf_free(), or NULL after reporting why; 'path' names
+ * the item of filters: in messages.
+ */
 bool load_is_rate_limiter(struct loader *ld, yaml_node_t *node);
-bool load_rate_limiter(struct loader *ld, yaml_node_t *node,
-                       const struct load_path *path, const struct route *route,
-                       struct filter *f);
+struct rate_limit_conf *load_rate_limiter(struct loader *ld, yaml_node_t *node,
+                                          const struct load_path *path,
+                                          const struct route *route);
 
 #endif

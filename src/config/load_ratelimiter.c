@@ -1,7 +1,8 @@
 /*
  * load_ratelimiter.c - the args of a route's RequestRateLimiter filter:
  * key or tiers, limiter names from limiters:, cost, scope, backend and
- * the reply's headers and status, into a rate_limit_conf (limit.h). Pure.
+ * the reply's headers and status, into a rate_limit_conf (limit.h) for
+ * the route's rate limiters. Pure.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -683,14 +684,12 @@ load_is_rate_limiter(struct loader *ld, yaml_node_t *node)
     return false;
 }
 
-/* A RequestRateLimiter into 'f'; true when it was built. */
-bool
+/* A RequestRateLimiter's conf; NULL after reporting why there is none. */
+struct rate_limit_conf *
 load_rate_limiter(struct loader *ld, yaml_node_t *node,
-                  const struct load_path *path, const struct route *route,
-                  struct filter *f)
+                  const struct load_path *path, const struct route *route)
 {
     struct long_form lf = {NULL, NULL};
-    struct rate_limit_conf *rl;
     const struct load_path *sub;
 
     if (node->type == YAML_SCALAR_NODE) {
@@ -700,24 +699,17 @@ load_rate_limiter(struct loader *ld, yaml_node_t *node,
                "RequestRateLimiter has no shortcut form: write \"name: "
                "RequestRateLimiter\" with \"args: {key: ip, limiter: "
                "NAME}\"");
-        return false;
+        return NULL;
     }
     if (load_fields(ld, node, path, &load_long_form_table, &lf) != LOAD_OK) {
-        return false;
+        return NULL;
     }
     if (lf.args == NULL) {
         report(ld, node, path,
                "RequestRateLimiter: missing args (a key and a limiter, or "
                "tiers)");
-        return false;
+        return NULL;
     }
     sub = PATH_KEY(path, "args");
-    rl = parse_rl_args(ld, lf.args, sub, route);
-    if (rl == NULL) {
-        return false;
-    }
-    memset(f, 0, sizeof(*f));
-    f->kind = FILTER_REQUEST_RATE_LIMITER;
-    f->rl = rl;
-    return true;
+    return parse_rl_args(ld, lf.args, sub, route);
 }

@@ -2,7 +2,8 @@
  * load_routes.c - the routes: section of gateway.yaml: ids, upstream
  * URIs, timeouts, and the predicates and filters in Spring's two forms
  * ("Name=a, b" and {name, args}), built by predicate.c and filter.c.
- * RequestRateLimiter is handed to load_ratelimiter.c. Pure.
+ * RequestRateLimiter is handed to load_ratelimiter.c and kept in the
+ * route's rate limiters, not its filters. Pure.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -503,7 +504,7 @@ static const struct kind_table predicate_kinds = {
 };
 
 /* RequestRateLimiter is not in filter.c's table: its args are nested,
- * and parse_filters() builds it here. */
+ * and parse_filters() puts it in the route's rate limiters. */
 static const struct kind_table filter_kinds = {
     .noun = "filter",
     .specs = filter_specs,
@@ -524,32 +525,40 @@ parse_predicates(struct loader *ld, yaml_node_t *node, const struct field *f,
         parse_list(ld, node, path, &predicate_kinds, &route->npredicates);
 }
 
-/* parse_list(), but a RequestRateLimiter is built here, not by filter.c. */
+/*
+ * parse_list(), but a RequestRateLimiter goes to the route's rate
+ * limiters, built by load_ratelimiter.c; messages still name its index in
+ * filters:.
+ */
 static void
 parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
               void *base, const struct load_path *path)
 {
     struct route *route = base;
     size_t n = load_sequence_length(node);
+    size_t nrl = 0;
 
     (void)f;
     if (!load_expect_sequence(ld, node, path)) {
         return;
     }
-    route->filters = xcalloc(n, sizeof(*route->filters));
+    for (size_t i = 0; i < n; i++) {
+        nrl += load_is_rate_limiter(ld, load_sequence_item(ld, node, i));
+    }
+    route->filters = xcalloc(n - nrl, sizeof(*route->filters));
+    route->rate_limiters = xcalloc(nrl, sizeof(*route->rate_limiters));
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *item = load_sequence_item(ld, node, i);
-        struct filter *slot = &route->filters[route->nfilters];
         const struct load_path *sub = PATH_INDEX(path, i);
-        bool ok;
+        struct rate_limit_conf *rl;
 
-        if (load_is_rate_limiter(ld, item)) {
-            ok = load_rate_limiter(ld, item, sub, route, slot);
-        } else {
-            ok = parse_element(ld, item, sub, &filter_kinds, slot);
-        }
-        if (ok) {
-            route->nfilters++;
+        if (!load_is_rate_limiter(ld, item)) {
+            if (parse_element(ld, item, sub, &filter_kinds,
+                              &route->filters[route->nfilters])) {
+                route->nfilters++;
+            }
+        } else if ((rl = load_rate_limiter(ld, item, sub, route)) != NULL) {
+            route->rate_limiters[route->nrate_limiters++] = rl;
         }
     }
 }

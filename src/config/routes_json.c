@@ -92,10 +92,6 @@ add_filter(struct strbuf *b, const struct filter *f)
     const struct kind_spec *specs = filter_specs(&n);
     const char *sep = "";
 
-    if (f->kind == FILTER_REQUEST_RATE_LIMITER) {
-        add_rate_limiter(b, f->rl);
-        return;
-    }
     strbuf_adds(b, "{\"name\":");
     strbuf_add_json(b, kind_name(specs, n, (int)f->kind));
     strbuf_adds(b, ",\"args\":[");
@@ -165,6 +161,11 @@ config_routes_json(const struct config *cfg)
         for (size_t j = 0; j < r->nfilters; j++) {
             strbuf_adds(&b, j > 0 ? "," : "");
             add_filter(&b, &r->filters[j]);
+        }
+        /* As written under filters:, after the route's other filters. */
+        for (size_t j = 0; j < r->nrate_limiters; j++) {
+            strbuf_adds(&b, r->nfilters + j > 0 ? "," : "");
+            add_rate_limiter(&b, r->rate_limiters[j]);
         }
         strbuf_adds(&b, "]}");
     }

@@ -512,11 +512,10 @@ needs_redis(const struct config *cfg)
     for (size_t i = 0; i < cfg->nroutes; i++) {
         const struct route *r = &cfg->routes[i];
 
-        for (size_t j = 0; j < r->nfilters; j++) {
-            const struct rate_limit_conf *rl = r->filters[j].rl;
+        for (size_t j = 0; j < r->nrate_limiters; j++) {
+            const struct rate_limit_conf *rl = r->rate_limiters[j];
 
-            if (r->filters[j].kind == FILTER_REQUEST_RATE_LIMITER &&
-                !rl->local && rl->on_redis_error != REDIS_FAILURE_LOCAL) {
+            if (!rl->local && rl->on_redis_error != REDIS_FAILURE_LOCAL) {
                 return true;
             }
         }

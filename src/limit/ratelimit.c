@@ -10,21 +10,16 @@
 
 #include "clock.h"
 #include "config.h"
-#include "filter.h"
 #include "limit.h"
 #include "local_store.h"
 #include "log.h"
 #include "metrics.h"
 #include "ratekey.h"
 #include "redis.h"
+#include "scriptcall.h"
 #include "scripts.h"
 #include "verdict.h"
 #include "xmalloc.h"
-
-/* Script arguments before the per-rule triples (see lua/README.md). */
-#define SCRIPT_FIXED_ARGS 5
-#define SCRIPT_MAX_ARGS (SCRIPT_FIXED_ARGS + 3 * LIMIT_MAX_RULES)
-#define ARG_LEN 24
 
 struct ratelimit {
 
@@ -140,12 +135,7 @@ ratelimit_result_name(const struct ratelimit_outcome *o)
 bool
 ratelimit_route_limited(const struct route *route)
 {
-    for (size_t i = 0; i < route->nfilters; i++) {
-        if (route->filters[i].kind == FILTER_REQUEST_RATE_LIMITER) {
-            return true;
-        }
-    }
-    return false;
+    return route->nrate_limiters > 0;
 }
 
 void
@@ -211,18 +201,11 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
                         (double)(now.tv_sec - pt->started.tv_sec) +
                             (double)(now.tv_nsec - pt->started.tv_nsec) / 1e9);
     }
-    if (status == REDIS_CALL_OK && n >= 6) {
-        struct limit_result *res = &pt->v.res;
-
-        res->allowed = ints[0] == 1;
-        res->remaining = ints[1] > 0 ? ints[1] : 0;
-        res->retry_after_ms = ints[2] > 0 ? (uint64_t)ints[2] : 0;
-        res->reset_ms = ints[3] > 0 ? (uint64_t)ints[3] : 0;
-        res->delay_ms = ints[4] > 0 ? (uint64_t)ints[4] : 0;
-        res->rule = ints[5] > 0 ? (unsigned)ints[5] : 0;
-        pt->v.reason = verdict_reason_of(res, false);
+    if (status == REDIS_CALL_OK &&
+        scriptcall_decode(ints, n, &pt->v.res) == 0) {
+        pt->v.reason = verdict_reason_of(&pt->v.res, false);
     } else {
-        if (status == REDIS_CALL_ERROR) {
+        if (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK) {
             log_warn("ratelimit: limiter %s: redis: %s",
                      pt->v.tier->limiter->name,
                      error != NULL ? error : "unexpected reply");
@@ -243,44 +226,29 @@ start_redis(struct ratelimit *rl, struct part *pt)
 {
     const struct limiter_def *lim = pt->v.tier->limiter;
     const struct lua_script *script = rl->scripts[lim->algorithm];
-    char keybuf[LIMIT_MAX_RULES][RATEKEY_MAX + 8];
-    char argbuf[SCRIPT_MAX_ARGS][ARG_LEN];
-    char reqid[sizeof(rl->id_prefix) + ARG_LEN];
-    const char *keys[LIMIT_MAX_RULES];
-    const char *args[SCRIPT_MAX_ARGS];
-    size_t na = 0;
+    struct scriptcall sc;
+    char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
 
+    _Static_assert(RATEKEY_MAX + 2 <= SCRIPTCALL_KEY_MAX,
+                   "a key and its rule suffix fit a script call");
     if (script == NULL) {
         log_error("ratelimit: no script for %s",
                   limit_algorithm_name(lim->algorithm));
         apply_failure_policy(rl, pt);
         return;
     }
-    for (size_t i = 0; i < lim->nrules; i++) {
-        /* i < LIMIT_MAX_RULES: one digit; the key fits RATEKEY_MAX. */
-        snprintf(keybuf[i], sizeof(keybuf[i]), "%s:%u", pt->key,
-                 (unsigned)(i % 10));
-        keys[i] = keybuf[i];
-    }
     snprintf(reqid, sizeof(reqid), "%s-%" PRIu64, rl->id_prefix, ++rl->seq);
-    /* The time override is always "0": only tests inject a time. */
-    snprintf(argbuf[na++], ARG_LEN, "0");
-    snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, pt->v.conf->cost);
-    snprintf(argbuf[na++], ARG_LEN, "%d", lim->delay ? 1 : 0);
-    snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->max_delay_ms);
-    na++; /* the request id, below */
-    for (size_t i = 0; i < lim->nrules; i++) {
-        snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->rules[i].limit);
-        snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->rules[i].window_ms);
-        snprintf(argbuf[na++], ARG_LEN, "%" PRIu64, lim->rules[i].burst);
+    /* The time override is always 0: only tests inject a time. */
+    if (scriptcall_encode(&sc, lim, pt->key, pt->v.conf->cost, reqid, 0) != 0) {
+        /* ratekey bounds the key and the config the rules; be safe. */
+        log_error("ratelimit: limiter %s: cannot encode the script call",
+                  lim->name);
+        apply_failure_policy(rl, pt);
+        return;
     }
-    for (size_t i = 0; i < na; i++) {
-        args[i] = argbuf[i];
-    }
-    args[4] = reqid;
     clock_gettime(CLOCK_MONOTONIC, &pt->started);
-    pt->call = redis_client_eval(rl->redis, script, keys, lim->nrules, args, na,
-                                 on_script_reply, pt);
+    pt->call = redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args,
+                                 sc.nargs, on_script_reply, pt);
     pt->check->pending++;
 }
 
@@ -318,30 +286,23 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
                 struct ratelimit_outcome *now)
 {
     struct ratelimit_check *c;
-    size_t n = 0;
+    size_t n = route->nrate_limiters;
 
-    for (size_t i = 0; i < route->nfilters; i++) {
-        n += route->filters[i].kind == FILTER_REQUEST_RATE_LIMITER;
-    }
     c = xcalloc(1, sizeof(*c) + n * sizeof(c->parts[0]));
     c->rl = rl;
     c->cb = cb;
     c->arg = arg;
     c->instance = instance;
-    for (size_t i = 0; i < route->nfilters; i++) {
-        const struct filter *f = &route->filters[i];
-        struct part *pt;
+    for (size_t i = 0; i < n; i++) {
+        const struct rate_limit_conf *conf = route->rate_limiters[i];
+        struct part *pt = &c->parts[c->nparts++];
 
-        if (f->kind != FILTER_REQUEST_RATE_LIMITER) {
-            continue;
-        }
-        pt = &c->parts[c->nparts++];
         pt->check = c;
-        pt->v.conf = f->rl;
-        pt->v.tier = ratekey_tier(f->rl, who);
+        pt->v.conf = conf;
+        pt->v.tier = ratekey_tier(conf, who);
         if (pt->v.tier == NULL) {
             pt->v.reason =
-                f->rl->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
+                conf->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
             continue;
         }
         if (pt->v.tier->limiter == NULL) {
@@ -351,13 +312,13 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
         if (!ratekey_build(pt->v.tier, who,
                            cfg->redis.key_prefix != NULL ? cfg->redis.key_prefix
                                                          : "sluice:",
-                           f->rl->scope, pt->key)) {
+                           conf->scope, pt->key)) {
             pt->v.reason =
-                f->rl->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
+                conf->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
             pt->v.tier = NULL;
             continue;
         }
-        if (f->rl->local || rl->redis == NULL) {
+        if (conf->local || rl->redis == NULL) {
             decide_locally(rl, pt, false);
         } else {
             start_redis(rl, pt);

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "errbuf.h"
-#include "limit.h"
 #include "regexp.h"
 #include "xmalloc.h"
 
@@ -239,7 +238,6 @@ filter_deinit(struct filter *f)
     free(f->name);
     free(f->value);
     regexp_free(f->re);
-    rate_limit_conf_free(f->rl);
     memset(f, 0, sizeof(*f));
 }
 
@@ -399,7 +397,6 @@ filter_apply_request(const struct filter *f, struct outgoing *out)
     case FILTER_ADD_RESPONSE_HEADER:
     case FILTER_SET_RESPONSE_HEADER:
     case FILTER_REMOVE_RESPONSE_HEADER:
-    case FILTER_REQUEST_RATE_LIMITER: /* decided by ratelimit.c */
         break;
     }
 }

@@ -16,7 +16,6 @@
 #include "headers.h"
 
 struct regexp;
-struct rate_limit_conf;
 
 enum filter_kind {
     FILTER_STRIP_PREFIX,           /* parts */
@@ -30,8 +29,6 @@ enum filter_kind {
     FILTER_SET_RESPONSE_HEADER,    /* name, value */
     FILTER_REMOVE_RESPONSE_HEADER, /* name */
     FILTER_PRESERVE_HOST_HEADER,   /* (no arguments) */
-    FILTER_REQUEST_RATE_LIMITER,   /* rl; built by config.c, not from
-                                      filter_specs() */
 };
 
 struct filter {
@@ -41,7 +38,6 @@ struct filter {
     char *value;       /* header value, prefix, template or replacement,
                           may hold {var} URI variables; owned */
     struct regexp *re; /* RewritePath pattern; owned */
-    struct rate_limit_conf *rl; /* RequestRateLimiter; owned */
 };
 
 /* The request as it will be sent upstream; filters edit it in place. */

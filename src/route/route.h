@@ -1,6 +1,7 @@
 /*
  * route.h - a route as loaded from the config: where its requests go, the
- * predicates that pick it and the filters it applies. Plain data, owned by
+ * predicates that pick it, the filters it applies and the rate limiters
+ * that decide whether it forwards at all (limit.h). Plain data, owned by
  * the config that loaded it. Pure: no functions, no I/O.
  */
 #ifndef SLUICE_ROUTE_H
@@ -11,6 +12,7 @@
 
 struct predicate;
 struct filter;
+struct rate_limit_conf;
 
 /* Where a route sends its requests: "http://host[:port][/base]". */
 struct upstream_uri {
@@ -27,6 +29,11 @@ struct route {
     size_t npredicates;
     struct filter *filters; /* applied in order; owned */
     size_t nfilters;
+    struct rate_limit_conf **rate_limiters; /* the RequestRateLimiters
+                                               under filters:, in file
+                                               order, all decided before
+                                               forwarding; each owned */
+    size_t nrate_limiters;
     uint64_t connect_timeout_ms;  /* resolved: route's or upstream's */
     uint64_t response_timeout_ms; /* resolved: route's or upstream's */
 };

@@ -38,6 +38,7 @@
 #include "algo.h"
 #include "harness.h"
 #include "limit.h"
+#include "scriptcall.h"
 #include "scripts.h"
 
 #define STEPS 3000
@@ -200,61 +201,53 @@ time_ms(const redisReply *t)
 }
 
 /*
- * Runs one EVALSHA with 'now' and 'cost' as a transaction that also reads
- * the PTTLs and the clock, then PERSISTs the keys. Returns NULL, or an
- * error message (a new string).
+ * Runs one EVALSHA of 'd' under the keys of 'base' with 'now' and 'cost',
+ * encoded as the gateway encodes it (scriptcall.h), as a transaction that
+ * also reads the PTTLs and the clock, then PERSISTs the keys. Returns
+ * NULL, or an error message (a new string).
  */
 static char *
 lua_decide(redisContext *rc, const char *sha, const struct limiter_def *d,
-           char keys[][64], uint64_t now, uint64_t cost, unsigned step,
+           const char *base, uint64_t now, uint64_t cost, unsigned step,
            struct lua_step *out)
 {
-    char num[5 + 3 * LIMIT_MAX_RULES][24];
-    const char *argv[3 + LIMIT_MAX_RULES + 5 + 3 * LIMIT_MAX_RULES];
-    size_t n = d->nrules;
+    struct scriptcall sc;
+    char nkeys[24];
+    char reqid[24];
+    const char *argv[3 + LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS];
+    size_t n;
     size_t argc = 0;
     size_t nreplies = 0;
+    long long ints[SCRIPTCALL_REPLY_LEN];
     redisReply *rep = NULL;
     redisReply *ev;
     char *err = NULL;
 
-    snprintf(num[0], sizeof(num[0]), "%zu", n);
-    snprintf(num[1], sizeof(num[1]), "%" PRIu64, now);
-    snprintf(num[2], sizeof(num[2]), "%" PRIu64, cost);
-    snprintf(num[3], sizeof(num[3]), "%d", d->delay ? 1 : 0);
-    snprintf(num[4], sizeof(num[4]), "%" PRIu64, d->max_delay_ms);
-    snprintf(num[5], sizeof(num[5]), "diff-%u", step);
+    snprintf(reqid, sizeof(reqid), "diff-%u", step);
+    if (scriptcall_encode(&sc, d, base, cost, reqid, now) != 0) {
+        return strdup("the call does not encode");
+    }
+    n = sc.nkeys;
+    snprintf(nkeys, sizeof(nkeys), "%zu", n);
     argv[argc++] = "EVALSHA";
     argv[argc++] = sha;
-    argv[argc++] = num[0];
+    argv[argc++] = nkeys;
     for (size_t i = 0; i < n; i++) {
-        argv[argc++] = keys[i];
+        argv[argc++] = sc.keys[i];
     }
-    for (size_t i = 1; i <= 5; i++) {
-        argv[argc++] = num[i];
-    }
-    for (size_t i = 0; i < n; i++) {
-        char *l = num[6 + 3 * i];
-        char *w = num[7 + 3 * i];
-        char *b = num[8 + 3 * i];
-
-        snprintf(l, 24, "%" PRIu64, d->rules[i].limit);
-        snprintf(w, 24, "%" PRIu64, d->rules[i].window_ms);
-        snprintf(b, 24, "%" PRIu64, d->rules[i].burst);
-        argv[argc++] = l;
-        argv[argc++] = w;
-        argv[argc++] = b;
+    for (size_t i = 0; i < sc.nargs; i++) {
+        argv[argc++] = sc.args[i];
     }
 
     redisAppendCommand(rc, "MULTI");
     redisAppendCommand(rc, "TIME");
     redisAppendCommandArgv(rc, (int)argc, argv, NULL);
     for (size_t i = 0; i < n; i++) {
-        redisAppendCommand(rc, "PTTL %s", keys[i]);
+        redisAppendCommand(rc, "PTTL %s", sc.keys[i]);
     }
     redisAppendCommand(rc, "TIME");
     for (size_t i = 0; i < n; i++) {
-        redisAppendCommand(rc, "PERSIST %s", keys[i]);
+        redisAppendCommand(rc, "PERSIST %s", sc.keys[i]);
     }
     redisAppendCommand(rc, "EXEC");
     nreplies = 5 + 2 * n;
@@ -288,14 +281,12 @@ lua_decide(redisContext *rc, const char *sha, const struct limiter_def *d,
     }
     if (err == NULL) {
         memset(out, 0, sizeof(*out));
-        out->r.allowed = ev->element[0]->integer != 0;
-        out->r.remaining = ev->element[1]->integer;
-        out->r.retry_after_ms = (uint64_t)ev->element[2]->integer;
-        out->r.reset_ms = (uint64_t)ev->element[3]->integer;
-        out->r.delay_ms = (uint64_t)ev->element[4]->integer;
-        out->r.rule = (unsigned)ev->element[5]->integer;
-        if (ev->element[0]->integer != 0 && ev->element[0]->integer != 1) {
-            err = strdup("allowed is neither 0 nor 1");
+        for (size_t i = 0; i < SCRIPTCALL_REPLY_LEN; i++) {
+            ints[i] = ev->element[i]->integer;
+        }
+        if (scriptcall_decode(ints, SCRIPTCALL_REPLY_LEN, &out->r) != 0) {
+            err = strdup("the reply does not decode: allowed is neither 0 "
+                         "nor 1, or the rule is out of range");
         }
         for (size_t i = 0; i < n; i++) {
             out->pttl[i] = rep->element[2 + i]->integer;
@@ -523,6 +514,7 @@ run_case(struct session *s, const struct dcase *dc)
 {
     struct limiter_def d = case_def(dc);
     struct algo_state st[LIMIT_MAX_RULES];
+    char base[48];
     char keys[LIMIT_MAX_RULES][64];
     struct past hist[HISTORY];
     char *sha = load_script(s->rc, algorithm_name(dc->algorithm));
@@ -538,11 +530,13 @@ run_case(struct session *s, const struct dcase *dc)
     char *err;
 
     memset(st, 0, sizeof(st));
+    cr_assert_lt(snprintf(base, sizeof(base), "sluice:diff:{%s}", dc->name),
+                 (int)sizeof(base));
     g.w_min = UINT64_MAX;
     for (size_t i = 0; i < d.nrules; i++) {
         uint64_t w = d.rules[i].window_ms;
 
-        snprintf(keys[i], sizeof(keys[i]), "sluice:diff:{%s}:%zu", dc->name, i);
+        cr_assert_eq(scriptcall_key(keys[i], sizeof(keys[i]), base, i), 0);
         g.w_min = w < g.w_min ? w : g.w_min;
         g.w_max = w > g.w_max ? w : g.w_max;
     }
@@ -558,7 +552,7 @@ run_case(struct session *s, const struct dcase *dc)
         *p = (struct past){step, now, dt, cost, {0}};
         cr_assert_eq(algo_decide(&d, st, now, cost, &c), 0, "%s step %u",
                      dc->name, step);
-        err = lua_decide(s->rc, sha, &d, keys, now, cost, step, &l);
+        err = lua_decide(s->rc, sha, &d, base, now, cost, step, &l);
         if (err != NULL) {
             report(s->rc, dc, keys, st, hist, step, err, &c, NULL);
         }
@@ -615,7 +609,7 @@ run_case(struct session *s, const struct dcase *dc)
 
         now += 1;
         cr_assert_eq(algo_decide(&d, st, now, cost, &c), -1);
-        err = lua_decide(s->rc, sha, &d, keys, now, cost, STEPS + i, &none);
+        err = lua_decide(s->rc, sha, &d, base, now, cost, STEPS + i, &none);
         cr_assert_not_null(err, "%s: cost %" PRIu64 " accepted by Lua",
                            dc->name, cost);
         cr_assert(strstr(err, "cost") != NULL, "%s: %s", dc->name, err);

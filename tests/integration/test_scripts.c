@@ -27,6 +27,7 @@
 #include <hiredis/hiredis.h>
 
 #include "limit.h"
+#include "scriptcall.h"
 #include "scripts.h"
 
 /* An injected "now": a multiple of 60 s, so windows of 1, 5, 10, 30 and
@@ -77,8 +78,9 @@ TestSuite(scripts, .init = setup, .fini = teardown, .timeout = 60);
 
 /* A limiter as the gateway would call it: one key per rule. */
 struct lim {
-    const char *algo;                         /* script name */
-    char keys[LIMIT_MAX_RULES][96];           /* KEYS, one per rule */
+    const char *algo;               /* script name */
+    char base[80];                  /* the keys' base (scriptcall.h) */
+    char keys[LIMIT_MAX_RULES][96]; /* its keys, to read the state */
     struct limit_rule rules[LIMIT_MAX_RULES]; /* ARGV triples */
     size_t nrules;                            /* 1..LIMIT_MAX_RULES */
     bool delay;                               /* mode 1 */
@@ -96,22 +98,35 @@ struct rec {
     long long rule;      /* 0-based deciding rule */
 };
 
+/* Sets the base of the keys of 'l' and the keys that follow from it. */
+static void
+set_base(struct lim *l, const char *base)
+{
+    cr_assert_lt(strlen(base), sizeof(l->base));
+    strcpy(l->base, base);
+    for (size_t i = 0; i < l->nrules; i++) {
+        cr_assert_eq(scriptcall_key(l->keys[i], sizeof(l->keys[i]), l->base, i),
+                     0);
+    }
+}
+
 /* Keys "test:<algo>:{<scope>}:<i>": one hash tag per limiter. */
 static struct lim
 mk(const char *algo, const char *scope, size_t nrules,
    const struct limit_rule *rules)
 {
     struct lim l;
+    char base[sizeof(l.base)];
 
     memset(&l, 0, sizeof(l));
     cr_assert(nrules >= 1 && nrules <= LIMIT_MAX_RULES);
     l.algo = algo;
     l.nrules = nrules;
     for (size_t i = 0; i < nrules; i++) {
-        snprintf(l.keys[i], sizeof(l.keys[i]), "test:%s:{%s}:%zu", algo, scope,
-                 i);
         l.rules[i] = rules[i];
     }
+    snprintf(base, sizeof(base), "test:%s:{%s}", algo, scope);
+    set_base(&l, base);
     return l;
 }
 
@@ -189,36 +204,39 @@ eval_words(const char *algo, int nkeys, const char *const *words, size_t nwords)
     return eval_keys(algo, nkeys, words, nwords, false);
 }
 
-/* One decision of 'l' at 'now' (0: Redis's clock) for 'cost' units. */
+/*
+ * One decision of 'l' at 'now' (0: Redis's clock) for 'cost' units: the
+ * call encoded, and the reply decoded, by the gateway's codec
+ * (scriptcall.h).
+ */
 static struct rec
 decide(const struct lim *l, uint64_t now, uint64_t cost)
 {
-    char buf[5 + 3 * LIMIT_MAX_RULES][32];
-    const char *words[LIMIT_MAX_RULES + 5 + 3 * LIMIT_MAX_RULES];
+    struct limiter_def def;
+    struct scriptcall sc;
+    struct limit_result res;
+    char reqid[32];
+    const char *words[LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS];
     size_t n = 0;
     long long v[6];
     redisReply *r;
 
-    for (size_t i = 0; i < l->nrules; i++) {
-        words[n++] = l->keys[i];
+    memset(&def, 0, sizeof(def));
+    cr_assert_eq(limit_algorithm_parse(l->algo, &def.algorithm), 0);
+    memcpy(def.rules, l->rules, sizeof(def.rules));
+    def.nrules = l->nrules;
+    def.delay = l->delay;
+    def.max_delay_ms = l->max_delay;
+    snprintf(reqid, sizeof(reqid), "req-%lu", ++request_no);
+    cr_assert_eq(scriptcall_encode(&sc, &def, l->base, cost, reqid, now), 0,
+                 "%s: cannot encode the call", l->algo);
+    for (size_t i = 0; i < sc.nkeys; i++) {
+        words[n++] = sc.keys[i];
     }
-    snprintf(buf[0], sizeof(buf[0]), "%llu", (unsigned long long)now);
-    snprintf(buf[1], sizeof(buf[1]), "%llu", (unsigned long long)cost);
-    snprintf(buf[2], sizeof(buf[2]), "%d", l->delay ? 1 : 0);
-    snprintf(buf[3], sizeof(buf[3]), "%llu", (unsigned long long)l->max_delay);
-    snprintf(buf[4], sizeof(buf[4]), "req-%lu", ++request_no);
-    for (size_t i = 0; i < l->nrules; i++) {
-        snprintf(buf[5 + 3 * i], sizeof(buf[0]), "%llu",
-                 (unsigned long long)l->rules[i].limit);
-        snprintf(buf[6 + 3 * i], sizeof(buf[0]), "%llu",
-                 (unsigned long long)l->rules[i].window_ms);
-        snprintf(buf[7 + 3 * i], sizeof(buf[0]), "%llu",
-                 (unsigned long long)l->rules[i].burst);
+    for (size_t i = 0; i < sc.nargs; i++) {
+        words[n++] = sc.args[i];
     }
-    for (size_t i = 0; i < 5 + 3 * l->nrules; i++) {
-        words[n++] = buf[i];
-    }
-    r = eval_keys(l->algo, (int)l->nrules, words, n, now != 0 && !l->keep_ttl);
+    r = eval_keys(l->algo, (int)sc.nkeys, words, n, now != 0 && !l->keep_ttl);
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: not an array: %s", l->algo,
                  r->type == REDIS_REPLY_ERROR ? r->str : "?");
     cr_assert_eq(r->elements, 6, "%s: %zu elements", l->algo, r->elements);
@@ -228,7 +246,12 @@ decide(const struct lim *l, uint64_t now, uint64_t cost)
         v[i] = r->element[i]->integer;
     }
     freeReplyObject(r);
-    return (struct rec){v[0], v[1], v[2], v[3], v[4], v[5]};
+    cr_assert_eq(scriptcall_decode(v, 6, &res), 0,
+                 "%s: malformed reply {%lld, %lld, %lld, %lld, %lld, %lld}",
+                 l->algo, v[0], v[1], v[2], v[3], v[4], v[5]);
+    return (struct rec){res.allowed ? 1 : 0,           res.remaining,
+                        (long long)res.retry_after_ms, (long long)res.reset_ms,
+                        (long long)res.delay_ms,       (long long)res.rule};
 }
 
 static void
@@ -250,6 +273,19 @@ assert_rec_at(int line, const char *algo, struct rec got, struct rec want)
 #define EXPECT(l, now, cost, a, rem, retry, reset, delay, rule)                \
     assert_rec_at(__LINE__, (l)->algo, decide((l), (now), (cost)),             \
                   (struct rec){a, rem, retry, reset, delay, rule})
+
+/* Copies the state at 'from' to 'to', TTL included. */
+static void
+copy_key(const char *from, const char *to)
+{
+    redisReply *r = redisCommand(rc, "COPY %s %s REPLACE", from, to);
+
+    cr_assert_not_null(r, "redis: %s", rc->errstr);
+    cr_assert(r->type == REDIS_REPLY_INTEGER && r->integer == 1,
+              "COPY %s %s: %s", from, to,
+              r->type == REDIS_REPLY_ERROR ? r->str : "nothing copied");
+    freeReplyObject(r);
+}
 
 /* How many of 'tries' calls at 'now' for 'cost' units were admitted. */
 static int
@@ -692,6 +728,7 @@ Test(scripts, every_algorithm_denied_by_one_rule_consumes_nothing_under_another)
         struct lim b = mk(all_algos[i], "b", 2, tight1);
         struct lim a0 = a, b1 = b;
         struct rec r;
+        char base[sizeof(b.base)];
 
         r = decide(&a, T0, 1);
         cr_assert(r.allowed == 1 && r.remaining == 2 && r.rule == 1,
@@ -712,10 +749,13 @@ Test(scripts, every_algorithm_denied_by_one_rule_consumes_nothing_under_another)
         cr_assert(r.allowed == 0 && r.rule == 0, "%s: rule %lld", b.algo,
                   r.rule);
         cr_assert_eq(admit_n(&b, T0, 1, 5), 0, "%s", b.algo);
-        /* Rule 1 alone: 2 of 10 used, 8 left. */
-        memmove(b1.keys[0], b1.keys[1], sizeof(b1.keys[0]));
+        /* Rule 1 alone, on a copy of its state: 2 of 10 used, 8 left. */
         b1.rules[0] = b1.rules[1];
         b1.nrules = 1;
+        cr_assert_lt(snprintf(base, sizeof(base), "%s:alone", b.base),
+                     (int)sizeof(base));
+        set_base(&b1, base);
+        copy_key(b.keys[1], b1.keys[0]);
         cr_assert_eq(admit_n(&b1, T0, 1, 10), 8, "%s", b.algo);
     }
 }
@@ -835,10 +875,12 @@ Test(scripts, keys_of_every_algorithm_are_gone_after_idling_past_their_ttl)
 
     for (size_t i = 0; i < NALGOS; i++) {
         struct lim l = mk(all_algos[i], "idle", 2, rules);
+        char base[sizeof(l.base)];
 
-        for (size_t j = 0; j < 2; j++) {
-            memcpy(l.keys[j], "idle", 4); /* "test:" -> "idle:" */
-        }
+        /* "test:" -> "idle:" */
+        cr_assert_lt(snprintf(base, sizeof(base), "idle%s", l.base + 4),
+                     (int)sizeof(base));
+        set_base(&l, base);
         cr_assert_eq(admit_n(&l, 0, 1, 3), 3, "%s", l.algo);
         for (size_t j = 0; j < 2; j++) {
             long long ttl = cmd_int("PTTL %s", l.keys[j]);

@@ -1051,11 +1051,11 @@ Test(config, rate_limiting_example_round_trips_every_field)
         }
     }
 
-    cr_assert_eq(r->nfilters, 3);
+    /* filters[1] and [2] of the file are the route's rate limiters. */
+    cr_assert_eq(r->nfilters, 1);
     cr_assert_eq(r->filters[0].kind, FILTER_STRIP_PREFIX);
-    cr_assert_eq(r->filters[1].kind, FILTER_REQUEST_RATE_LIMITER);
-    cr_assert_not(filter_is_response(&r->filters[1]));
-    rl = r->filters[1].rl;
+    cr_assert_eq(r->nrate_limiters, 2);
+    rl = r->rate_limiters[0];
     cr_assert_not_null(rl);
     cr_assert_eq(rl->ntiers, 4);
     cr_assert_eq(rl->cost, 2);
@@ -1098,8 +1098,7 @@ Test(config, rate_limiting_example_round_trips_every_field)
     cr_assert_str_eq(t->key.text, "ip+header:x-api-key");
     cr_assert_str_eq(t->label, "3");
 
-    cr_assert_eq(r->filters[2].kind, FILTER_REQUEST_RATE_LIMITER);
-    rl = r->filters[2].rl;
+    rl = r->rate_limiters[1];
     cr_assert_eq(rl->ntiers, 1);
     cr_assert_null(rl->tiers[0].when_role);
     cr_assert_eq(rl->tiers[0].limiter, &l[3]);
@@ -1149,7 +1148,7 @@ Test(config, short_form_without_redis_defaults_to_the_local_backend)
                  "    filters:\n"
                  "      - name: RequestRateLimiter\n"
                  "        args: {key: 'cookie:sid', limiter: l}\n");
-    const struct rate_limit_conf *rl = cfg->routes[0].filters[0].rl;
+    const struct rate_limit_conf *rl = cfg->routes[0].rate_limiters[0];
 
     cr_assert(rl->local);
     cr_assert_str_eq(rl->scope, "r1");
@@ -1275,7 +1274,7 @@ Test(config, keys_combine_parts_and_are_normalised)
         "            - {key: 'header:X-A+header:X-B', limiter: l}\n"
         "            - {when: {role: ops}, limiter: none}\n"
         "            - {key: ip, limiter: none}\n");
-    const struct rate_limit_conf *rl = cfg->routes[0].filters[0].rl;
+    const struct rate_limit_conf *rl = cfg->routes[0].rate_limiters[0];
     const struct key_spec *k;
 
     cr_assert_eq(rl->ntiers, 5);
@@ -1324,11 +1323,11 @@ Test(config, routes_naming_one_scope_share_it)
                  "      - name: RequestRateLimiter\n"
                  "        args: {key: ip, limiter: l, scope: route}\n");
 
-    cr_assert_str_eq(cfg->routes[0].filters[0].rl->scope, "api");
-    cr_assert_str_eq(cfg->routes[1].filters[0].rl->scope, "api");
-    cr_assert_str_eq(cfg->routes[1].filters[1].rl->scope, "b");
-    cr_assert_eq(cfg->routes[0].filters[0].rl->tiers[0].limiter,
-                 cfg->routes[1].filters[1].rl->tiers[0].limiter);
+    cr_assert_str_eq(cfg->routes[0].rate_limiters[0]->scope, "api");
+    cr_assert_str_eq(cfg->routes[1].rate_limiters[0]->scope, "api");
+    cr_assert_str_eq(cfg->routes[1].rate_limiters[1]->scope, "b");
+    cr_assert_eq(cfg->routes[0].rate_limiters[0]->tiers[0].limiter,
+                 cfg->routes[1].rate_limiters[1]->tiers[0].limiter);
     config_unref(cfg);
 }
 
@@ -1345,8 +1344,8 @@ Test(config, booleans_take_the_yaml_spellings)
                  "      - {name: RequestRateLimiter, args: {key: ip, "
                  "limiter: l, dry_run: False}}\n");
 
-    cr_assert(cfg->routes[0].filters[0].rl->dry_run);
-    cr_assert_not(cfg->routes[0].filters[1].rl->dry_run);
+    cr_assert(cfg->routes[0].rate_limiters[0]->dry_run);
+    cr_assert_not(cfg->routes[0].rate_limiters[1]->dry_run);
     config_unref(cfg);
 }
 

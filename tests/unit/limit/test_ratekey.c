@@ -34,7 +34,7 @@ load(const char *args)
     cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
     config_errors_deinit(&e);
     free(yaml);
-    rl = cfg->routes[0].filters[0].rl;
+    rl = cfg->routes[0].rate_limiters[0];
 }
 
 static void

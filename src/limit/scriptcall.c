@@ -1,0 +1,81 @@
+#include "scriptcall.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+int
+scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
+{
+    int len;
+
+    if (rule >= LIMIT_MAX_RULES) {
+        return -1;
+    }
+    len = snprintf(buf, size, "%s:%zu", key_base, rule);
+    return len < 0 || (size_t)len >= size ? -1 : 0;
+}
+
+/* Appends the decimal 'v' as the next argument of 'sc'. */
+static void
+push_number(struct scriptcall *sc, uint64_t v)
+{
+    char *slot = sc->argbuf[sc->nargs];
+
+    /* 20 digits at most: always fits SCRIPTCALL_ARG_MAX. */
+    snprintf(slot, SCRIPTCALL_ARG_MAX, "%" PRIu64, v);
+    sc->args[sc->nargs++] = slot;
+}
+
+int
+scriptcall_encode(struct scriptcall *sc, const struct limiter_def *lim,
+                  const char *key_base, uint64_t cost, const char *request_id,
+                  uint64_t now_ms)
+{
+    if (lim->nrules == 0 || lim->nrules > LIMIT_MAX_RULES) {
+        return -1;
+    }
+    sc->nkeys = 0;
+    sc->nargs = 0;
+    for (size_t i = 0; i < lim->nrules; i++) {
+        if (scriptcall_key(sc->keybuf[i], sizeof(sc->keybuf[i]), key_base, i) !=
+            0) {
+            return -1;
+        }
+        sc->keys[sc->nkeys++] = sc->keybuf[i];
+    }
+    push_number(sc, now_ms);
+    push_number(sc, cost);
+    push_number(sc, lim->delay ? 1 : 0);
+    push_number(sc, lim->max_delay_ms);
+    /* The id is the one argument that is not a number: borrowed as is. */
+    sc->args[sc->nargs++] = request_id;
+    for (size_t i = 0; i < lim->nrules; i++) {
+        push_number(sc, lim->rules[i].limit);
+        push_number(sc, lim->rules[i].window_ms);
+        push_number(sc, lim->rules[i].burst);
+    }
+    return 0;
+}
+
+/* A count from the script; a negative one (never sent) counts as 0. */
+static uint64_t
+clamp(long long v)
+{
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+int
+scriptcall_decode(const long long *ints, size_t n, struct limit_result *out)
+{
+    if (ints == NULL || n < SCRIPTCALL_REPLY_LEN ||
+        (ints[0] != 0 && ints[0] != 1) || ints[5] >= LIMIT_MAX_RULES) {
+        return -1;
+    }
+    out->allowed = ints[0] == 1;
+    out->remaining = (int64_t)clamp(ints[1]);
+    out->retry_after_ms = clamp(ints[2]);
+    out->reset_ms = clamp(ints[3]);
+    out->delay_ms = clamp(ints[4]);
+    out->rule = (unsigned)clamp(ints[5]);
+    return 0;
+}

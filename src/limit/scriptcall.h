@@ -1,0 +1,72 @@
+/*
+ * scriptcall.h - the calling convention of the rate-limit scripts
+ * (lua/README.md): a limiter's KEYS and ARGV out, the reply's integers in.
+ * Pure: no I/O, no allocation. Depends on limit.h.
+ */
+#ifndef SLUICE_SCRIPTCALL_H
+#define SLUICE_SCRIPTCALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limit.h"
+
+/* ARGV before the per-rule triples: time, cost, mode, max_delay, id. */
+#define SCRIPTCALL_FIXED_ARGS 5
+#define SCRIPTCALL_MAX_ARGS (SCRIPTCALL_FIXED_ARGS + 3 * LIMIT_MAX_RULES)
+/* The longest key, NUL included: a key base and ":<rule>". */
+#define SCRIPTCALL_KEY_MAX 520
+/* The longest numeric argument, NUL included (2^64 - 1 has 20 digits). */
+#define SCRIPTCALL_ARG_MAX 24
+/* The integers of a reply: allowed, remaining, retry_after_ms, reset_ms,
+ * delay_ms, rule. */
+#define SCRIPTCALL_REPLY_LEN 6
+
+/*
+ * The words of one script call, in caller-provided storage. 'keys' and
+ * 'args' point into the struct itself, except args[4], which is the
+ * request id passed to scriptcall_encode() (borrowed). So the struct must
+ * not be copied, and both must outlive the use of the words.
+ */
+struct scriptcall {
+    const char *keys[LIMIT_MAX_RULES];                /* KEYS[1..nkeys] */
+    size_t nkeys;                                     /* the limiter's nrules */
+    const char *args[SCRIPTCALL_MAX_ARGS];            /* ARGV[1..nargs] */
+    size_t nargs;                                     /* 5 + 3 * nkeys */
+    char keybuf[LIMIT_MAX_RULES][SCRIPTCALL_KEY_MAX]; /* the keys' text */
+    char argbuf[SCRIPTCALL_MAX_ARGS][SCRIPTCALL_ARG_MAX]; /* numbers */
+};
+
+/*
+ * Writes the key of rule 'rule' (0-based) of a limiter whose keys start
+ * with 'key_base': "<key_base>:<rule>", into 'buf' of 'size' bytes.
+ * Returns 0, or -1 if 'rule' >= LIMIT_MAX_RULES or the key does not fit
+ * (then 'buf' holds no usable key).
+ */
+int scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule);
+
+/*
+ * Fills '*sc' with the KEYS and ARGV of one decision of 'lim' for 'cost'
+ * units: one key per rule (scriptcall_key()), then ARGV as lua/README.md
+ * orders it. 'now_ms' is the time override: 0 in production (the script
+ * reads Redis TIME); tests inject a time. 'request_id' (borrowed, unique
+ * per request) becomes args[4]. Values are not validated: the script
+ * refuses what it does not accept. Returns 0, or -1 if the limiter has
+ * no rules or more than LIMIT_MAX_RULES, or a key does not fit
+ * SCRIPTCALL_KEY_MAX; '*sc' is then unusable.
+ */
+int scriptcall_encode(struct scriptcall *sc, const struct limiter_def *lim,
+                      const char *key_base, uint64_t cost,
+                      const char *request_id, uint64_t now_ms);
+
+/*
+ * Reads a script's reply, the 'n' integers 'ints' (borrowed), into '*out'.
+ * Negative values are taken as 0; integers past the sixth are ignored.
+ * Returns 0, or -1 for a malformed reply: fewer than
+ * SCRIPTCALL_REPLY_LEN integers, 'allowed' neither 0 nor 1, or a rule
+ * index of LIMIT_MAX_RULES or more. '*out' is written only on success.
+ */
+int scriptcall_decode(const long long *ints, size_t n,
+                      struct limit_result *out);
+
+#endif

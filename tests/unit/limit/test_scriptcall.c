@@ -1,0 +1,268 @@
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "scriptcall.h"
+
+static struct limiter_def
+def(enum limit_algorithm a, size_t nrules, const struct limit_rule *rules)
+{
+    struct limiter_def d;
+
+    memset(&d, 0, sizeof(d));
+    d.name = (char *)"test";
+    memcpy(d.tag, "00000000", 9);
+    d.algorithm = a;
+    d.nrules = nrules;
+    for (size_t i = 0; i < nrules; i++) {
+        d.rules[i] = rules[i];
+    }
+    return d;
+}
+
+/* Asserts that 'sc' holds exactly the 'n' arguments 'want'. */
+static void
+expect_args(const struct scriptcall *sc, const char *const *want, size_t n)
+{
+    cr_assert_eq(sc->nargs, n, "%zu arguments, want %zu", sc->nargs, n);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_str_eq(sc->args[i], want[i], "ARGV[%zu]", i + 1);
+    }
+}
+
+Test(scriptcall, one_rule_gives_one_key_and_the_arguments_in_order)
+{
+    struct limit_rule r = {10, 1000, 20};
+    struct limiter_def d = def(LIMIT_TOKEN_BUCKET, 1, &r);
+    struct scriptcall sc;
+    const char *want[] = {"0", "3", "0", "0", "req-1", "10", "1000", "20"};
+
+    cr_assert_eq(scriptcall_encode(&sc, &d, "p:{s:ip:1}", 3, "req-1", 0), 0);
+    cr_assert_eq(sc.nkeys, 1);
+    cr_assert_str_eq(sc.keys[0], "p:{s:ip:1}:0");
+    expect_args(&sc, want, 8);
+}
+
+Test(scriptcall, several_rules_give_a_key_and_a_triple_each_in_rule_order)
+{
+    struct limit_rule r[] = {{5, 1000, 5}, {100, 60000, 100}, {7, 3, 7}};
+    struct limiter_def d = def(LIMIT_SLIDING_WINDOW, 3, r);
+    struct scriptcall sc;
+    const char *want[] = {"0", "1",   "0",     "0",   "id", "5", "1000",
+                          "5", "100", "60000", "100", "7",  "3", "7"};
+
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k:{a}", 1, "id", 0), 0);
+    cr_assert_eq(sc.nkeys, 3);
+    cr_assert_str_eq(sc.keys[0], "k:{a}:0");
+    cr_assert_str_eq(sc.keys[1], "k:{a}:1");
+    cr_assert_str_eq(sc.keys[2], "k:{a}:2");
+    expect_args(&sc, want, 14);
+}
+
+Test(scriptcall, eight_rules_are_suffixed_zero_to_seven)
+{
+    struct limit_rule r[LIMIT_MAX_RULES];
+    struct limiter_def d;
+    struct scriptcall sc;
+
+    for (size_t i = 0; i < LIMIT_MAX_RULES; i++) {
+        r[i] = (struct limit_rule){i + 1, 1000, i + 1};
+    }
+    d = def(LIMIT_FIXED_WINDOW, LIMIT_MAX_RULES, r);
+    cr_assert_eq(scriptcall_encode(&sc, &d, "b", 1, "id", 0), 0);
+    cr_assert_eq(sc.nkeys, LIMIT_MAX_RULES);
+    cr_assert_eq(sc.nargs, SCRIPTCALL_MAX_ARGS);
+    for (size_t i = 0; i < LIMIT_MAX_RULES; i++) {
+        char want[8];
+
+        snprintf(want, sizeof(want), "b:%zu", i);
+        cr_assert_str_eq(sc.keys[i], want);
+    }
+    cr_assert_str_eq(sc.args[SCRIPTCALL_MAX_ARGS - 3], "8");
+}
+
+Test(scriptcall, delay_mode_sends_mode_one_and_the_longest_hold)
+{
+    struct limit_rule r = {10, 1000, 50};
+    struct limiter_def d = def(LIMIT_LEAKY_BUCKET, 1, &r);
+    struct scriptcall sc;
+
+    d.delay = true;
+    d.max_delay_ms = 2000;
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", 2, "id", 0), 0);
+    cr_assert_str_eq(sc.args[2], "1");
+    cr_assert_str_eq(sc.args[3], "2000");
+}
+
+Test(scriptcall, deny_mode_still_sends_max_delay)
+{
+    struct limit_rule r = {10, 1000, 50};
+    struct limiter_def d = def(LIMIT_GCRA, 1, &r);
+    struct scriptcall sc;
+
+    d.max_delay_ms = 750;
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", 2, "id", 0), 0);
+    cr_assert_str_eq(sc.args[2], "0");
+    cr_assert_str_eq(sc.args[3], "750");
+}
+
+Test(scriptcall, the_time_override_is_the_first_argument)
+{
+    struct limit_rule r = {10, 1000, 10};
+    struct limiter_def d = def(LIMIT_GCRA, 1, &r);
+    struct scriptcall sc;
+
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", 1, "id", 1700000040123), 0);
+    cr_assert_str_eq(sc.args[0], "1700000040123");
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", 1, "id", 0), 0);
+    cr_assert_str_eq(sc.args[0], "0");
+}
+
+Test(scriptcall, the_largest_values_are_written_in_full)
+{
+    struct limit_rule r = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    struct limiter_def d = def(LIMIT_TOKEN_BUCKET, 1, &r);
+    struct scriptcall sc;
+
+    d.max_delay_ms = UINT64_MAX;
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", UINT64_MAX, "id", UINT64_MAX),
+                 0);
+    for (size_t i = 0; i < sc.nargs; i++) {
+        if (i != 2 && i != 4) {
+            cr_assert_str_eq(sc.args[i], "18446744073709551615", "ARGV[%zu]",
+                             i + 1);
+        }
+    }
+}
+
+Test(scriptcall, the_request_id_is_borrowed_as_the_fifth_argument)
+{
+    struct limit_rule r = {10, 1000, 10};
+    struct limiter_def d = def(LIMIT_FIXED_WINDOW, 1, &r);
+    struct scriptcall sc;
+    const char *id = "0123456789abcdef-3-42";
+
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", 1, id, 0), 0);
+    cr_assert_eq(sc.args[4], id);
+}
+
+Test(scriptcall, a_limiter_without_rules_or_with_too_many_is_refused)
+{
+    struct limit_rule r = {10, 1000, 10};
+    struct limiter_def d = def(LIMIT_FIXED_WINDOW, 1, &r);
+    struct scriptcall sc;
+
+    d.nrules = 0;
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", 1, "id", 0), -1);
+    d.nrules = LIMIT_MAX_RULES + 1;
+    cr_assert_eq(scriptcall_encode(&sc, &d, "k", 1, "id", 0), -1);
+}
+
+Test(scriptcall, a_key_base_too_long_for_its_suffix_is_refused)
+{
+    struct limit_rule r = {10, 1000, 10};
+    struct limiter_def d = def(LIMIT_FIXED_WINDOW, 1, &r);
+    struct scriptcall sc;
+    char base[SCRIPTCALL_KEY_MAX];
+
+    /* The longest base that fits: 2 bytes for ":0", 1 for the NUL. */
+    memset(base, 'x', sizeof(base));
+    base[SCRIPTCALL_KEY_MAX - 3] = '\0';
+    cr_assert_eq(scriptcall_encode(&sc, &d, base, 1, "id", 0), 0);
+    cr_assert_eq(strlen(sc.keys[0]), SCRIPTCALL_KEY_MAX - 1);
+    base[SCRIPTCALL_KEY_MAX - 3] = 'x';
+    base[SCRIPTCALL_KEY_MAX - 2] = '\0';
+    cr_assert_eq(scriptcall_encode(&sc, &d, base, 1, "id", 0), -1);
+}
+
+Test(scriptcall, a_key_is_its_base_and_the_rule_index)
+{
+    char buf[16];
+
+    cr_assert_eq(scriptcall_key(buf, sizeof(buf), "a:{b}", 7), 0);
+    cr_assert_str_eq(buf, "a:{b}:7");
+    cr_assert_eq(scriptcall_key(buf, sizeof(buf), "a:{b}", LIMIT_MAX_RULES),
+                 -1);
+    cr_assert_eq(scriptcall_key(buf, 7, "a:{b}", 0), -1);
+}
+
+Test(scriptcall, a_good_reply_decodes_field_by_field)
+{
+    const long long denied[] = {0, 0, 250, 1000, 0, 1};
+    const long long allowed[] = {1, 4, 0, 600, 300, 0};
+    struct limit_result r;
+
+    cr_assert_eq(scriptcall_decode(denied, 6, &r), 0);
+    cr_assert(!r.allowed);
+    cr_assert_eq(r.remaining, 0);
+    cr_assert_eq(r.retry_after_ms, 250);
+    cr_assert_eq(r.reset_ms, 1000);
+    cr_assert_eq(r.delay_ms, 0);
+    cr_assert_eq(r.rule, 1);
+
+    cr_assert_eq(scriptcall_decode(allowed, 6, &r), 0);
+    cr_assert(r.allowed);
+    cr_assert_eq(r.remaining, 4);
+    cr_assert_eq(r.retry_after_ms, 0);
+    cr_assert_eq(r.reset_ms, 600);
+    cr_assert_eq(r.delay_ms, 300);
+    cr_assert_eq(r.rule, 0);
+}
+
+Test(scriptcall, integers_past_the_sixth_are_ignored)
+{
+    const long long ints[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    struct limit_result r;
+
+    cr_assert_eq(scriptcall_decode(ints, 8, &r), 0);
+    cr_assert(r.allowed && r.remaining == 2 && r.rule == 6);
+}
+
+Test(scriptcall, a_short_reply_is_refused_and_leaves_the_result_alone)
+{
+    const long long ints[] = {1, 2, 3, 4, 5, 0};
+    struct limit_result r = {false, 77, 77, 77, 77, 7};
+
+    for (size_t n = 0; n < SCRIPTCALL_REPLY_LEN; n++) {
+        cr_assert_eq(scriptcall_decode(ints, n, &r), -1, "%zu integers", n);
+        cr_assert(!r.allowed && r.remaining == 77 && r.retry_after_ms == 77 &&
+                      r.reset_ms == 77 && r.delay_ms == 77 && r.rule == 7,
+                  "%zu integers: the result was written", n);
+    }
+    cr_assert_eq(scriptcall_decode(NULL, 6, &r), -1);
+}
+
+Test(scriptcall, allowed_other_than_zero_or_one_is_refused)
+{
+    const long long two[] = {2, 0, 0, 0, 0, 0};
+    const long long minus[] = {-1, 0, 0, 0, 0, 0};
+    struct limit_result r;
+
+    cr_assert_eq(scriptcall_decode(two, 6, &r), -1);
+    cr_assert_eq(scriptcall_decode(minus, 6, &r), -1);
+}
+
+Test(scriptcall, a_rule_index_past_the_last_possible_rule_is_refused)
+{
+    const long long last[] = {1, 0, 0, 0, 0, LIMIT_MAX_RULES - 1};
+    const long long past[] = {1, 0, 0, 0, 0, LIMIT_MAX_RULES};
+    struct limit_result r;
+
+    cr_assert_eq(scriptcall_decode(last, 6, &r), 0);
+    cr_assert_eq(r.rule, LIMIT_MAX_RULES - 1);
+    cr_assert_eq(scriptcall_decode(past, 6, &r), -1);
+}
+
+Test(scriptcall, negative_counts_are_taken_as_zero)
+{
+    const long long ints[] = {0, -3, -250, -1000, -5, -1};
+    struct limit_result r;
+
+    cr_assert_eq(scriptcall_decode(ints, 6, &r), 0);
+    cr_assert_eq(r.remaining, 0);
+    cr_assert_eq(r.retry_after_ms, 0);
+    cr_assert_eq(r.reset_ms, 0);
+    cr_assert_eq(r.delay_ms, 0);
+    cr_assert_eq(r.rule, 0);
+}
