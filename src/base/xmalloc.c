@@ -78,21 +78,31 @@ xstrndup(const char *s, size_t n)
 }
 
 char *
-xasprintf(const char *fmt, ...)
+xvasprintf(const char *fmt, va_list ap)
 {
-    va_list ap;
+    va_list again;
     int n;
     char *p;
 
-    va_start(ap, fmt);
+    va_copy(again, ap);
     n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
     if (n < 0) {
         abort();
     }
     p = xmalloc((size_t)n + 1);
+    vsnprintf(p, (size_t)n + 1, fmt, again);
+    va_end(again);
+    return p;
+}
+
+char *
+xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *p;
+
     va_start(ap, fmt);
-    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    p = xvasprintf(fmt, ap);
     va_end(ap);
     return p;
 }

@@ -6,6 +6,7 @@
 #ifndef SLUICE_XMALLOC_H
 #define SLUICE_XMALLOC_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 void *xmalloc(size_t size);
@@ -17,5 +18,8 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* printf into a new string; the caller frees it. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a va_list, which it consumes. */
+char *xvasprintf(const char *fmt, va_list ap)
+    __attribute__((format(printf, 1, 0)));
 
 #endif

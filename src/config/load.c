@@ -112,17 +112,9 @@ load_report_at(struct loader *ld, yaml_mark_t mark,
     va_list ap;
     char *text;
     char *msg;
-    int n;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        abort();
-    }
-    msg = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(msg, (size_t)n + 1, fmt, ap);
+    msg = xvasprintf(fmt, ap);
     va_end(ap);
     text = path_text(path);
     if (text[0] != '\0') {
