@@ -177,4 +177,3 @@ config_routes_json(const struct config *cfg)
     strbuf_adds(&b, "]}\n");
     return strbuf_take(&b);
 }
-

@@ -19,6 +19,7 @@
 #include "clientconn.h"
 #include "clock.h"
 #include "config.h"
+#include "evreq.h"
 #include "filter.h"
 #include "forward.h"
 #include "forwarded.h"
@@ -49,15 +50,15 @@
 #define MAX_HELD 4096
 
 struct proxy {
-    struct event_base *base;         /* borrowed */
-    struct ratelimit *rl;            /* borrowed: this worker's limiters */
-    struct upstream_client *up;      /* owned: pools to the upstreams */
-    size_t held;                     /* requests held in delay mode */
-    struct exchange *live;           /* exchanges alive, newest first */
-    struct metrics_shard *metrics;   /* borrowed: this worker's shard */
-    struct accesslog *log;           /* borrowed: the access log */
-    size_t in_flight;                /* length of 'live' */
-    bool draining;                   /* responses close their connections */
+    struct event_base *base;       /* borrowed */
+    struct ratelimit *rl;          /* borrowed: this worker's limiters */
+    struct upstream_client *up;    /* owned: pools to the upstreams */
+    size_t held;                   /* requests held in delay mode */
+    struct exchange *live;         /* exchanges alive, newest first */
+    struct metrics_shard *metrics; /* borrowed: this worker's shard */
+    struct accesslog *log;         /* borrowed: the access log */
+    size_t in_flight;              /* length of 'live' */
+    bool draining;                 /* responses close their connections */
 };
 
 /*
@@ -121,29 +122,6 @@ struct exchange {
     char client[64];                 /* resolved client address */
 };
 
-static const struct {
-    enum evhttp_cmd_type cmd;
-    const char *name;
-} method_names[] = {
-    {EVHTTP_REQ_GET, "GET"},       {EVHTTP_REQ_POST, "POST"},
-    {EVHTTP_REQ_HEAD, "HEAD"},     {EVHTTP_REQ_PUT, "PUT"},
-    {EVHTTP_REQ_DELETE, "DELETE"}, {EVHTTP_REQ_OPTIONS, "OPTIONS"},
-    {EVHTTP_REQ_TRACE, "TRACE"},   {EVHTTP_REQ_CONNECT, "CONNECT"},
-    {EVHTTP_REQ_PATCH, "PATCH"},
-};
-
-static const char *
-method_name(enum evhttp_cmd_type cmd)
-{
-    for (size_t i = 0; i < sizeof(method_names) / sizeof(method_names[0]);
-         i++) {
-        if (method_names[i].cmd == cmd) {
-            return method_names[i].name;
-        }
-    }
-    return "GET";
-}
-
 struct proxy *
 proxy_new(const struct proxy_deps *deps)
 {
@@ -173,22 +151,13 @@ proxy_in_flight(const struct proxy *p)
     return p->in_flight;
 }
 
-static void
-close_after_reply(struct evhttp_request *creq)
-{
-    struct evkeyvalq *out = evhttp_request_get_output_headers(creq);
-
-    evhttp_remove_header(out, "Connection");
-    evhttp_add_header(out, "Connection", "close");
-}
-
 void
 proxy_drain(struct proxy *p)
 {
     p->draining = true;
     for (struct exchange *ex = p->live; ex != NULL; ex = ex->next) {
         if (ex->state != EX_STREAMING) {
-            close_after_reply(ex->creq);
+            evreq_close_after_reply(ex->creq);
         }
     }
 }
@@ -234,29 +203,6 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     e.decision = decision;
     e.tier = tier;
     accesslog_write(p->log, &e);
-}
-
-/*
- * A problem+json body for 'status', about 'creq'; the caller frees it.
- * Empty for a HEAD request: evhttp 2.1 would send a body given to it even
- * then, and a keep-alive client would read it as the next response.
- */
-static struct evbuffer *
-problem_body(struct evhttp_request *creq, int status, const char *detail)
-{
-    struct evbuffer *buf = evbuffer_new();
-    char *body;
-
-    evhttp_add_header(evhttp_request_get_output_headers(creq), "Content-Type",
-                      PROBLEM_CONTENT_TYPE);
-    if (evhttp_request_get_command(creq) == EVHTTP_REQ_HEAD) {
-        return buf;
-    }
-    body = problem_json(status, problem_reason(status), detail,
-                        evhttp_request_get_uri(creq));
-    evbuffer_add(buf, body, strlen(body));
-    free(body);
-    return buf;
 }
 
 static void
@@ -308,7 +254,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         ex->status = 499;
     }
 
-    record(p, creq, method_name(ex->method), ex->route->id, ex->client,
+    record(p, creq, evreq_method_name(ex->method), ex->route->id, ex->client,
            ex->status, ex->bytes, ex->wall, ex->t0, ex->up_ms, ex->decision,
            ex->tier);
     if (p->metrics != NULL) {
@@ -360,10 +306,10 @@ static void
 fail_exchange(struct exchange *ex, int status, const char *detail)
 {
     log_warn("proxy: route %s: %s %s: %d: %s", ex->route->id,
-             method_name(ex->method), evhttp_request_get_uri(ex->creq), status,
-             detail);
+             evreq_method_name(ex->method), evhttp_request_get_uri(ex->creq),
+             status, detail);
     exchange_end(ex, END_REPLY, status,
-                 problem_body(ex->creq, status, detail));
+                 evreq_problem_body(ex->creq, status, detail));
 }
 
 void
@@ -588,11 +534,10 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
         exchange_end(ex, END_CUT, 0, NULL);
         return;
     }
-    fail_exchange(ex,
-                  err == UPSTREAM_TIMEOUT || err == UPSTREAM_CONNECT_TIMEOUT
-                      ? 504
-                      : 502,
-                  msg);
+    fail_exchange(
+        ex,
+        err == UPSTREAM_TIMEOUT || err == UPSTREAM_CONNECT_TIMEOUT ? 504 : 502,
+        msg);
 }
 
 static const struct upstream_callbacks upstream_callbacks = {
@@ -607,7 +552,7 @@ start_upstream(struct exchange *ex)
     ex->state = EX_UPSTREAM;
     ur.host = r->uri.host;
     ur.port = r->uri.port;
-    ur.method = method_name(ex->method);
+    ur.method = evreq_method_name(ex->method);
     ur.target = ex->target;
     ur.headers = &ex->fwd;
     ur.body = ex->has_body ? evhttp_request_get_input_buffer(ex->creq) : NULL;
@@ -638,7 +583,7 @@ reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
         evhttp_add_header(oh, o->headers.v[i].name, o->headers.v[i].value);
     }
     evhttp_add_header(oh, "Content-Type", PROBLEM_CONTENT_TYPE);
-    /* No body for HEAD: see problem_body(). */
+    /* No body for HEAD: see evreq_problem_body(). */
     if (ex->method != EVHTTP_REQ_HEAD) {
         evbuffer_add(buf, o->body, strlen(o->body));
     }
@@ -700,17 +645,6 @@ on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
     on_ratelimit_outcome(arg, o);
 }
 
-/* Copies evhttp's header list into a 'struct headers'. */
-static void
-headers_from_evkeyvalq(struct headers *h, const struct evkeyvalq *q)
-{
-    const struct evkeyval *kv;
-
-    TAILQ_FOREACH (kv, q, next) {
-        headers_add(h, kv->key, kv->value);
-    }
-}
-
 static char *
 build_target(const struct route *r, const char *path, const char *query)
 {
@@ -718,27 +652,6 @@ build_target(const struct route *r, const char *path, const char *query)
         return xasprintf("%s%s?%s", r->uri.base_path, path, query);
     }
     return xasprintf("%s%s", r->uri.base_path, path);
-}
-
-static bool
-peer_address(struct evhttp_connection *cconn, struct netaddr *out)
-{
-    const struct sockaddr *sa = evhttp_connection_get_addr(cconn);
-
-    return sa != NULL && netaddr_from_sockaddr(sa, out) == 0;
-}
-
-/* Request line plus header fields, as counted against max_header_bytes. */
-static uint64_t
-header_bytes(struct evhttp_request *creq)
-{
-    const struct evkeyval *kv;
-    uint64_t n = strlen(evhttp_request_get_uri(creq)) + 16;
-
-    TAILQ_FOREACH (kv, evhttp_request_get_input_headers(creq), next) {
-        n += strlen(kv->key) + strlen(kv->value) + 4;
-    }
-    return n;
 }
 
 /* ---- accepting a request ---- */
@@ -804,8 +717,8 @@ static void
 early_reply(struct proxy *p, struct evhttp_request *creq, int status,
             const char *detail, const char *client, int64_t t0, int64_t wall)
 {
-    const char *method = method_name(evhttp_request_get_command(creq));
-    struct evbuffer *body = problem_body(creq, status, detail);
+    const char *method = evreq_method_name(evhttp_request_get_command(creq));
+    struct evbuffer *body = evreq_problem_body(creq, status, detail);
 
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
            wall, t0, -1, NULL, NULL);
@@ -829,7 +742,7 @@ refused_or_reply(struct proxy *p, struct evhttp_request *creq,
     enum evhttp_cmd_type method = evhttp_request_get_command(creq);
     const char *why = NULL;
 
-    rc.method = method_name(method);
+    rc.method = evreq_method_name(method);
     rc.target = evhttp_request_get_uri(creq);
     rc.http_major = (unsigned)creq->major;
     rc.http_minor = (unsigned)creq->minor;
@@ -845,7 +758,7 @@ refused_or_reply(struct proxy *p, struct evhttp_request *creq,
         return false;
     }
     log_debug("proxy: refused %s from %s: %s", rc.method, client, why);
-    close_after_reply(creq);
+    evreq_close_after_reply(creq);
     early_reply(p, creq, reqcheck_status(v), why, client, t0, wall);
     return true;
 }
@@ -876,20 +789,20 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     char addr[64];
 
     if (p->draining) {
-        close_after_reply(creq);
+        evreq_close_after_reply(creq);
     }
-    if (!peer_address(cconn, &peer)) {
+    if (!evreq_peer(cconn, &peer)) {
         memset(&peer, 0, sizeof(peer));
         peer.family = AF_INET;
     }
     netaddr_format(&peer, addr, sizeof(addr));
     headers_init(&in);
-    headers_from_evkeyvalq(&in, evhttp_request_get_input_headers(creq));
+    evreq_headers(&in, creq);
     if (refused_or_reply(p, creq, cc, &in, addr, t0, wall)) {
         headers_deinit(&in);
         return;
     }
-    if (header_bytes(creq) > sc->max_header_bytes) {
+    if (evreq_head_bytes(creq) > sc->max_header_bytes) {
         headers_deinit(&in);
         early_reply(p, creq, 431,
                     "request header fields exceed server.max_header_bytes",
@@ -913,7 +826,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                      sc->trusted_proxies, sc->ntrusted_proxies, &client);
     netaddr_format(&client, addr, sizeof(addr));
 
-    view.method = method_name(method);
+    view.method = evreq_method_name(method);
     view.path = path;
     view.query = query;
     view.host = headers_get(&in, "Host");

@@ -34,12 +34,12 @@ struct uconn {
 
 /* The idle connections of one worker to one host:port. */
 struct pool {
-    char *host;           /* owned */
-    uint16_t port;        /* upstream port */
-    struct uconn **idle;  /* LIFO: the warmest is reused first; owned */
-    size_t nidle;         /* idle connections */
-    size_t cap;           /* slots in 'idle' */
-    struct pool *next;    /* next pool of the client */
+    char *host;          /* owned */
+    uint16_t port;       /* upstream port */
+    struct uconn **idle; /* LIFO: the warmest is reused first; owned */
+    size_t nidle;        /* idle connections */
+    size_t cap;          /* slots in 'idle' */
+    struct pool *next;   /* next pool of the client */
 };
 
 struct upstream_client {
@@ -58,29 +58,29 @@ enum req_state {
 
 struct upstream_req {
     enum req_state state;
-    struct upstream_client *client;     /* borrowed */
+    struct upstream_client *client;      /* borrowed */
     const struct upstream_callbacks *cb; /* borrowed */
-    void *arg;                          /* for 'cb'; borrowed */
-    struct uconn *conn;                 /* owned while the request runs */
-    struct resparse *parser;            /* owned */
-    struct event *timer;                /* connect, then response timeout */
-    struct evbuffer *body;              /* parsed body, handed to on_body */
-    struct evbuffer *resend;            /* the request once more, for the
-                                           one retry; NULL when none */
-    struct timeval body_tv;             /* longest pause in the body */
-    int64_t t0;                         /* monotonic ms it was sent */
-    uint64_t response_timeout_ms;       /* from 'r' */
-    uint64_t connect_timeout_ms;        /* from 'r' */
-    unsigned keepalive;                 /* from 'r' */
-    bool reused;                        /* 'conn' came from the pool */
-    bool keep_alive;                    /* the head allows another request
-                                           on this connection */
-    bool head_request;                  /* HEAD: no body will follow */
-    bool paused;                        /* reads held back by the caller */
-    bool in_callback;                   /* a caller's callback is running */
-    bool write_failed;                  /* the upstream stopped reading our
-                                           request; its answer may follow */
-    bool cancelled;                     /* upstream_cancel() during one */
+    void *arg;                           /* for 'cb'; borrowed */
+    struct uconn *conn;                  /* owned while the request runs */
+    struct resparse *parser;             /* owned */
+    struct event *timer;                 /* connect, then response timeout */
+    struct evbuffer *body;               /* parsed body, handed to on_body */
+    struct evbuffer *resend;             /* the request once more, for the
+                                            one retry; NULL when none */
+    struct timeval body_tv;              /* longest pause in the body */
+    int64_t t0;                          /* monotonic ms it was sent */
+    uint64_t response_timeout_ms;        /* from 'r' */
+    uint64_t connect_timeout_ms;         /* from 'r' */
+    unsigned keepalive;                  /* from 'r' */
+    bool reused;                         /* 'conn' came from the pool */
+    bool keep_alive;                     /* the head allows another request
+                                            on this connection */
+    bool head_request;                   /* HEAD: no body will follow */
+    bool paused;                         /* reads held back by the caller */
+    bool in_callback;                    /* a caller's callback is running */
+    bool write_failed;                   /* the upstream stopped reading our
+                                            request; its answer may follow */
+    bool cancelled;                      /* upstream_cancel() during one */
 };
 
 static void on_conn_read(struct bufferevent *bev, void *arg);

@@ -18,33 +18,33 @@ enum field_part {
 };
 
 struct resparse {
-    http_parser parser;                /* libhttp_parser's state */
+    http_parser parser;                  /* libhttp_parser's state */
     const struct resparse_callbacks *cb; /* borrowed */
-    void *arg;                         /* for the callbacks; borrowed */
-    size_t max_head_bytes;             /* per response, interim included */
-    bool head_request;                 /* the request was a HEAD */
-    bool head_seen;                    /* on_head has been called */
-    bool stopped;                      /* a callback returned -1 */
-    bool done;                         /* on_complete has been called */
-    bool started;                      /* a byte of this response came */
-    const char *error;                 /* why the last call failed */
-    uint64_t consumed;                 /* bytes of this response parsed */
-    uint64_t head_bytes;               /* bytes before the final head */
-    struct strbuf reason;              /* reason phrase being read */
-    struct strbuf name;                /* field name being read */
-    struct strbuf value;               /* field value being read */
-    enum field_part part;              /* what 'name'/'value' hold */
-    struct headers headers;            /* fields of the current message */
-    struct resparse_head head;         /* the final head, held from the
-                                          parser's callback until its
-                                          bytes are checked */
-    bool head_ready;                   /* 'head' waits to be reported */
-    const char *scan_from;             /* framing bytes of this feed not
-                                          yet checked start here */
-    bool cr_pending;                   /* the last framing byte checked
-                                          was CR: an LF must follow */
-    int crlf_due;                      /* bytes of the CRLF that must
-                                          end the chunk just read */
+    void *arg;                           /* for the callbacks; borrowed */
+    size_t max_head_bytes;               /* per response, interim included */
+    bool head_request;                   /* the request was a HEAD */
+    bool head_seen;                      /* on_head has been called */
+    bool stopped;                        /* a callback returned -1 */
+    bool done;                           /* on_complete has been called */
+    bool started;                        /* a byte of this response came */
+    const char *error;                   /* why the last call failed */
+    uint64_t consumed;                   /* bytes of this response parsed */
+    uint64_t head_bytes;                 /* bytes before the final head */
+    struct strbuf reason;                /* reason phrase being read */
+    struct strbuf name;                  /* field name being read */
+    struct strbuf value;                 /* field value being read */
+    enum field_part part;                /* what 'name'/'value' hold */
+    struct headers headers;              /* fields of the current message */
+    struct resparse_head head;           /* the final head, held from the
+                                            parser's callback until its
+                                            bytes are checked */
+    bool head_ready;                     /* 'head' waits to be reported */
+    const char *scan_from;               /* framing bytes of this feed not
+                                            yet checked start here */
+    bool cr_pending;                     /* the last framing byte checked
+                                            was CR: an LF must follow */
+    int crlf_due;                        /* bytes of the CRLF that must
+                                            end the chunk just read */
 };
 
 static int on_message_begin(http_parser *hp);
@@ -310,8 +310,8 @@ on_headers_complete(http_parser *hp)
         return fail(rp, "101 Switching Protocols without an upgrade request");
     }
     /* RFC 9112 6.3: these end at the empty line, whatever fields say. */
-    no_body = status < 200 || status == 204 || status == 304 ||
-              rp->head_request;
+    no_body =
+        status < 200 || status == 204 || status == 304 || rp->head_request;
     if (status < 200) {
         /* An interim response: consumed here, never reported. */
         return 1;
@@ -336,10 +336,10 @@ on_headers_complete(http_parser *hp)
         head.framing = RESPARSE_CLOSE;
     }
     /* http_should_keep_alive() reads the body's framing as well. */
-    head.keep_alive = head.framing != RESPARSE_CLOSE &&
-                      (hp->flags & F_CONNECTION_CLOSE) == 0 &&
-                      (hp->http_minor >= 1 ||
-                       (hp->flags & F_CONNECTION_KEEP_ALIVE) != 0);
+    head.keep_alive =
+        head.framing != RESPARSE_CLOSE &&
+        (hp->flags & F_CONNECTION_CLOSE) == 0 &&
+        (hp->http_minor >= 1 || (hp->flags & F_CONNECTION_KEEP_ALIVE) != 0);
     /*
      * Reported once the head's last bytes are checked (see resparse_feed):
      * the parser stops here, right after the head.
@@ -461,8 +461,7 @@ execute(struct resparse *rp, const char *data, size_t len, size_t *used)
 }
 
 enum resparse_status
-resparse_feed(struct resparse *rp, const char *data, size_t len,
-              size_t *used)
+resparse_feed(struct resparse *rp, const char *data, size_t len, size_t *used)
 {
     enum resparse_status st = RESPARSE_MORE;
 

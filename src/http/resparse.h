@@ -42,9 +42,9 @@ struct resparse_head {
     unsigned http_minor;           /* 0 or 1 (HTTP/1.x) */
     const struct headers *headers; /* every field as received, in order */
     enum resparse_framing framing;
-    uint64_t content_length;       /* with RESPARSE_LENGTH */
-    bool keep_alive;               /* the connection may carry another
-                                      request once this one is done */
+    uint64_t content_length; /* with RESPARSE_LENGTH */
+    bool keep_alive;         /* the connection may carry another
+                                request once this one is done */
 };
 
 /*

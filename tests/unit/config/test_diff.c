@@ -68,14 +68,17 @@ Test(diff, routes_and_the_key_prefix_apply_at_once)
 
 Test(diff, listeners_workers_redis_admin_and_log_need_a_restart)
 {
-    cr_assert_eq(groups_after("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8081"),
-                 CONFIG_RESTART_LISTEN);
+    cr_assert_eq(
+        groups_after("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8081"),
+        CONFIG_RESTART_LISTEN);
     cr_assert_eq(groups_after("workers: 2", "workers: 3"),
                  CONFIG_RESTART_LISTEN);
-    cr_assert_eq(groups_after("redis://127.0.0.1:6379", "redis://127.0.0.1:6380"),
-                 CONFIG_RESTART_REDIS);
-    cr_assert_eq(groups_after("listen: 127.0.0.1:9090", "listen: 127.0.0.1:9091"),
-                 CONFIG_RESTART_ADMIN);
+    cr_assert_eq(
+        groups_after("redis://127.0.0.1:6379", "redis://127.0.0.1:6380"),
+        CONFIG_RESTART_REDIS);
+    cr_assert_eq(
+        groups_after("listen: 127.0.0.1:9090", "listen: 127.0.0.1:9091"),
+        CONFIG_RESTART_ADMIN);
     cr_assert_eq(groups_after("level: info", "level: debug"),
                  CONFIG_RESTART_LOG);
 }

@@ -8,17 +8,17 @@
 
 /* What the callbacks saw of one response. */
 struct seen {
-    int heads;                 /* on_head calls */
-    int completes;             /* on_complete calls */
-    int status;                /* from on_head */
-    char reason[64];           /* from on_head */
+    int heads;       /* on_head calls */
+    int completes;   /* on_complete calls */
+    int status;      /* from on_head */
+    char reason[64]; /* from on_head */
     enum resparse_framing framing;
     uint64_t content_length;
     bool keep_alive;
-    size_t nheaders;           /* fields in the head */
-    char first_header[64];     /* "Name: value" of the first field */
-    struct strbuf body;        /* body bytes in order */
-    bool body_before_head;     /* an on_body came before on_head */
+    size_t nheaders;       /* fields in the head */
+    char first_header[64]; /* "Name: value" of the first field */
+    struct strbuf body;    /* body bytes in order */
+    bool body_before_head; /* an on_body came before on_head */
 };
 
 static int
@@ -70,8 +70,8 @@ static const struct resparse_callbacks callbacks = {on_head, on_body,
  * consumed in all.
  */
 static enum resparse_status
-parse(struct seen *s, const char *in, size_t step, bool head_request,
-      bool eof, size_t *used_out, const char **why)
+parse(struct seen *s, const char *in, size_t step, bool head_request, bool eof,
+      size_t *used_out, const char **why)
 {
     struct resparse *rp = resparse_new(&callbacks, s, 4096);
     size_t len = strlen(in), off = 0, used = 0;
@@ -178,8 +178,8 @@ Test(resparse, body_without_length_ends_with_the_connection)
                  RESPARSE_MORE);
     cr_assert_eq(s.completes, 0);
     seen_free(&s);
-    cr_assert_eq(parse(&s, "HTTP/1.1 200 OK\r\n\r\nhello world", 3, false,
-                       true, NULL, NULL),
+    cr_assert_eq(parse(&s, "HTTP/1.1 200 OK\r\n\r\nhello world", 3, false, true,
+                       NULL, NULL),
                  RESPARSE_DONE);
     cr_assert_eq(s.framing, RESPARSE_CLOSE);
     cr_assert(!s.keep_alive);
@@ -227,7 +227,8 @@ Test(resparse, head_204_and_304_have_no_body_whatever_the_fields_say)
     cr_assert_eq(s.framing, RESPARSE_NO_BODY);
     cr_assert_eq(used, strlen(head));
     seen_free(&s);
-    cr_assert_eq(parse(&s, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+    cr_assert_eq(parse(&s,
+                       "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
                        0, false, false, NULL, NULL),
                  RESPARSE_DONE);
     cr_assert_eq(s.framing, RESPARSE_NO_BODY);
@@ -253,7 +254,8 @@ Test(resparse, http10_response_keeps_alive_only_when_it_says_so)
           0, false, false, NULL, NULL);
     cr_assert(s.keep_alive);
     seen_free(&s);
-    parse(&s, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+    parse(&s,
+          "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
           0, false, false, NULL, NULL);
     cr_assert(!s.keep_alive);
     seen_free(&s);
@@ -276,8 +278,8 @@ Test(resparse, control_characters_are_refused)
                    NULL);
     assert_refused("HTTP/1.1 200 O\001K\r\nContent-Length: 0\r\n\r\n",
                    "reason");
-    assert_refused("HTTP/1.1 200 OK\r\nX-A: a\001b\r\nContent-Length: 0\r\n\r\n",
-                   NULL);
+    assert_refused(
+        "HTTP/1.1 200 OK\r\nX-A: a\001b\r\nContent-Length: 0\r\n\r\n", NULL);
     assert_refused("HTTP/1.1 200 OK\r\nX-A : b\r\nContent-Length: 0\r\n\r\n",
                    NULL);
     assert_refused("HTTP/1.1 200 OK\r\nX A: b\r\nContent-Length: 0\r\n\r\n",
@@ -370,9 +372,9 @@ Test(resparse, early_close_is_an_error)
     cr_assert_eq(parse(&s, "", 0, false, true, NULL, &why), RESPARSE_ERROR);
     cr_assert(strstr(why, "before a response") != NULL, "%s", why);
     seen_free(&s);
-    cr_assert_eq(parse(&s, "HTTP/1.1 200 OK\r\nContent-", 0, false, true, NULL,
-                       &why),
-                 RESPARSE_ERROR);
+    cr_assert_eq(
+        parse(&s, "HTTP/1.1 200 OK\r\nContent-", 0, false, true, NULL, &why),
+        RESPARSE_ERROR);
     cr_assert(strstr(why, "head") != NULL, "%s", why);
     seen_free(&s);
     cr_assert_eq(parse(&s, "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", 0,

@@ -1,0 +1,43 @@
+/*
+ * evreq.h - what the gateway reads of, and writes into, an evhttp request
+ * as plain values: the method's name, the request's fields, its peer, the
+ * size of its head, a problem body, "Connection: close". Does no I/O of
+ * its own; a gateway module (<event2/http.h>). Every request borrowed.
+ */
+#ifndef SLUICE_EVREQ_H
+#define SLUICE_EVREQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/http.h>
+
+struct evbuffer;
+struct headers;
+struct netaddr;
+
+/* "GET", "POST", ...; "GET" for a command it does not know. Static. */
+const char *evreq_method_name(enum evhttp_cmd_type cmd);
+
+/* Appends every request field of 'req', in order, to 'h'. */
+void evreq_headers(struct headers *h, struct evhttp_request *req);
+
+/* The socket peer of 'conn' into '*out'; false if it has none. */
+bool evreq_peer(struct evhttp_connection *conn, struct netaddr *out);
+
+/* Request line plus header fields, as counted against max_header_bytes. */
+uint64_t evreq_head_bytes(struct evhttp_request *req);
+
+/*
+ * Sets Content-Type on 'req' and returns a new problem+json body for
+ * 'status' about it; the caller frees it. Empty for a HEAD request:
+ * evhttp 2.1 sends a body given to it even then, and a keep-alive client
+ * would read it as the next response.
+ */
+struct evbuffer *evreq_problem_body(struct evhttp_request *req, int status,
+                                    const char *detail);
+
+/* The answer to 'req' says "Connection: close", and evhttp closes after. */
+void evreq_close_after_reply(struct evhttp_request *req);
+
+#endif
