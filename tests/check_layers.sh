@@ -2,7 +2,7 @@
 # Checks the include rules of src/ (README, Development):
 # - a module includes headers of its own layer or of the layers below it,
 #     base < http < limit < route < config < ratelimit < gateway < main
-#   (limit/ratelimit.* and limit/redis.* are the ratelimit layer: the I/O
+#   (limit/ratelimit.*, redis.* and resolve.* are the ratelimit layer: I/O
 #   beside the pure limiter model);
 # - each library's headers are included by the one place that wraps it.
 # The build already refuses most upward includes (a library sees only the
@@ -19,7 +19,7 @@ layer_of() {
     main.c) echo 7 ;;
     base/*) echo 0 ;;
     http/*) echo 1 ;;
-    limit/ratelimit.* | limit/redis.*) echo 5 ;;
+    limit/ratelimit.* | limit/redis.* | limit/resolve.*) echo 5 ;;
     limit/*) echo 2 ;;
     route/*) echo 3 ;;
     config/*) echo 4 ;;
@@ -80,7 +80,7 @@ only 'pcre2\.h' 'route/regexp.c'
 only 'openssl/' 'limit/ratekey.c'
 only 'event2/http' 'gateway/*'
 only 'event2/keyvalq_struct\.h' 'gateway/*'
-only 'event2/' 'gateway/*' 'limit/redis.c'
+only 'event2/' 'gateway/*' 'limit/redis.c' 'limit/resolve.c'
 
 if [ $fail = 0 ]; then
     echo "layers: every include follows the rules"

@@ -23,16 +23,14 @@
 
 #include "config.h"
 #include "log.h"
+#include "resolve.h"
 #include "scripts.h"
 #include "xmalloc.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +51,6 @@
  * until the client is ready), so it can be generous; a tight per-command
  * timeout must not make a distant Redis unreachable. */
 #define CONNECT_TIMEOUT_MIN_MS 1000
-#define RESOLVE_MAX_ADDRS 8
 #define SHA1_HEX 40
 
 enum conn_state {
@@ -70,22 +67,6 @@ enum handshake_step {
     STEP_AUTH,
     STEP_SELECT,
     STEP_LOAD,
-};
-
-/*
- * A host name lookup on a thread of its own: getaddrinfo() blocks, and a
- * worker must not stall on a slow resolver while it reconnects. The
- * thread and the client share the job; whoever lets go last frees it,
- * so the client can give up on a lookup without waiting for it.
- */
-struct resolve_job {
-    atomic_int refs;  /* 2 while both the thread and the client hold it */
-    atomic_bool done; /* results below are written */
-    int fds[2];       /* pipe: the thread writes one byte when done */
-    char *host;       /* owned */
-    int err;          /* getaddrinfo()'s result */
-    size_t naddrs;    /* numeric addresses found */
-    char addrs[RESOLVE_MAX_ADDRS][INET6_ADDRSTRLEN]; /* in resolver order */
 };
 
 struct redis_call {
@@ -152,8 +133,8 @@ struct redis_client {
                                          backing off */
     bool was_ready;                   /* ready once: the next ready is a
                                          reconnect */
-    struct resolve_job *job;          /* lookup in progress, or NULL */
-    struct event *job_ev;             /* reads job->fds[0]; owned */
+    struct resolve *lookup;           /* name lookup in progress, or
+                                         NULL */
     uint64_t rng;                     /* xorshift state for jitter */
     int64_t progress_ms;              /* last reply, or the first send
                                          after an idle spell */
@@ -173,107 +154,14 @@ next_random(struct redis_client *c)
     return c->rng;
 }
 
-/*
- * Resolver thread.
- */
-
+/* Gives up a name lookup still running; its answer is never read. */
 static void
-job_release(struct resolve_job *job)
+lookup_abandon(struct redis_client *c)
 {
-    if (atomic_fetch_sub(&job->refs, 1) != 1) {
-        return;
+    if (c->lookup != NULL) {
+        resolve_cancel(c->lookup);
+        c->lookup = NULL;
     }
-    close(job->fds[0]);
-    close(job->fds[1]);
-    free(job->host);
-    free(job);
-}
-
-static void *
-resolve_main(void *arg)
-{
-    struct resolve_job *job = arg;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM};
-    struct addrinfo *res = NULL;
-    char one = 1;
-
-    job->err = getaddrinfo(job->host, NULL, &hints, &res);
-    for (struct addrinfo *ai = res;
-         ai != NULL && job->naddrs < RESOLVE_MAX_ADDRS; ai = ai->ai_next) {
-        char *dst = job->addrs[job->naddrs];
-        bool dup = false;
-
-        if (getnameinfo(ai->ai_addr, ai->ai_addrlen, dst, INET6_ADDRSTRLEN,
-                        NULL, 0, NI_NUMERICHOST) != 0) {
-            continue;
-        }
-        for (size_t i = 0; i < job->naddrs; i++) {
-            dup = dup || strcmp(job->addrs[i], dst) == 0;
-        }
-        if (!dup) {
-            job->naddrs++;
-        }
-    }
-    if (res != NULL) {
-        freeaddrinfo(res);
-    }
-    atomic_store(&job->done, true);
-    /* The pipe outlives this write: the job holds both ends until the
-     * last reference goes. A failed write leaves the client to its
-     * connect timeout. */
-    if (write(job->fds[1], &one, 1) < 0) {
-        (void)0;
-    }
-    job_release(job);
-    return NULL;
-}
-
-/* Starts a lookup of c->host; false if no thread could be started. */
-static bool
-job_start(struct redis_client *c,
-          void (*on_done)(evutil_socket_t, short, void *))
-{
-    struct resolve_job *job = xcalloc(1, sizeof(*job));
-    pthread_attr_t attr;
-    pthread_t tid;
-    int rc;
-
-    if (pipe(job->fds) < 0) {
-        free(job);
-        return false;
-    }
-    fcntl(job->fds[0], F_SETFD, FD_CLOEXEC);
-    fcntl(job->fds[1], F_SETFD, FD_CLOEXEC);
-    job->host = xstrdup(c->host);
-    atomic_init(&job->refs, 2);
-    atomic_init(&job->done, false);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    rc = pthread_create(&tid, &attr, resolve_main, job);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        atomic_store(&job->refs, 1);
-        job_release(job);
-        return false;
-    }
-    c->job = job;
-    c->job_ev =
-        event_new(c->base, job->fds[0], EV_READ | EV_PERSIST, on_done, c);
-    event_add(c->job_ev, NULL);
-    return true;
-}
-
-static void
-job_abandon(struct redis_client *c)
-{
-    if (c->job == NULL) {
-        return;
-    }
-    event_free(c->job_ev);
-    c->job_ev = NULL;
-    job_release(c->job);
-    c->job = NULL;
 }
 
 /*
@@ -519,39 +407,23 @@ connect_to(struct redis_client *c, const char *ip)
 }
 
 static void
-on_resolved(evutil_socket_t fd, short what, void *arg)
+on_resolved(const struct resolve_result *r, void *arg)
 {
     struct redis_client *c = arg;
-    struct resolve_job *job = c->job;
     char ip[INET6_ADDRSTRLEN];
-    char byte;
-    int err;
-    size_t n;
 
-    (void)fd;
-    (void)what;
-    if (!atomic_load(&job->done)) {
-        return; /* spurious wakeup: wait for the byte */
-    }
-    if (read(job->fds[0], &byte, 1) < 0) {
-        (void)0;
-    }
-    err = job->err;
-    n = job->naddrs;
-    if (n > 0) {
-        /* Rotate through the addresses as attempts fail: a name with an
-         * IPv6 and an IPv4 address reaches a server on either. */
-        memcpy(ip, job->addrs[c->failures % n], sizeof(ip));
-    }
-    job_abandon(c);
+    c->lookup = NULL; /* freed when this returns */
     if (c->state != CONN_RESOLVING) {
         return; /* that attempt timed out; the next one looks up again */
     }
-    if (n == 0) {
+    if (r->naddrs == 0) {
         attempt_failed(c, "resolve",
-                       err != 0 ? gai_strerror(err) : "no address");
+                       r->err != 0 ? gai_strerror(r->err) : "no address");
         return;
     }
+    /* Rotate through the addresses as attempts fail: a name with an
+     * IPv6 and an IPv4 address reaches a server on either. */
+    memcpy(ip, r->addrs[c->failures % r->naddrs], sizeof(ip));
     connect_to(c, ip);
 }
 
@@ -570,7 +442,11 @@ start_attempt(struct redis_client *c)
      * point elsewhere. A lookup still running from an attempt that timed
      * out is waited for, not duplicated. */
     c->state = CONN_RESOLVING;
-    if (c->job != NULL || job_start(c, on_resolved)) {
+    if (c->lookup != NULL) {
+        return;
+    }
+    c->lookup = resolve_start(c->base, c->host, on_resolved, c);
+    if (c->lookup != NULL) {
         return;
     }
     /* No thread: look up in line, blocking this worker for once. */
@@ -957,7 +833,7 @@ redis_client_free(struct redis_client *c)
      * back to on_call_reply (NULL) and runs on_disconnect, which see that
      * c->ac is no longer theirs. */
     drop_connection(c);
-    job_abandon(c);
+    lookup_abandon(c);
     while ((call = TAILQ_FIRST(&c->calls)) != NULL) {
         TAILQ_REMOVE(&c->calls, call, link);
         event_free(call->ev);
