@@ -177,10 +177,10 @@ load_trim(char *s)
 /* ------------------------------------------------------------------ */
 /* Field parsers                                                       */
 
-/* An integer in [f->min, f->max]. */
-void
-load_uint(struct loader *ld, yaml_node_t *node, const struct field *f,
-          void *base, const struct load_path *path)
+/* An integer in [f->min, f->max], or with 'auto_ok' also "auto" (0). */
+static void
+read_uint(struct loader *ld, yaml_node_t *node, const struct field *f,
+          void *base, const struct load_path *path, bool auto_ok)
 {
     unsigned *out = field_ptr(base, f);
     const char *s = load_scalar(ld, node, path);
@@ -189,13 +189,26 @@ load_uint(struct loader *ld, yaml_node_t *node, const struct field *f,
     if (s == NULL) {
         return;
     }
+    if (auto_ok && strcmp(s, "auto") == 0) {
+        *out = 0;
+        return;
+    }
     if (load_decimal(s, strlen(s), f->max, &v) < 0 || v < f->min) {
         report(ld, node, path,
-               "bad integer \"%s\" (expected an integer from %llu to %llu)", s,
-               (unsigned long long)f->min, (unsigned long long)f->max);
+               "bad integer \"%s\" (expected %san integer from %llu to %llu)",
+               s, auto_ok ? "\"auto\" or " : "", (unsigned long long)f->min,
+               (unsigned long long)f->max);
         return;
     }
     *out = (unsigned)v;
+}
+
+/* An integer in [f->min, f->max]. */
+void
+load_uint(struct loader *ld, yaml_node_t *node, const struct field *f,
+          void *base, const struct load_path *path)
+{
+    read_uint(ld, node, f, base, path, false);
 }
 
 /* "auto" (stored as 0, for the user of the value to size) or an integer. */
@@ -203,25 +216,7 @@ void
 load_uint_or_auto(struct loader *ld, yaml_node_t *node, const struct field *f,
                   void *base, const struct load_path *path)
 {
-    unsigned *out = field_ptr(base, f);
-    const char *s = load_scalar(ld, node, path);
-    uint64_t v;
-
-    if (s == NULL) {
-        return;
-    }
-    if (strcmp(s, "auto") == 0) {
-        *out = 0;
-        return;
-    }
-    if (load_decimal(s, strlen(s), f->max, &v) < 0 || v < f->min) {
-        report(ld, node, path,
-               "bad integer \"%s\" (expected \"auto\" or an integer from "
-               "%llu to %llu)",
-               s, (unsigned long long)f->min, (unsigned long long)f->max);
-        return;
-    }
-    *out = (unsigned)v;
+    read_uint(ld, node, f, base, path, true);
 }
 
 /* Durations and sizes in this file only need "> 0" or a whole unit. */
@@ -241,23 +236,39 @@ format_size(uint64_t bytes, char *buf, size_t len)
     snprintf(buf, len, "%lluB", (unsigned long long)bytes);
 }
 
+/*
+ * Reads a number with a unit through 'parse'; false, with 'bad' (a format
+ * taking the text) reported, when it does not parse. '*text' gets the
+ * scalar for the caller's own messages.
+ */
+static bool
+unit_value(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+           int (*parse)(const char *, uint64_t *), const char *bad, uint64_t *v,
+           const char **text)
+{
+    *text = load_scalar(ld, node, path);
+    if (*text == NULL) {
+        return false;
+    }
+    if (parse(*text, v) < 0) {
+        report(ld, node, path, bad, *text);
+        return false;
+    }
+    return true;
+}
+
 /* A duration in milliseconds, at least f->min (0 or 1). */
 void
 load_duration(struct loader *ld, yaml_node_t *node, const struct field *f,
               void *base, const struct load_path *path)
 {
-    uint64_t *out = field_ptr(base, f);
-    const char *s = load_scalar(ld, node, path);
+    const char *s;
     uint64_t v;
 
-    if (s == NULL) {
-        return;
-    }
-    if (units_parse_duration(s, &v) < 0) {
-        report(ld, node, path,
-               "bad duration \"%s\" (expected a number and a unit: ms, s, "
-               "m, h or d)",
-               s);
+    if (!unit_value(ld, node, path, units_parse_duration,
+                    "bad duration \"%s\" (expected a number and a unit: "
+                    "ms, s, m, h or d)",
+                    &v, &s)) {
         return;
     }
     if (v < f->min) {
@@ -265,7 +276,7 @@ load_duration(struct loader *ld, yaml_node_t *node, const struct field *f,
                s);
         return;
     }
-    *out = v;
+    *(uint64_t *)field_ptr(base, f) = v;
 }
 
 /* A size in bytes, at least f->min. */
@@ -273,28 +284,22 @@ void
 load_size(struct loader *ld, yaml_node_t *node, const struct field *f,
           void *base, const struct load_path *path)
 {
-    uint64_t *out = field_ptr(base, f);
-    const char *s = load_scalar(ld, node, path);
+    const char *s;
     uint64_t v;
+    char min[32];
 
-    if (s == NULL) {
-        return;
-    }
-    if (units_parse_size(s, &v) < 0) {
-        report(ld, node, path,
-               "bad size \"%s\" (expected a number and a unit: B, KiB, MiB "
-               "or GiB)",
-               s);
+    if (!unit_value(ld, node, path, units_parse_size,
+                    "bad size \"%s\" (expected a number and a unit: B, "
+                    "KiB, MiB or GiB)",
+                    &v, &s)) {
         return;
     }
     if (v < f->min) {
-        char min[32];
-
         format_size(f->min, min, sizeof(min));
         report(ld, node, path, "size must be at least %s, got \"%s\"", min, s);
         return;
     }
-    *out = v;
+    *(uint64_t *)field_ptr(base, f) = v;
 }
 
 /* Receives the value of a key whose meaning the caller decides. */
