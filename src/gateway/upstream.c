@@ -30,6 +30,11 @@ struct uconn {
     struct upstream_req *req; /* the request on it, or NULL when idle */
     unsigned served;          /* responses completed on it */
     bool connected;           /* the TCP connect has completed */
+    /* Kept with the connection, so that a request allocates none of
+     * them: */
+    struct resparse *parser; /* its responses' parser; owned */
+    struct evbuffer *body;   /* parsed body for on_body; owned */
+    struct event *timer;     /* connect, then response timeout; owned */
 };
 
 /* The idle connections of one worker to one host:port. */
@@ -62,9 +67,6 @@ struct upstream_req {
     const struct upstream_callbacks *cb; /* borrowed */
     void *arg;                           /* for 'cb'; borrowed */
     struct uconn *conn;                  /* owned while the request runs */
-    struct resparse *parser;             /* owned */
-    struct event *timer;                 /* connect, then response timeout */
-    struct evbuffer *body;               /* parsed body, handed to on_body */
     struct evbuffer *resend;             /* the request once more, for the
                                             one retry; NULL when none */
     struct timeval body_tv;              /* longest pause in the body */
@@ -88,6 +90,7 @@ static void on_conn_event(struct bufferevent *bev, short what, void *arg);
 static void on_idle_event(struct bufferevent *bev, short what, void *arg);
 static void on_idle_read(struct bufferevent *bev, void *arg);
 static void on_timer(evutil_socket_t fd, short what, void *arg);
+static const struct resparse_callbacks parse_callbacks;
 
 const char *
 upstream_error_str(enum upstream_error err)
@@ -125,6 +128,9 @@ conn_free(struct uconn *uc)
 {
     /* Safe inside the bufferevent's own callbacks: libevent defers it. */
     bufferevent_free(uc->bev);
+    event_free(uc->timer);
+    resparse_free(uc->parser);
+    evbuffer_free(uc->body);
     free(uc);
 }
 
@@ -245,6 +251,7 @@ pool_release(struct upstream_client *c, struct uconn *uc, unsigned keepalive)
 
     uc->req = NULL;
     uc->served++;
+    evtimer_del(uc->timer);
     if (pl->nidle >= keepalive) {
         conn_free(uc);
         return;
@@ -273,6 +280,9 @@ conn_new(struct upstream_client *c, struct pool *pl)
         return NULL;
     }
     uc->pool = pl;
+    uc->parser = resparse_new(&parse_callbacks, uc, MAX_HEAD_BYTES);
+    uc->body = evbuffer_new();
+    uc->timer = evtimer_new(c->base, on_timer, uc);
     if (bufferevent_socket_connect_hostname(uc->bev, c->dns, AF_UNSPEC,
                                             pl->host, pl->port) < 0) {
         conn_free(uc);
@@ -289,9 +299,6 @@ req_free(struct upstream_req *rq)
     if (rq->conn != NULL) {
         conn_free(rq->conn);
     }
-    event_free(rq->timer);
-    resparse_free(rq->parser);
-    evbuffer_free(rq->body);
     if (rq->resend != NULL) {
         evbuffer_free(rq->resend);
     }
@@ -317,7 +324,7 @@ arm_timer(struct upstream_req *rq, uint64_t ms)
 {
     struct timeval tv = clock_tv(ms);
 
-    evtimer_add(rq->timer, &tv);
+    evtimer_add(rq->conn->timer, &tv);
 }
 
 /* Puts the request's bytes on the connection and starts reading. */
@@ -346,13 +353,13 @@ start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
 
 /*
  * Writes the request head, and the body if any, into 'out'. The head is
- * also kept in 'resend' when the request may be sent once more.
+ * written into 'resend' first when the request may be sent once more.
  */
 static void
 write_request(struct upstream_req *rq, const struct upstream_request *r,
               struct evbuffer *out)
 {
-    struct evbuffer *head = evbuffer_new();
+    struct evbuffer *head = rq->resend != NULL ? rq->resend : out;
     size_t body_len = r->body != NULL ? evbuffer_get_length(r->body) : 0;
     bool with_length = r->body != NULL || strcmp(r->method, "POST") == 0 ||
                        strcmp(r->method, "PUT") == 0 ||
@@ -375,13 +382,11 @@ write_request(struct upstream_req *rq, const struct upstream_request *r,
         evbuffer_add_printf(head, "Content-Length: %zu\r\n", body_len);
     }
     evbuffer_add(head, "\r\n", 2);
-    if (rq->resend != NULL) {
+    if (head != out) {
         size_t n = evbuffer_get_length(head);
 
-        evbuffer_add(rq->resend, evbuffer_pullup(head, (ev_ssize_t)n), n);
+        evbuffer_add(out, evbuffer_pullup(head, (ev_ssize_t)n), n);
     }
-    evbuffer_add_buffer(out, head);
-    evbuffer_free(head);
     if (r->body != NULL) {
         evbuffer_add_buffer(out, r->body);
     }
@@ -393,8 +398,6 @@ idempotent(const char *method)
     return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
            strcmp(method, "OPTIONS") == 0;
 }
-
-static const struct resparse_callbacks parse_callbacks;
 
 struct upstream_req *
 upstream_send(struct upstream_client *c, const struct upstream_request *r,
@@ -414,11 +417,8 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     rq->client = c;
     rq->cb = cb;
     rq->arg = arg;
-    rq->parser = resparse_new(&parse_callbacks, rq, MAX_HEAD_BYTES);
     rq->head_request = strcmp(r->method, "HEAD") == 0;
-    resparse_reset(rq->parser, rq->head_request);
-    rq->timer = evtimer_new(c->base, on_timer, rq);
-    rq->body = evbuffer_new();
+    resparse_reset(uc->parser, rq->head_request);
     rq->response_timeout_ms = r->response_timeout_ms;
     rq->connect_timeout_ms = r->connect_timeout_ms;
     rq->keepalive = r->keepalive;
@@ -476,9 +476,9 @@ upstream_reused(const struct upstream_req *rq)
 static int
 on_parsed_head(void *arg, const struct resparse_head *head)
 {
-    struct upstream_req *rq = arg;
+    struct upstream_req *rq = ((struct uconn *)arg)->req;
 
-    evtimer_del(rq->timer);
+    evtimer_del(rq->conn->timer);
     rq->state = REQ_BODY;
     rq->keep_alive = head->keep_alive;
     /* Between reads of the body: time the reads, not the whole body. */
@@ -492,9 +492,9 @@ on_parsed_head(void *arg, const struct resparse_head *head)
 static int
 on_parsed_body(void *arg, const char *data, size_t len)
 {
-    struct upstream_req *rq = arg;
+    struct uconn *uc = arg;
 
-    evbuffer_add(rq->body, data, len);
+    evbuffer_add(uc->body, data, len);
     return 0;
 }
 
@@ -512,13 +512,15 @@ static const struct resparse_callbacks parse_callbacks = {
 static bool
 deliver_body(struct upstream_req *rq)
 {
-    if (evbuffer_get_length(rq->body) == 0) {
+    struct evbuffer *body = rq->conn->body;
+
+    if (evbuffer_get_length(body) == 0) {
         return true;
     }
     rq->in_callback = true;
-    rq->cb->on_body(rq->arg, rq->body);
+    rq->cb->on_body(rq->arg, body);
     rq->in_callback = false;
-    evbuffer_drain(rq->body, evbuffer_get_length(rq->body));
+    evbuffer_drain(body, evbuffer_get_length(body));
     if (rq->cancelled) {
         req_free(rq);
         return false;
@@ -575,7 +577,7 @@ feed_input(struct upstream_req *rq)
            evbuffer_peek(in, -1, NULL, &v, 1) > 0) {
         size_t used;
 
-        st = resparse_feed(rq->parser, v.iov_base, v.iov_len, &used);
+        st = resparse_feed(rq->conn->parser, v.iov_base, v.iov_len, &used);
         evbuffer_drain(in, used);
     }
     return st;
@@ -603,7 +605,7 @@ settle(struct upstream_req *rq, enum resparse_status st, bool closed)
             return;
         }
         req_fail(rq, closed ? UPSTREAM_CLOSED : UPSTREAM_BAD_RESPONSE,
-                 resparse_error(rq->parser));
+                 resparse_error(rq->conn->parser));
         return;
     case RESPARSE_DONE:
         req_complete(rq, rq->keep_alive && !closed);
@@ -636,8 +638,7 @@ retry(struct upstream_req *rq)
     evbuffer_add_buffer(out, rq->resend);
     evbuffer_free(rq->resend);
     rq->resend = NULL;
-    resparse_reset(rq->parser, rq->head_request);
-    evtimer_del(rq->timer);
+    resparse_reset(uc->parser, rq->head_request);
     start_on(rq, uc, false);
     return true;
 }
@@ -701,7 +702,7 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         if (st == RESPARSE_MORE) {
-            st = resparse_eof(rq->parser);
+            st = resparse_eof(rq->conn->parser);
         }
         settle(rq, st, true);
         return;
@@ -714,7 +715,7 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
-    struct upstream_req *rq = arg;
+    struct upstream_req *rq = ((struct uconn *)arg)->req;
     char detail[128];
 
     (void)fd;
