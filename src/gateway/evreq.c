@@ -72,14 +72,19 @@ evreq_problem_body(struct evhttp_request *req, int status, const char *detail)
 
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       PROBLEM_CONTENT_TYPE);
-    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-        return buf;
-    }
     body = problem_json(status, problem_reason(status), detail,
                         evhttp_request_get_uri(req));
     evbuffer_add(buf, body, strlen(body));
     free(body);
     return buf;
+}
+
+void
+evreq_fit_body(struct evhttp_request *req, struct evbuffer *body)
+{
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        evbuffer_drain(body, evbuffer_get_length(body));
+    }
 }
 
 void

@@ -30,12 +30,17 @@ uint64_t evreq_head_bytes(struct evhttp_request *req);
 
 /*
  * Sets Content-Type on 'req' and returns a new problem+json body for
- * 'status' about it; the caller frees it. Empty for a HEAD request:
- * evhttp 2.1 sends a body given to it even then, and a keep-alive client
- * would read it as the next response.
+ * 'status' about it; the caller frees it.
  */
 struct evbuffer *evreq_problem_body(struct evhttp_request *req, int status,
                                     const char *detail);
+
+/*
+ * Empties 'body' when 'req' is a HEAD, before it is given to
+ * evhttp_send_reply(): evhttp 2.1 sends a body even then, and a
+ * keep-alive client would read it as its next response.
+ */
+void evreq_fit_body(struct evhttp_request *req, struct evbuffer *body);
 
 /* The answer to 'req' says "Connection: close", and evhttp closes after. */
 void evreq_close_after_reply(struct evhttp_request *req);

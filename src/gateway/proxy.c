@@ -104,7 +104,7 @@ struct exchange {
     bool has_body;                   /* send the client's body, with a
                                         Content-Length even if 0 */
     struct upstream_req *ureq;       /* the upstream request, or NULL */
-    struct event *timer;             /* delay mode's hold */
+    struct event *timer;             /* delay mode's hold, or NULL */
     struct event *client_gone;       /* EV_CLOSED watch until the response
                                         begins, or NULL */
     bool paused;                     /* upstream reads held back */
@@ -246,8 +246,11 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     if (ex->client_gone != NULL) {
         event_free(ex->client_gone);
     }
-    event_free(ex->timer);
+    if (ex->timer != NULL) {
+        event_free(ex->timer);
+    }
     if (how == END_REPLY) {
+        evreq_fit_body(creq, reply);
         ex->status = status;
         ex->bytes = evbuffer_get_length(reply);
     } else if (how == END_ABANDON || how == END_CLOSED) {
@@ -583,10 +586,7 @@ reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
         evhttp_add_header(oh, o->headers.v[i].name, o->headers.v[i].value);
     }
     evhttp_add_header(oh, "Content-Type", PROBLEM_CONTENT_TYPE);
-    /* No body for HEAD: see evreq_problem_body(). */
-    if (ex->method != EVHTTP_REQ_HEAD) {
-        evbuffer_add(buf, o->body, strlen(o->body));
-    }
+    evbuffer_add(buf, o->body, strlen(o->body));
     exchange_end(ex, END_REPLY, o->status, buf);
 }
 
@@ -636,6 +636,8 @@ on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
      * hold would end early by as long as this turn has run so far.
      */
     event_base_update_cache_time(p->base);
+    /* Made here: most requests are never held. */
+    ex->timer = evtimer_new(p->base, on_timer, ex);
     evtimer_add(ex->timer, &tv);
 }
 
@@ -696,7 +698,6 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     }
     p->live = ex;
     p->in_flight++;
-    ex->timer = evtimer_new(p->base, on_timer, ex);
     /*
      * evhttp stops reading while a request is answered, so it would not
      * notice the client leaving: watch the socket for that until the
@@ -720,6 +721,7 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
     const char *method = evreq_method_name(evhttp_request_get_command(creq));
     struct evbuffer *body = evreq_problem_body(creq, status, detail);
 
+    evreq_fit_body(creq, body);
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
            wall, t0, -1, NULL, NULL);
     evhttp_send_reply(creq, status, problem_reason(status), body);

@@ -475,7 +475,7 @@ resparse_feed(struct resparse *rp, const char *data, size_t len, size_t *used)
     }
     while (*used < len && st == RESPARSE_MORE) {
         size_t take = len - *used, n;
-        bool had_head = rp->head_seen && !rp->head_ready;
+        bool had_head = resparse_head_seen(rp);
 
         if (!rp->head_seen) {
             /*

@@ -434,3 +434,20 @@ Test(resparse, a_callback_can_stop_the_parse)
     resparse_free(rp);
     seen_free(&s);
 }
+
+/* Found by fuzz_resparse: the head was counted as seen before its check. */
+Test(resparse, a_head_refused_at_its_last_check_was_never_seen)
+{
+    static const char in[] = "HTTP/1.1 200 OK\rSet-Cookie: a=1\r\n"
+                             "Content-Length: 0\r\n\r\n";
+    struct seen s;
+    struct resparse *rp = resparse_new(&callbacks, &s, 4096);
+    size_t used;
+
+    memset(&s, 0, sizeof(s));
+    cr_assert_eq(resparse_feed(rp, in, strlen(in), &used), RESPARSE_ERROR);
+    cr_assert_eq(s.heads, 0);
+    cr_assert_not(resparse_head_seen(rp));
+    resparse_free(rp);
+    seen_free(&s);
+}
