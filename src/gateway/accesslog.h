@@ -14,7 +14,6 @@
 
 #include "config.h" /* enum accesslog_format */
 
-
 /* What is logged of one request. Strings are borrowed; NULL is "-". */
 struct access_entry {
     int64_t time_ms;      /* when the request arrived, epoch ms */
