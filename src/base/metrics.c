@@ -81,6 +81,12 @@ static const struct metric_def defs[M_COUNT] = {
                         "trouble, by kind.",
                         1,
                         {"kind"}},
+    [M_DENY_CACHE_HITS] = {"sluice_ratelimit_deny_cache_hits_total",
+                           T_COUNTER,
+                           "Refusals answered from the over-limit cache "
+                           "without asking Redis.",
+                           0,
+                           {NULL}},
     [M_CONNECTIONS] = {"sluice_connections_open",
                        T_GAUGE,
                        "Client connections open.",

@@ -30,6 +30,9 @@ enum metric_id {
     /* counter {kind}: Redis trouble; kind: error, timeout, down,
        overloaded, reconnect, noscript */
     M_REDIS_EVENTS,
+    /* counter {}: refusals answered from the over-limit cache, without
+       a Redis call */
+    M_DENY_CACHE_HITS,
     /* gauge {}: client connections open */
     M_CONNECTIONS,
     /* gauge {}: requests in flight */

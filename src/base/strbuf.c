@@ -41,27 +41,47 @@ strbuf_addf(struct strbuf *b, const char *fmt, ...)
 }
 
 void
+strbuf_add_u64(struct strbuf *b, unsigned long long v)
+{
+    char digits[20];
+    size_t n = sizeof(digits);
+
+    do {
+        digits[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    strbuf_add(b, digits + n, sizeof(digits) - n);
+}
+
+void
 strbuf_add_json(struct strbuf *b, const char *s)
 {
+    const unsigned char *run;
+
     if (s == NULL) {
         strbuf_add(b, "null", 4);
         return;
     }
     strbuf_add(b, "\"", 1);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    run = (const unsigned char *)s;
+    for (const unsigned char *c = run; *c; c++) {
         char esc[8];
 
+        if (*c != '"' && *c != '\\' && *c >= 0x20 && *c != 0x7f) {
+            continue; /* copied with its run */
+        }
+        strbuf_add(b, (const char *)run, (size_t)(c - run));
+        run = c + 1;
         if (*c == '"' || *c == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*c;
             strbuf_add(b, esc, 2);
-        } else if (*c < 0x20 || *c == 0x7f) {
+        } else {
             snprintf(esc, sizeof(esc), "\\u%04x", *c);
             strbuf_add(b, esc, 6);
-        } else {
-            strbuf_add(b, (const char *)c, 1);
         }
     }
+    strbuf_adds(b, (const char *)run);
     strbuf_add(b, "\"", 1);
 }
 

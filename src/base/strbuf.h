@@ -23,6 +23,8 @@ void strbuf_adds(struct strbuf *b, const char *s);
 void strbuf_addf(struct strbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Adds 's' as a JSON string, quotes included; NULL adds null. */
+/* 'v' in decimal, without printf. */
+void strbuf_add_u64(struct strbuf *b, unsigned long long v);
 void strbuf_add_json(struct strbuf *b, const char *s);
 /* Hands the string over (never NULL: "" when empty); 'b' is reset. */
 char *strbuf_take(struct strbuf *b);

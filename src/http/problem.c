@@ -13,7 +13,8 @@ problem_json(int status, const char *title, const char *detail,
 
     strbuf_adds(&b, "{\"type\":\"about:blank\",\"title\":");
     strbuf_add_json(&b, title);
-    strbuf_addf(&b, ",\"status\":%d", status);
+    strbuf_adds(&b, ",\"status\":");
+    strbuf_add_u64(&b, status > 0 ? (unsigned long long)status : 0);
     if (detail != NULL) {
         strbuf_adds(&b, ",\"detail\":");
         strbuf_add_json(&b, detail);

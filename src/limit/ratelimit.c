@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "denycache.h"
 #include "limit.h"
 #include "local_store.h"
 #include "log.h"
@@ -32,7 +33,14 @@ struct ratelimit {
     uint64_t seq;                  /* request ids issued */
     struct metrics_shard *metrics; /* borrowed, or NULL */
     struct redis_stats published;  /* counters already in the metrics */
+    struct denycache *denied;      /* refusals Redis gave (denycache.h);
+                                      NULL without Redis */
+    uint64_t reconnects_seen;      /* the client's reconnect count when
+                                      'denied' was last known valid */
 };
+
+/* Refusals a worker remembers; each entry is about 260 bytes. */
+#define DENY_CACHE_ENTRIES 4096
 
 struct ratelimit_check;
 
@@ -80,6 +88,7 @@ ratelimit_new(struct event_base *base, const struct config *cfg,
         rl->redis =
             redis_client_new(base, &cfg->redis, lua_scripts, lua_script_count,
                              cfg->redis.max_in_flight);
+        rl->denied = denycache_new(DENY_CACHE_ENTRIES);
     }
     return rl;
 }
@@ -91,6 +100,7 @@ ratelimit_free(struct ratelimit *rl)
         return;
     }
     redis_client_free(rl->redis);
+    denycache_free(rl->denied);
     free(rl);
 }
 
@@ -184,6 +194,12 @@ apply_failure_policy(struct ratelimit *rl, struct part *pt)
 
 static void assemble(struct ratelimit_check *c, struct ratelimit_outcome *o);
 
+static uint64_t
+mono_us(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000u + (uint64_t)ts->tv_nsec / 1000u;
+}
+
 static void
 on_script_reply(enum redis_status status, const long long *ints, size_t n,
                 const char *error, void *arg)
@@ -204,6 +220,10 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
     if (status == REDIS_CALL_OK &&
         scriptcall_decode(ints, n, &pt->v.res) == 0) {
         pt->v.reason = verdict_reason_of(&pt->v.res, false);
+        if (!pt->v.res.allowed) {
+            denycache_put(c->rl->denied, pt->key, pt->v.conf->cost, &pt->v.res,
+                          mono_us(&pt->started));
+        }
     } else {
         if (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK) {
             log_warn("ratelimit: limiter %s: redis: %s",
@@ -218,6 +238,37 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
     assemble(c, &o);
     c->cb(&o, c->arg);
     free(c);
+}
+
+/*
+ * True if Redis refused this key and cost a moment ago and would refuse
+ * it still (denycache.h): then 'pt' is decided without a call.
+ */
+static bool
+known_refused(struct ratelimit *rl, struct part *pt)
+{
+    uint64_t reconnects = redis_client_stats(rl->redis)->reconnects;
+    struct timespec now;
+
+    if (reconnects != rl->reconnects_seen) {
+        /* A new connection may be to a server that lost the state. */
+        denycache_clear(rl->denied);
+        rl->reconnects_seen = reconnects;
+        return false;
+    }
+    if (denycache_size(rl->denied) == 0) {
+        return false;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!denycache_get(rl->denied, pt->key, pt->v.conf->cost, mono_us(&now),
+                       &pt->v.res)) {
+        return false;
+    }
+    pt->v.reason = verdict_reason_of(&pt->v.res, false);
+    if (rl->metrics != NULL) {
+        metrics_add(rl->metrics, M_DENY_CACHE_HITS, NULL, 1);
+    }
+    return true;
 }
 
 /* Sends the script call for 'pt'; on failure the policy decides now. */
@@ -320,7 +371,7 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
         }
         if (conf->local || rl->redis == NULL) {
             decide_locally(rl, pt, false);
-        } else {
+        } else if (!known_refused(rl, pt)) {
             start_redis(rl, pt);
         }
     }

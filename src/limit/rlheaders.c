@@ -1,16 +1,12 @@
 #include "rlheaders.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "headers.h"
 #include "problem.h"
+#include "strbuf.h"
 #include "xmalloc.h"
-
-/* "<name>" for rule 0, "<name>/<i>" after: one policy item per rule. */
-#define ITEM_NAME_MAX 96
 
 static uint64_t
 ceil_seconds(uint64_t ms)
@@ -47,14 +43,31 @@ rule_window_s(const struct limiter_def *lim, size_t i)
     return ceil_seconds(ms);
 }
 
+/* "<name>" for rule 0, "<name>/<i>" after: one policy item per rule. */
 static void
-item_name(const struct limiter_def *lim, size_t i, char *buf)
+add_item_name(struct strbuf *b, const struct limiter_def *lim, size_t i)
 {
-    if (i == 0) {
-        snprintf(buf, ITEM_NAME_MAX, "%s", lim->name);
-    } else {
-        snprintf(buf, ITEM_NAME_MAX, "%s/%zu", lim->name, i);
+    strbuf_add(b, "\"", 1);
+    strbuf_adds(b, lim->name);
+    if (i > 0) {
+        strbuf_add(b, "/", 1);
+        strbuf_add_u64(b, i);
     }
+    strbuf_add(b, "\"", 1);
+}
+
+/* 'v' in decimal into 'buf' (at least 21 bytes), without printf. */
+static const char *
+u64_str(uint64_t v, char *buf)
+{
+    char *p = buf + 20;
+
+    *p = '\0';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return p;
 }
 
 /* Whole seconds a denied client waits, rounded up and at least 1. */
@@ -89,54 +102,50 @@ remaining(const struct limit_result *r)
     return r->remaining > 0 ? (uint64_t)r->remaining : 0;
 }
 
-/* Sets 'name' to 'value', after what is already there as a list. */
+/* Sets 'name' to 'b''s text, after what is already there as a list. */
 static void
-append_list(struct headers *h, const char *name, const char *value)
+append_list(struct headers *h, const char *name, struct strbuf *b)
 {
     const char *old = headers_get(h, name);
-    char *joined;
+    struct strbuf joined = STRBUF_INIT;
 
     if (old == NULL || old[0] == '\0') {
-        headers_set(h, name, value);
+        headers_set(h, name, b->p);
         return;
     }
-    joined = xasprintf("%s, %s", old, value);
-    headers_set(h, name, joined);
-    free(joined);
+    strbuf_adds(&joined, old);
+    strbuf_add(&joined, ", ", 2);
+    strbuf_add(&joined, b->p, b->n);
+    headers_set(h, name, joined.p);
+    free(joined.p);
 }
 
 static void
 add_ietf(struct headers *h, const struct limiter_def *lim,
          const struct limit_result *r)
 {
-    char name[ITEM_NAME_MAX];
-    char *policy = NULL;
-    char *state;
+    struct strbuf policy = STRBUF_INIT;
+    struct strbuf state = STRBUF_INIT;
 
     for (size_t i = 0; i < lim->nrules; i++) {
-        char *item;
-
-        item_name(lim, i, name);
-        item = xasprintf("%s\"%s\";q=%" PRIu64 ";w=%" PRIu64,
-                         policy != NULL ? ", " : "", name, rule_quota(lim, i),
-                         rule_window_s(lim, i));
-        if (policy == NULL) {
-            policy = item;
-        } else {
-            char *both = xasprintf("%s%s", policy, item);
-
-            free(policy);
-            free(item);
-            policy = both;
+        if (i > 0) {
+            strbuf_add(&policy, ", ", 2);
         }
+        add_item_name(&policy, lim, i);
+        strbuf_add(&policy, ";q=", 3);
+        strbuf_add_u64(&policy, rule_quota(lim, i));
+        strbuf_add(&policy, ";w=", 3);
+        strbuf_add_u64(&policy, rule_window_s(lim, i));
     }
-    item_name(lim, deciding_rule(lim, r), name);
-    state = xasprintf("\"%s\";r=%" PRIu64 ";t=%" PRIu64, name, remaining(r),
-                      reset_seconds(r));
-    append_list(h, "RateLimit-Policy", policy);
-    append_list(h, "RateLimit", state);
-    free(policy);
-    free(state);
+    add_item_name(&state, lim, deciding_rule(lim, r));
+    strbuf_add(&state, ";r=", 3);
+    strbuf_add_u64(&state, remaining(r));
+    strbuf_add(&state, ";t=", 3);
+    strbuf_add_u64(&state, reset_seconds(r));
+    append_list(h, "RateLimit-Policy", &policy);
+    append_list(h, "RateLimit", &state);
+    free(policy.p);
+    free(state.p);
 }
 
 /* -1 if 's' is absent or not a plain decimal. */
@@ -162,18 +171,15 @@ add_legacy(struct headers *h, const struct limiter_def *lim,
            const struct limit_result *r)
 {
     int64_t old = header_number(headers_get(h, "X-RateLimit-Remaining"));
-    char num[24];
+    char num[21];
 
     if (old >= 0 && (uint64_t)old <= remaining(r)) {
         return;
     }
-    snprintf(num, sizeof(num), "%" PRIu64,
-             rule_quota(lim, deciding_rule(lim, r)));
-    headers_set(h, "X-RateLimit-Limit", num);
-    snprintf(num, sizeof(num), "%" PRIu64, remaining(r));
-    headers_set(h, "X-RateLimit-Remaining", num);
-    snprintf(num, sizeof(num), "%" PRIu64, reset_seconds(r));
-    headers_set(h, "X-RateLimit-Reset", num);
+    headers_set(h, "X-RateLimit-Limit",
+                u64_str(rule_quota(lim, deciding_rule(lim, r)), num));
+    headers_set(h, "X-RateLimit-Remaining", u64_str(remaining(r), num));
+    headers_set(h, "X-RateLimit-Reset", u64_str(reset_seconds(r), num));
 }
 
 void
@@ -192,38 +198,12 @@ rlheaders_add(struct headers *h, enum rl_headers style,
     if (!r->allowed) {
         int64_t old = header_number(headers_get(h, "Retry-After"));
         uint64_t secs = retry_seconds(r);
-        char num[24];
+        char num[21];
 
         if (old < 0 || (uint64_t)old < secs) {
-            snprintf(num, sizeof(num), "%" PRIu64, secs);
-            headers_set(h, "Retry-After", num);
+            headers_set(h, "Retry-After", u64_str(secs, num));
         }
     }
-}
-
-/* 's' as a JSON string; limiter names are plain, but nothing relies on
- * it. The caller frees the result. */
-static char *
-json_string(const char *s)
-{
-    size_t n = strlen(s);
-    char *out = xmalloc(6 * n + 3);
-    char *p = out;
-
-    *p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            *p++ = '\\';
-            *p++ = (char)*c;
-        } else if (*c < 0x20 || *c == 0x7f) {
-            p += sprintf(p, "\\u%04x", *c);
-        } else {
-            *p++ = (char)*c;
-        }
-    }
-    *p++ = '"';
-    *p = '\0';
-    return out;
 }
 
 char *
@@ -231,24 +211,25 @@ rlheaders_problem(int status, const struct limiter_def *lim,
                   const struct limit_result *r, const char *instance)
 {
     uint64_t secs = retry_seconds(r);
-    char *detail;
+    struct strbuf detail = STRBUF_INIT;
+    struct strbuf body = STRBUF_INIT;
     char *base;
-    char *policy;
-    char *body;
-    size_t n;
 
-    detail = xasprintf("Rate limit \"%s\" exceeded; retry after %" PRIu64
-                       " second%s.",
-                       lim->name, secs, secs == 1 ? "" : "s");
-    base = problem_json(status, problem_reason(status), detail, instance);
+    strbuf_add(&detail, "Rate limit \"", 12);
+    strbuf_adds(&detail, lim->name);
+    strbuf_add(&detail, "\" exceeded; retry after ", 24);
+    strbuf_add_u64(&detail, secs);
+    strbuf_adds(&detail, secs == 1 ? " second." : " seconds.");
+    base = problem_json(status, problem_reason(status), detail.p, instance);
     /* problem_json() ends with the object's '}': the extension members
      * go just before it. */
-    n = strlen(base);
-    policy = json_string(lim->name);
-    body = xasprintf("%.*s,\"policy\":%s,\"retry_after_ms\":%" PRIu64 "}",
-                     (int)(n - 1), base, policy, r->retry_after_ms);
-    free(policy);
+    strbuf_add(&body, base, strlen(base) - 1);
+    strbuf_add(&body, ",\"policy\":", 10);
+    strbuf_add_json(&body, lim->name);
+    strbuf_add(&body, ",\"retry_after_ms\":", 18);
+    strbuf_add_u64(&body, r->retry_after_ms);
+    strbuf_add(&body, "}", 1);
     free(base);
-    free(detail);
-    return body;
+    free(detail.p);
+    return strbuf_take(&body);
 }

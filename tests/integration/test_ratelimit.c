@@ -560,6 +560,143 @@ Test(ratelimit, a_refusal_with_status_403_is_labelled_denied_not_no_key)
     rig_stop(&r);
 }
 
+/* ---- the over-limit cache ---- */
+
+/* Script calls Redis has run (EVALSHA and EVAL), from INFO commandstats. */
+static long
+script_calls(const struct rig *r)
+{
+    redisContext *c = redis_sync(r);
+    redisReply *rep = redisCommand(c, "INFO commandstats");
+    long n = 0;
+
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STRING);
+    for (const char *cmd = "cmdstat_evalsha:calls="; cmd != NULL;
+         cmd = strcmp(cmd, "cmdstat_eval:calls=") == 0
+                   ? NULL
+                   : "cmdstat_eval:calls=") {
+        const char *p = strstr(rep->str, cmd);
+
+        n += p != NULL ? atol(p + strlen(cmd)) : 0;
+    }
+    freeReplyObject(rep);
+    redisFree(c);
+    return n;
+}
+
+#define CACHE_ROUTE                                                            \
+    "routes:\n"                                                                \
+    "  - id: api\n"                                                            \
+    "    uri: http://@ECHO@\n"                                                 \
+    "    predicates: [Path=/**]\n"                                             \
+    "    filters:\n"                                                           \
+    "      - name: RequestRateLimiter\n"                                       \
+    "        args: { key: \"header:X-Key\", limiter: lim }\n"
+
+Test(ratelimit, a_refused_key_is_refused_without_redis_while_another_passes)
+{
+    const char *a[] = {"X-Key: a", NULL};
+    const char *b[] = {"X-Key: b", NULL};
+    struct rig r;
+    struct http_response resp;
+    char *first_body = NULL;
+    long calls;
+
+    rig_start(&r, true, 1,
+              GATEWAY_HEAD "limiters:\n"
+                           "  lim: { algorithm: token_bucket, rate: 1/h, "
+                           "burst: 2 }\n" CACHE_ROUTE);
+    cr_assert_eq(status_of(&r, "/x", a), 200);
+    cr_assert_eq(status_of(&r, "/x", a), 200);
+    for (int i = 0; i < 100; i++) {
+        char *retry;
+
+        cr_assert_eq(get_with(&r, 0, "/x", a, &resp), 429, "request %d", i);
+        /* A refusal from the cache reads as the one Redis gave. */
+        retry = must_header(&resp, "Retry-After");
+        cr_assert(atol(retry) > 3500 && atol(retry) <= 3600, "%s", retry);
+        free(retry);
+        retry = must_header(&resp, "X-RateLimit-Remaining");
+        cr_assert_str_eq(retry, "0");
+        free(retry);
+        cr_assert(strstr(resp.body, "\"policy\":\"lim\"") != NULL, "%s",
+                  resp.body);
+        if (first_body == NULL) {
+            first_body = strdup(resp.body);
+        }
+        http_response_free(&resp);
+        /* Another caller's key is decided by Redis as ever. */
+        if (i == 50) {
+            cr_assert_eq(status_of(&r, "/x", b), 200);
+            cr_assert_eq(status_of(&r, "/x", b), 200);
+            cr_assert_eq(status_of(&r, "/x", b), 429);
+        }
+    }
+    cr_assert(strstr(first_body, "\"retry_after_ms\":") != NULL, "%s",
+              first_body);
+    free(first_body);
+    /* a: two admissions and one refusal asked Redis; b: the same. The
+     * other 99 refusals of a never reached it. */
+    calls = script_calls(&r);
+    cr_assert_eq(calls, 6, "Redis ran %ld script calls", calls);
+    rig_stop(&r);
+}
+
+/* The body's retry_after_ms of a refusal, or -1. */
+static long
+retry_after_ms(const struct http_response *resp)
+{
+    const char *p = strstr(resp->body, "\"retry_after_ms\":");
+
+    return p != NULL ? atol(p + strlen("\"retry_after_ms\":")) : -1;
+}
+
+Test(ratelimit, a_cached_refusal_ends_by_the_time_redis_would_admit)
+{
+    const char *a[] = {"X-Key: a", NULL};
+    struct rig r;
+    struct http_response resp;
+
+    rig_start(&r, true, 1,
+              GATEWAY_HEAD "limiters:\n"
+                           "  lim: { algorithm: token_bucket, rate: 2/s, "
+                           "burst: 1 }\n" CACHE_ROUTE);
+    for (int round = 0; round < 3; round++) {
+        int64_t refused_at;
+        long wait_ms;
+        long calls_before;
+        int cached = 0;
+
+        /* The bucket may hold its unit from the last round, or may not
+         * yet: take it, waiting at most one refill. */
+        for (int64_t deadline = harness_now_ms() + 2000;
+             status_of(&r, "/x", a) != 200;) {
+            cr_assert(harness_now_ms() < deadline, "never admitted");
+        }
+        cr_assert_eq(get_with(&r, 0, "/x", a, &resp), 429);
+        refused_at = harness_now_ms();
+        wait_ms = retry_after_ms(&resp);
+        http_response_free(&resp);
+        cr_assert(wait_ms > 0 && wait_ms <= 500, "retry_after_ms %ld", wait_ms);
+        /* Refusals in the meantime come from the cache... */
+        calls_before = script_calls(&r);
+        while (harness_now_ms() < refused_at + wait_ms - 50) {
+            cr_assert_eq(status_of(&r, "/x", a), 429);
+            cached++;
+        }
+        cr_assert_eq(script_calls(&r), calls_before, "%d refusals asked Redis",
+                     cached);
+        /* ...and once Redis would admit, so does the gateway: the cache
+         * never refuses past the refusal's own retry_after. */
+        while (harness_now_ms() < refused_at + wait_ms) {
+            continue;
+        }
+        cr_assert_eq(status_of(&r, "/x", a), 200,
+                     "refused at or after retry_after_ms (%ld ms)", wait_ms);
+    }
+    rig_stop(&r);
+}
+
 /* ---- delay mode ---- */
 
 static int

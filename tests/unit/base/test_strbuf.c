@@ -1,0 +1,47 @@
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "strbuf.h"
+
+Test(strbuf, u64_in_decimal)
+{
+    struct strbuf b = STRBUF_INIT;
+    char *s;
+
+    strbuf_add_u64(&b, 0);
+    strbuf_add(&b, " ", 1);
+    strbuf_add_u64(&b, 429);
+    strbuf_add(&b, " ", 1);
+    strbuf_add_u64(&b, 18446744073709551615ULL);
+    s = strbuf_take(&b);
+    cr_assert_str_eq(s, "0 429 18446744073709551615");
+    free(s);
+}
+
+Test(strbuf, json_escapes_only_what_it_must)
+{
+    struct strbuf b = STRBUF_INIT;
+    char *s;
+
+    strbuf_add_json(&b, "plain");
+    strbuf_add_json(&b, "");
+    strbuf_add_json(&b, "a\"b\\c\nd\x7f"
+                        "e");
+    strbuf_add_json(&b, "\"");
+    strbuf_add_json(&b, NULL);
+    s = strbuf_take(&b);
+    cr_assert_str_eq(
+        s, "\"plain\"\"\"\"a\\\"b\\\\c\\u000ad\\u007fe\"\"\\\"\"null");
+    free(s);
+}
+
+Test(strbuf, take_of_nothing_is_empty)
+{
+    struct strbuf b = STRBUF_INIT;
+    char *s = strbuf_take(&b);
+
+    cr_assert_str_eq(s, "");
+    free(s);
+}
