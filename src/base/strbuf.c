@@ -40,17 +40,26 @@ strbuf_addf(struct strbuf *b, const char *fmt, ...)
     b->n += (size_t)n;
 }
 
+const char *
+u64_dec(unsigned long long v, char *buf)
+{
+    char *p = buf + U64_DEC_MAX - 1;
+
+    *p = '\0';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return p;
+}
+
 void
 strbuf_add_u64(struct strbuf *b, unsigned long long v)
 {
-    char digits[20];
-    size_t n = sizeof(digits);
+    char buf[U64_DEC_MAX];
+    const char *digits = u64_dec(v, buf);
 
-    do {
-        digits[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    strbuf_add(b, digits + n, sizeof(digits) - n);
+    strbuf_add(b, digits, (size_t)(buf + U64_DEC_MAX - 1 - digits));
 }
 
 void

@@ -23,6 +23,13 @@ void strbuf_adds(struct strbuf *b, const char *s);
 void strbuf_addf(struct strbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Adds 's' as a JSON string, quotes included; NULL adds null. */
+/* Room for any unsigned 64-bit number in decimal, NUL included. */
+#define U64_DEC_MAX 21
+
+/* 'v' in decimal, without printf: written at the end of 'buf' (of
+ * U64_DEC_MAX bytes); returns where the digits begin. */
+const char *u64_dec(unsigned long long v, char *buf);
+
 /* 'v' in decimal, without printf. */
 void strbuf_add_u64(struct strbuf *b, unsigned long long v);
 void strbuf_add_json(struct strbuf *b, const char *s);

@@ -19,6 +19,7 @@
 #include "redis.h"
 #include "scriptcall.h"
 #include "scripts.h"
+#include "strbuf.h"
 #include "verdict.h"
 #include "xmalloc.h"
 
@@ -271,6 +272,18 @@ known_refused(struct ratelimit *rl, struct part *pt)
     return true;
 }
 
+/* "<id_prefix>-<seq>": unique across processes, hosts and workers. */
+static void
+request_id(struct ratelimit *rl, char *buf)
+{
+    size_t n = strlen(rl->id_prefix);
+    char digits[U64_DEC_MAX];
+
+    memcpy(buf, rl->id_prefix, n);
+    buf[n] = '-';
+    strcpy(buf + n + 1, u64_dec(++rl->seq, digits));
+}
+
 /* Sends the script call for 'pt'; on failure the policy decides now. */
 static void
 start_redis(struct ratelimit *rl, struct part *pt)
@@ -288,7 +301,7 @@ start_redis(struct ratelimit *rl, struct part *pt)
         apply_failure_policy(rl, pt);
         return;
     }
-    snprintf(reqid, sizeof(reqid), "%s-%" PRIu64, rl->id_prefix, ++rl->seq);
+    request_id(rl, reqid);
     /* The time override is always 0: only tests inject a time. */
     if (scriptcall_encode(&sc, lim, pt->key, pt->v.conf->cost, reqid, 0) != 0) {
         /* ratekey bounds the key and the config the rules; be safe. */

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "resolve.h"
 #include "scripts.h"
+#include "strbuf.h"
 #include "xmalloc.h"
 
 #include <arpa/inet.h>
@@ -677,6 +678,7 @@ call_new(struct redis_client *c, size_t script, const char *const *keys,
     struct redis_call *call = xcalloc(1, sizeof(*call));
     size_t argc = 3 + nkeys + nargs;
     size_t bytes = argc * (sizeof(char *) + sizeof(size_t));
+    char digits[U64_DEC_MAX];
     char *p;
 
     for (size_t i = 0; i < nkeys; i++) {
@@ -694,7 +696,7 @@ call_new(struct redis_client *c, size_t script, const char *const *keys,
     call->argv = xmalloc(bytes);
     call->argvlen = (size_t *)(call->argv + argc);
     p = (char *)(call->argvlen + argc);
-    snprintf(call->nkeys, sizeof(call->nkeys), "%zu", nkeys);
+    strcpy(call->nkeys, u64_dec(nkeys, digits));
     call->argv[2] = call->nkeys;
     call->argvlen[2] = strlen(call->nkeys);
     p = (char *)copy_strings(keys, nkeys, p, call->argv + 3, call->argvlen + 3);

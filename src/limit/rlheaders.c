@@ -56,20 +56,6 @@ add_item_name(struct strbuf *b, const struct limiter_def *lim, size_t i)
     strbuf_add(b, "\"", 1);
 }
 
-/* 'v' in decimal into 'buf' (at least 21 bytes), without printf. */
-static const char *
-u64_str(uint64_t v, char *buf)
-{
-    char *p = buf + 20;
-
-    *p = '\0';
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    return p;
-}
-
 /* Whole seconds a denied client waits, rounded up and at least 1. */
 static uint64_t
 retry_seconds(const struct limit_result *r)
@@ -171,15 +157,15 @@ add_legacy(struct headers *h, const struct limiter_def *lim,
            const struct limit_result *r)
 {
     int64_t old = header_number(headers_get(h, "X-RateLimit-Remaining"));
-    char num[21];
+    char num[U64_DEC_MAX];
 
     if (old >= 0 && (uint64_t)old <= remaining(r)) {
         return;
     }
     headers_set(h, "X-RateLimit-Limit",
-                u64_str(rule_quota(lim, deciding_rule(lim, r)), num));
-    headers_set(h, "X-RateLimit-Remaining", u64_str(remaining(r), num));
-    headers_set(h, "X-RateLimit-Reset", u64_str(reset_seconds(r), num));
+                u64_dec(rule_quota(lim, deciding_rule(lim, r)), num));
+    headers_set(h, "X-RateLimit-Remaining", u64_dec(remaining(r), num));
+    headers_set(h, "X-RateLimit-Reset", u64_dec(reset_seconds(r), num));
 }
 
 void
@@ -198,10 +184,10 @@ rlheaders_add(struct headers *h, enum rl_headers style,
     if (!r->allowed) {
         int64_t old = header_number(headers_get(h, "Retry-After"));
         uint64_t secs = retry_seconds(r);
-        char num[21];
+        char num[U64_DEC_MAX];
 
         if (old < 0 || (uint64_t)old < secs) {
-            headers_set(h, "Retry-After", u64_str(secs, num));
+            headers_set(h, "Retry-After", u64_dec(secs, num));
         }
     }
 }

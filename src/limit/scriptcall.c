@@ -1,29 +1,34 @@
 #include "scriptcall.h"
 
-#include <inttypes.h>
-#include <stdio.h>
+#include <string.h>
+
+#include "strbuf.h"
 
 int
 scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
 {
-    int len;
+    size_t base_len = strlen(key_base);
 
-    if (rule >= LIMIT_MAX_RULES) {
+    /* LIMIT_MAX_RULES <= 10: the rule is one digit. */
+    _Static_assert(LIMIT_MAX_RULES <= 10, "one digit per rule index");
+    if (rule >= LIMIT_MAX_RULES || base_len + 3 > size) {
         return -1;
     }
-    len = snprintf(buf, size, "%s:%zu", key_base, rule);
-    return len < 0 || (size_t)len >= size ? -1 : 0;
+    memcpy(buf, key_base, base_len);
+    buf[base_len] = ':';
+    buf[base_len + 1] = (char)('0' + rule);
+    buf[base_len + 2] = '\0';
+    return 0;
 }
 
 /* Appends the decimal 'v' as the next argument of 'sc'. */
 static void
 push_number(struct scriptcall *sc, uint64_t v)
 {
-    char *slot = sc->argbuf[sc->nargs];
+    _Static_assert(SCRIPTCALL_ARG_MAX >= U64_DEC_MAX, "any number fits");
+    size_t i = sc->nargs++;
 
-    /* 20 digits at most: always fits SCRIPTCALL_ARG_MAX. */
-    snprintf(slot, SCRIPTCALL_ARG_MAX, "%" PRIu64, v);
-    sc->args[sc->nargs++] = slot;
+    sc->args[i] = u64_dec(v, sc->argbuf[i]);
 }
 
 int
