@@ -78,12 +78,12 @@ struct redis_call {
     void *arg;                      /* the caller's; borrowed */
     struct event *ev;               /* the deadline; then the delivery of
                                        the answer; owned */
-    int argc;                       /* of argv */
-    const char **argv;              /* command; [0] and [1] are set when
-                                       sent; owned, in one block with
-                                       argvlen and the key / arg bytes */
-    size_t *argvlen;                /* byte lengths of argv */
-    char nkeys[24];                 /* argv[2] */
+    size_t argc;                    /* words of the command */
+    char *tail;                     /* the words after the script's (the
+                                       key count, keys, args), already in
+                                       RESP: sent after EVALSHA and the
+                                       SHA, or EVAL and the source; owned */
+    size_t tail_len;                /* bytes of 'tail' */
     bool in_hiredis;                /* hiredis owes on_call_reply */
     bool finished;                  /* answered or cancelled: the caller
                                        is done with it */
@@ -487,7 +487,7 @@ call_release(struct redis_call *call)
     TAILQ_REMOVE(&call->client->calls, call, link);
     event_free(call->ev);
     free(call->error);
-    free(call->argv);
+    free(call->tail);
     free(call);
 }
 
@@ -563,19 +563,68 @@ on_call_event(evutil_socket_t fd, short what, void *arg)
     free(error);
 }
 
+/* Bytes of 's' (of 'len' bytes) as a RESP bulk string. */
+static size_t
+bulk_size(size_t len)
+{
+    char digits[U64_DEC_MAX];
+
+    return 1 + strlen(u64_dec(len, digits)) + 2 + len + 2;
+}
+
+/* Writes 's' as a RESP bulk string at 'p'; returns the end. */
+static char *
+put_bulk(char *p, const char *s, size_t len)
+{
+    char digits[U64_DEC_MAX];
+    const char *n = u64_dec(len, digits);
+    size_t nlen = strlen(n);
+
+    *p++ = '$';
+    memcpy(p, n, nlen);
+    p += nlen;
+    *p++ = '\r';
+    *p++ = '\n';
+    memcpy(p, s, len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/*
+ * The command goes to hiredis already in RESP (the protocol's array of
+ * bulk strings): most of it was written once, by call_new(). hiredis's
+ * own formatting from an argv costs more than the rest of the call.
+ */
 static bool
 send_call(struct redis_client *c, struct redis_call *call)
 {
     const struct lua_script *s = &c->scripts[call->script];
     bool by_sha = !call->resent && c->shas[call->script][0] != '\0';
+    const char *word = by_sha ? "EVALSHA" : "EVAL";
+    const char *body = by_sha ? c->shas[call->script] : s->source;
+    size_t body_len = by_sha ? SHA1_HEX : s->len;
+    char digits[U64_DEC_MAX];
+    const char *argc = u64_dec(call->argc, digits);
+    size_t argc_len = strlen(argc);
+    size_t size = 1 + argc_len + 2 + bulk_size(strlen(word)) +
+                  bulk_size(body_len) + call->tail_len;
+    char *cmd = xmalloc(size);
+    char *p = cmd;
     int rc;
 
-    call->argv[0] = by_sha ? "EVALSHA" : "EVAL";
-    call->argvlen[0] = by_sha ? 7 : 4;
-    call->argv[1] = by_sha ? c->shas[call->script] : s->source;
-    call->argvlen[1] = by_sha ? SHA1_HEX : s->len;
-    rc = redisAsyncCommandArgv(c->ac, on_call_reply, call, call->argc,
-                               call->argv, call->argvlen);
+    *p++ = '*';
+    memcpy(p, argc, argc_len);
+    p += argc_len;
+    *p++ = '\r';
+    *p++ = '\n';
+    p = put_bulk(p, word, strlen(word));
+    p = put_bulk(p, body, body_len);
+    memcpy(p, call->tail, call->tail_len);
+    assert(p + call->tail_len == cmd + size);
+    rc = redisAsyncFormattedCommand(c->ac, on_call_reply, call, cmd, size);
+    free(cmd);
     if (rc == REDIS_ERR) {
         return false;
     }
@@ -655,53 +704,39 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
     parse_reply(call, reply);
 }
 
-static const char *
-copy_strings(const char *const *v, size_t n, char *dst, const char **argv,
-             size_t *argvlen)
-{
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(v[i]);
-
-        memcpy(dst, v[i], len + 1);
-        argv[i] = dst;
-        argvlen[i] = len;
-        dst += len + 1;
-    }
-    return dst;
-}
-
 static struct redis_call *
 call_new(struct redis_client *c, size_t script, const char *const *keys,
          size_t nkeys, const char *const *args, size_t nargs,
          redis_script_cb *cb, void *arg)
 {
     struct redis_call *call = xcalloc(1, sizeof(*call));
-    size_t argc = 3 + nkeys + nargs;
-    size_t bytes = argc * (sizeof(char *) + sizeof(size_t));
     char digits[U64_DEC_MAX];
+    const char *n = u64_dec(nkeys, digits);
+    size_t size = bulk_size(strlen(n));
     char *p;
 
     for (size_t i = 0; i < nkeys; i++) {
-        bytes += strlen(keys[i]) + 1;
+        size += bulk_size(strlen(keys[i]));
     }
     for (size_t i = 0; i < nargs; i++) {
-        bytes += strlen(args[i]) + 1;
+        size += bulk_size(strlen(args[i]));
     }
     call->client = c;
     call->script = script;
     call->cb = cb;
     call->arg = arg;
     call->ev = evtimer_new(c->base, on_call_event, call);
-    call->argc = (int)argc;
-    call->argv = xmalloc(bytes);
-    call->argvlen = (size_t *)(call->argv + argc);
-    p = (char *)(call->argvlen + argc);
-    strcpy(call->nkeys, u64_dec(nkeys, digits));
-    call->argv[2] = call->nkeys;
-    call->argvlen[2] = strlen(call->nkeys);
-    p = (char *)copy_strings(keys, nkeys, p, call->argv + 3, call->argvlen + 3);
-    copy_strings(args, nargs, p, call->argv + 3 + nkeys,
-                 call->argvlen + 3 + nkeys);
+    call->argc = 3 + nkeys + nargs;
+    call->tail = p = xmalloc(size);
+    call->tail_len = size;
+    p = put_bulk(p, n, strlen(n));
+    for (size_t i = 0; i < nkeys; i++) {
+        p = put_bulk(p, keys[i], strlen(keys[i]));
+    }
+    for (size_t i = 0; i < nargs; i++) {
+        p = put_bulk(p, args[i], strlen(args[i]));
+    }
+    assert(p == call->tail + size);
     TAILQ_INSERT_TAIL(&c->calls, call, link);
     return call;
 }
@@ -840,7 +875,7 @@ redis_client_free(struct redis_client *c)
         TAILQ_REMOVE(&c->calls, call, link);
         event_free(call->ev);
         free(call->error);
-        free(call->argv);
+        free(call->tail);
         free(call);
     }
     event_free(c->connect_timer);
