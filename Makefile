@@ -46,9 +46,15 @@ fuzz: deps
 
 test: check check-asan fuzz
 
+# The comparative benchmark (bench/README.md): nginx, HAProxy, nginx + Lua +
+# Redis and sluice on loopback; prints a table, asserts nothing. Knobs in
+# the environment: DURATION, WARMUP, REPS, CONNS, ROWS, SKIP_SLOW...
+BENCH_PACKAGES = wrk nginx-light libnginx-mod-http-lua lua-nginx-redis \
+    haproxy redis-server strace valgrind curl python3
+
 bench: build
-	@command -v wrk >/dev/null || scripts/install-deps.sh wrk
-	bench/proxy.sh $(BUILD)
+	scripts/install-deps.sh $(BENCH_PACKAGES)
+	bench/run.sh $(BUILD)
 
 format:
 	clang-format -i src/*.c src/*/*.[ch] demo/*.c tests/unit/*/*.c \
