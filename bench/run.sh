@@ -71,18 +71,19 @@ NGINX_MODULES=/usr/lib/nginx/modules
 
 # The rows, in table order: id, number in the issue, label.
 ROW_IDS=(direct nginx haproxy limit_req lua lua_flood
-         sluice sluice_redis sluice_local sluice_flood sluice_2w nginx_2w)
+         sluice sluice_redis sluice_local sluice_flood sluice_2w nginx_2w
+         evhttp)
 declare -A NUM=(
     [direct]=1 [nginx]=2 [haproxy]=3 [limit_req]=4 [lua]=5 [lua_flood]=5
     [sluice]=6 [sluice_redis]=6 [sluice_local]=6 [sluice_flood]=6
-    [sluice_2w]=7 [nginx_2w]=7)
+    [sluice_2w]=7 [nginx_2w]=7 [evhttp]=8)
 declare -A LABEL=(
     [direct]="backend direct" [nginx]="nginx proxy" [haproxy]="haproxy"
     [limit_req]="nginx limit_req flood" [lua]="nginx+lua+redis"
     [lua_flood]="nginx+lua+redis flood" [sluice]="sluice"
     [sluice_redis]="sluice redis" [sluice_local]="sluice local"
     [sluice_flood]="sluice flood" [sluice_2w]="sluice 2 workers"
-    [nginx_2w]="nginx proxy 2 workers")
+    [nginx_2w]="nginx proxy 2 workers" [evhttp]="bare evhttp, ok")
 # Rows that refuse almost every request on purpose.
 FLOOD_ROWS=" limit_req lua_flood sluice_flood "
 
@@ -268,6 +269,7 @@ SLUICE_ADMIN=$(free_port)
 SLUICE2_PORT=$(free_port)
 SLUICE2_ADMIN=$(free_port)
 ECHO_PORT=$(free_port)
+EVHTTP_PORT=$(free_port)
 
 # nginx_conf DIR WORKERS MODULES HTTP: an nginx.conf of its own in DIR, all
 # its files in DIR, never the system's configuration.
@@ -492,6 +494,13 @@ sluice_conf "$tmp/sluice2.yaml" "$SLUICE2_PORT" "$SLUICE2_ADMIN" 2
 start_bg sluice2 "$BUILD/sluice" -c "$tmp/sluice2.yaml"
 ready sluice2 10 http_ok "http://127.0.0.1:$SLUICE2_ADMIN/ready"
 
+# Row 8: a bare evhttp server answering ok, no proxying: the ceiling of an
+# evhttp front end such as sluice's (bench/evhttp_ok.c).
+cc -O2 -o "$tmp/evhttp_ok" "$ROOT/bench/evhttp_ok.c" $(pkg-config --cflags --libs libevent) ||
+    die "cannot build bench/evhttp_ok.c"
+start_bg evhttp "$tmp/evhttp_ok" "$EVHTTP_PORT"
+ready evhttp 10 http_ok "http://127.0.0.1:$EVHTTP_PORT/"
+
 URL[direct]=http://127.0.0.1:$BACKEND_PORT/
 URL[nginx]=http://127.0.0.1:$NGINX_PORT/
 URL[haproxy]=http://127.0.0.1:$HAPROXY_PORT/
@@ -504,6 +513,7 @@ URL[sluice_local]=http://127.0.0.1:$SLUICE_PORT/local/
 URL[sluice_flood]=http://127.0.0.1:$SLUICE_PORT/flood/
 URL[sluice_2w]=http://127.0.0.1:$SLUICE2_PORT/plain/
 URL[nginx_2w]=http://127.0.0.1:$NGINX2_PORT/
+URL[evhttp]=http://127.0.0.1:$EVHTTP_PORT/
 
 for r in "${ROW_IDS[@]}"; do
     want "$r" || continue
@@ -647,6 +657,8 @@ ratio_line "  sluice flood / nginx+lua+redis flood" sluice_flood lua_flood
 ratio_line "  nginx+lua+redis flood / nginx limit_req flood" lua_flood limit_req
 ratio_line "  sluice 2 workers / sluice" sluice_2w sluice
 ratio_line "  nginx proxy 2 workers / nginx proxy" nginx_2w nginx
+ratio_line "  bare evhttp (no proxying) / nginx proxy" evhttp nginx
+ratio_line "  sluice / bare evhttp" sluice evhttp
 
 # Footnotes: rows that should never refuse but answered non-2xx, socket
 # errors, and sluice decisions that were not Redis's (failure policy).
