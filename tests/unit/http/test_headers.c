@@ -1,6 +1,8 @@
 #include <criterion/criterion.h>
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "headers.h"
 
@@ -150,4 +152,46 @@ Test(headers, values_refuse_control_characters_but_tab)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cr_assert_not(headers_valid_value(bad[i]), "accepted value %zu", i);
     }
+}
+
+Test(headers, a_name_of_one_byte_is_a_token_exactly_when_rfc_9110_says)
+{
+    for (int c = 1; c < 256; c++) {
+        char name[2] = {(char)c, '\0'};
+        bool want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                    (c >= 'A' && c <= 'Z') ||
+                    strchr("!#$%&'*+-.^_`|~", c) != NULL;
+
+        cr_assert_eq(headers_valid_name(name), want, "byte 0x%02x", c);
+    }
+}
+
+Test(headers, long_fields_and_many_rounds_of_clear_keep_every_byte)
+{
+    struct headers h;
+    char big[5000];
+    char name[16];
+
+    memset(big, 'v', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    headers_init(&h);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 40; i++) {
+            snprintf(name, sizeof(name), "N%d", i);
+            headers_add(&h, name, i % 7 == 0 ? big : name);
+        }
+        headers_add_n(&h, "Cut-Here", 3, "value-cut", 5);
+        cr_assert_eq(headers_remove(&h, "N1"), 1);
+        cr_assert_eq(h.n, 40);
+        cr_assert_str_eq(headers_get(&h, "N0"), big);
+        cr_assert_str_eq(headers_get(&h, "N35"), big);
+        cr_assert_str_eq(headers_get(&h, "N39"), "N39");
+        cr_assert_str_eq(headers_get(&h, "Cut"), "value");
+        cr_assert_null(headers_get(&h, "N1"));
+        headers_clear(&h);
+        cr_assert_eq(h.n, 0);
+        cr_assert_null(headers_get(&h, "N0"));
+    }
+    headers_deinit(&h);
+    cr_assert_null(h.mem);
 }
