@@ -181,7 +181,15 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     const char *labels[3];
     struct access_entry e;
 
-    snprintf(code, sizeof(code), "%d", status);
+    /* A status is 100..599 (499 our own); anything else as printf would. */
+    if (status >= 100 && status <= 999) {
+        code[0] = (char)('0' + status / 100);
+        code[1] = (char)('0' + status / 10 % 10);
+        code[2] = (char)('0' + status % 10);
+        code[3] = '\0';
+    } else {
+        snprintf(code, sizeof(code), "%d", status);
+    }
     labels[0] = route != NULL ? route : "-";
     labels[1] = metrics_method_class(method);
     labels[2] = code;
@@ -650,10 +658,18 @@ on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
 static char *
 build_target(const struct route *r, const char *path, const char *query)
 {
+    size_t nb = strlen(r->uri.base_path), np = strlen(path);
+    size_t nq = query != NULL ? strlen(query) + 1 : 0;
+    char *t = xmalloc(nb + np + nq + 1);
+
+    memcpy(t, r->uri.base_path, nb);
+    memcpy(t + nb, path, np);
     if (query != NULL) {
-        return xasprintf("%s%s?%s", r->uri.base_path, path, query);
+        t[nb + np] = '?';
+        memcpy(t + nb + np + 1, query, nq - 1);
     }
-    return xasprintf("%s%s", r->uri.base_path, path);
+    t[nb + np + nq] = '\0';
+    return t;
 }
 
 /* ---- accepting a request ---- */
@@ -672,6 +688,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
 {
     struct exchange *ex = xcalloc(1, sizeof(*ex));
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
+    size_t len;
 
     ex->state = EX_LIMITING;
     ex->proxy = p;
@@ -686,7 +703,10 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->t0 = t0;
     ex->wall = wall;
     ex->up_ms = -1;
-    snprintf(ex->client, sizeof(ex->client), "%s", client);
+    len = strlen(client);
+    len = len < sizeof(ex->client) ? len : sizeof(ex->client) - 1;
+    memcpy(ex->client, client, len);
+    ex->client[len] = '\0';
     headers_init(&ex->fwd);
     headers_init(&ex->rl_headers);
     if (p->metrics != NULL) {
