@@ -238,6 +238,8 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     struct proxy *p = ex->proxy;
     struct evhttp_request *creq = ex->creq;
     struct evhttp_connection *cconn = ex->cconn;
+    /* A client that fell behind is written to by the bufferevent. */
+    bool flush = how == END_COMPLETE && !ex->paused;
 
     if (ex->check != NULL) {
         ratelimit_cancel(ex->check);
@@ -293,6 +295,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
+        if (flush) {
+            evreq_flush(cconn);
+        }
         evhttp_send_reply_end(creq);
         break;
     case END_CUT:
