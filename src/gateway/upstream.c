@@ -22,12 +22,23 @@
 #define MAX_HEAD_BYTES (64 * 1024)
 /* An idle pooled connection unused this long is closed. */
 #define IDLE_TIMEOUT_MS (60 * 1000)
+/* Bytes read from an upstream at most per read() (the bufferevent's
+   evbuffer_read() took 4096, and asked FIONREAD first). */
+#define READ_CHUNK (16 * 1024)
 
 struct pool;
 
-/* One connection to an upstream: in use by 'req', or idle in its pool. */
+/*
+ * One connection to an upstream: in use by 'req', or idle in its pool.
+ * The bufferevent connects and writes; reading is ours ('rd'), so that a
+ * read is one recv() and goes straight to the parser.
+ */
 struct uconn {
-    struct bufferevent *bev;  /* owned */
+    struct bufferevent *bev;  /* owned; never reads */
+    struct event *rd;         /* reads the socket once connected: for the
+                                 request, or to drop an idle connection
+                                 that the upstream closes or writes on;
+                                 owned, NULL until connected */
     struct pool *pool;        /* borrowed: where it returns */
     struct upstream_req *req; /* the request on it, or NULL when idle */
     unsigned served;          /* responses completed on it */
@@ -94,10 +105,9 @@ struct upstream_req {
                                             resent; allocated with it */
 };
 
-static void on_conn_read(struct bufferevent *bev, void *arg);
+static void on_readable(evutil_socket_t fd, short what, void *arg);
 static void on_conn_event(struct bufferevent *bev, short what, void *arg);
 static void on_idle_event(struct bufferevent *bev, short what, void *arg);
-static void on_idle_read(struct bufferevent *bev, void *arg);
 static void on_timer(evutil_socket_t fd, short what, void *arg);
 static const struct resparse_callbacks parse_callbacks;
 
@@ -139,7 +149,11 @@ upstream_client_new(struct event_base *base, struct evdns_base *dns)
 static void
 conn_free(struct uconn *uc)
 {
-    /* Safe inside the bufferevent's own callbacks: libevent defers it. */
+    /* Safe inside the bufferevent's own callbacks (libevent defers it),
+       and inside on_readable(), which touches nothing after. */
+    if (uc->rd != NULL) {
+        event_free(uc->rd);
+    }
     bufferevent_free(uc->bev);
     event_free(uc->timer);
     resparse_free(uc->parser);
@@ -200,16 +214,14 @@ pool_remove(struct pool *pl, struct uconn *uc)
 }
 
 /*
- * An idle connection that the upstream closes, or sends anything on, or
- * that stays unused past the idle timeout (on_timer), is dropped: a byte
- * from an upstream that was asked nothing belongs to no request.
+ * An idle connection that the upstream closes, or sends anything on
+ * (on_readable), or that stays unused past the idle timeout (on_timer),
+ * is dropped: a byte from an upstream that was asked nothing belongs to
+ * no request.
  */
 static void
-on_idle_read(struct bufferevent *bev, void *arg)
+idle_drop(struct uconn *uc)
 {
-    struct uconn *uc = arg;
-
-    (void)bev;
     pool_remove(uc->pool, uc);
     conn_free(uc);
 }
@@ -217,16 +229,16 @@ on_idle_read(struct bufferevent *bev, void *arg)
 static void
 on_idle_event(struct bufferevent *bev, short what, void *arg)
 {
+    (void)bev;
     (void)what;
-    on_idle_read(bev, arg);
+    idle_drop(arg);
 }
 
 /*
  * True when an idle connection is still fit to carry a request: nothing
- * read on it, and nothing waiting in the kernel either. Callbacks are
- * deferred, so the upstream's FIN or a stray byte may have arrived this
- * very loop turn without on_idle_read() having run yet; libevent turns
- * reading off after an EOF, an error or a timeout.
+ * waiting in the kernel. on_readable() drops an idle connection as soon
+ * as it runs, but the upstream's FIN or a stray byte may have arrived
+ * this very loop turn, before it ran, or after the loop last polled.
  */
 static bool
 conn_fit(struct uconn *uc)
@@ -234,8 +246,7 @@ conn_fit(struct uconn *uc)
     char c;
     evutil_socket_t fd = bufferevent_getfd(uc->bev);
 
-    if (evbuffer_get_length(bufferevent_get_input(uc->bev)) > 0 ||
-        (bufferevent_get_enabled(uc->bev) & EV_READ) == 0 || fd < 0) {
+    if (uc->rd == NULL || fd < 0) {
         return false;
     }
     return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
@@ -269,12 +280,8 @@ pool_release(struct upstream_client *c, struct uconn *uc, unsigned keepalive)
         conn_free(uc);
         return;
     }
-    bufferevent_setcb(uc->bev, on_idle_read, NULL, on_idle_event, uc);
+    bufferevent_setcb(uc->bev, NULL, NULL, on_idle_event, uc);
     evtimer_add(uc->timer, &c->idle_tv);
-    /* Still on but after a pause: enabling again would re-add the event. */
-    if ((bufferevent_get_enabled(uc->bev) & EV_READ) == 0) {
-        bufferevent_enable(uc->bev, EV_READ);
-    }
     pl->idle = xgrow(pl->idle, &pl->cap, pl->nidle + 1, sizeof(*pl->idle));
     pl->idle[pl->nidle++] = uc;
 }
@@ -348,23 +355,21 @@ static void
 start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
 {
     uint64_t wait = rq->response_timeout_ms;
-    short enabled = bufferevent_get_enabled(uc->bev);
 
     rq->conn = uc;
     rq->reused = reused;
     uc->req = rq;
-    bufferevent_setcb(uc->bev, on_conn_read, NULL, on_conn_event, rq);
+    bufferevent_setcb(uc->bev, NULL, NULL, on_conn_event, rq);
     /*
-     * Only what is not on or not needed: each enable re-adds the events.
      * Writing waits for a connect, or for what the socket did not take
-     * at once (write_now()); a bufferevent has EV_WRITE on from its
-     * start, and adding output then schedules the write by itself.
+     * at once (write_now()). A bufferevent has EV_WRITE on from its
+     * start, and adding output then schedules the write by itself:
+     * enabling it again would only re-add the event.
      */
-    if ((enabled & EV_READ) == 0 ||
-        ((enabled & EV_WRITE) == 0 &&
-         (!uc->connected ||
-          evbuffer_get_length(bufferevent_get_output(uc->bev)) > 0))) {
-        bufferevent_enable(uc->bev, EV_READ | EV_WRITE);
+    if ((bufferevent_get_enabled(uc->bev) & EV_WRITE) == 0 &&
+        (!uc->connected ||
+         evbuffer_get_length(bufferevent_get_output(uc->bev)) > 0)) {
+        bufferevent_enable(uc->bev, EV_WRITE);
     }
     if (!uc->connected) {
         rq->state = REQ_CONNECTING;
@@ -543,7 +548,7 @@ upstream_pause(struct upstream_req *rq)
 {
     if (!rq->paused) {
         rq->paused = true;
-        bufferevent_disable(rq->conn->bev, EV_READ);
+        event_del(rq->conn->rd);
         if (rq->state == REQ_BODY) {
             evtimer_del(rq->conn->timer);
         }
@@ -555,7 +560,7 @@ upstream_resume(struct upstream_req *rq)
 {
     if (rq->paused) {
         rq->paused = false;
-        bufferevent_enable(rq->conn->bev, EV_READ);
+        event_add(rq->conn->rd, NULL);
         if (rq->state == REQ_BODY) {
             evtimer_add(rq->conn->timer, &rq->body_tv);
         }
@@ -576,7 +581,7 @@ on_parsed_head(void *arg, const struct resparse_head *head)
     struct upstream_req *rq = ((struct uconn *)arg)->req;
 
     /* Between reads of the body: time the reads, not the whole body
-       (armed by on_conn_read() once this read is handled). */
+       (armed by settle() once this read is handled). */
     evtimer_del(rq->conn->timer);
     rq->state = REQ_BODY;
     rq->keep_alive = head->keep_alive;
@@ -630,7 +635,7 @@ deliver_body(struct upstream_req *rq)
  * upstream may send another and has sent nothing beyond this one.
  */
 static void
-req_complete(struct upstream_req *rq, bool keep_alive)
+req_complete(struct upstream_req *rq, bool keep_alive, bool stray)
 {
     const struct upstream_callbacks *cb = rq->cb;
     void *arg = rq->arg;
@@ -645,9 +650,12 @@ req_complete(struct upstream_req *rq, bool keep_alive)
      * before the body): the rest of the body would be read by it as the
      * next request, and its answer sent to another client.
      */
-    if (keep_alive && !rq->write_failed &&
-        evbuffer_get_length(bufferevent_get_input(uc->bev)) == 0 &&
+    if (keep_alive && !rq->write_failed && !stray &&
         evbuffer_get_length(bufferevent_get_output(uc->bev)) == 0) {
+        if (rq->paused) {
+            /* The idle connection is watched for the upstream's close. */
+            event_add(uc->rd, NULL);
+        }
         pool_release(rq->client, uc, rq->keepalive);
     } else {
         conn_free(uc);
@@ -656,26 +664,20 @@ req_complete(struct upstream_req *rq, bool keep_alive)
     cb->on_done(arg);
 }
 
-/* Feeds what the connection has read to the parser. */
+/*
+ * Feeds 'n' bytes just read to the parser; '*stray' tells whether bytes
+ * followed the end of the response.
+ */
 static enum resparse_status
-feed_input(struct upstream_req *rq)
+feed(struct upstream_req *rq, const char *p, size_t n, bool *stray)
 {
-    struct evbuffer *in = bufferevent_get_input(rq->conn->bev);
-    struct evbuffer_iovec v;
-    enum resparse_status st = RESPARSE_MORE;
+    size_t used = 0;
+    enum resparse_status st;
 
-    if (rq->resend != NULL && evbuffer_get_length(in) > 0) {
-        /* A byte came back: the request reached the upstream. */
-        rq->resend = NULL;
-    }
-    /* An empty buffer may still hold an empty chain: test the length. */
-    while (st == RESPARSE_MORE && evbuffer_get_length(in) > 0 &&
-           evbuffer_peek(in, -1, NULL, &v, 1) > 0) {
-        size_t used;
-
-        st = resparse_feed(rq->conn->parser, v.iov_base, v.iov_len, &used);
-        evbuffer_drain(in, used);
-    }
+    /* A byte came back: the request reached the upstream. */
+    rq->resend = NULL;
+    st = resparse_feed(rq->conn->parser, p, n, &used);
+    *stray = used < n;
     return st;
 }
 
@@ -686,7 +688,8 @@ feed_input(struct upstream_req *rq)
  * caller first.
  */
 static void
-settle(struct upstream_req *rq, enum resparse_status st, bool closed)
+settle(struct upstream_req *rq, enum resparse_status st, bool closed,
+       bool stray)
 {
     switch (st) {
     case RESPARSE_MORE:
@@ -707,18 +710,9 @@ settle(struct upstream_req *rq, enum resparse_status st, bool closed)
                  resparse_error(rq->conn->parser));
         return;
     case RESPARSE_DONE:
-        req_complete(rq, rq->keep_alive && !closed);
+        req_complete(rq, rq->keep_alive && !closed, stray);
         return;
     }
-}
-
-static void
-on_conn_read(struct bufferevent *bev, void *arg)
-{
-    struct upstream_req *rq = arg;
-
-    (void)bev;
-    settle(rq, feed_input(rq), false);
 }
 
 /* Sends the request again on a new connection; false if it cannot. */
@@ -752,6 +746,9 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
         uint64_t spent = (uint64_t)(clock_mono_ms() - rq->t0);
 
         rq->conn->connected = true;
+        rq->conn->rd = event_new(rq->client->base, bufferevent_getfd(bev),
+                                 EV_READ | EV_PERSIST, on_readable, rq->conn);
+        event_add(rq->conn->rd, NULL);
         rq->state = REQ_WAITING;
         arm_timer(rq, rq->response_timeout_ms > spent
                           ? rq->response_timeout_ms - spent
@@ -771,8 +768,7 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
         req_fail(rq, UPSTREAM_CONNECT, detail);
         return;
     }
-    if (rq->resend != NULL && (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) &&
-        retry(rq)) {
+    if (rq->resend != NULL && (what & BEV_EVENT_ERROR) && retry(rq)) {
         return;
     }
     if ((what & BEV_EVENT_WRITING) && (what & BEV_EVENT_ERROR)) {
@@ -786,22 +782,51 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
                        evbuffer_get_length(bufferevent_get_output(bev)));
         return;
     }
-    if (what & BEV_EVENT_EOF) {
-        /* Bytes read with the end come first. */
-        enum resparse_status st = feed_input(rq);
+    snprintf(detail, sizeof(detail), "connection error: %s",
+             evutil_socket_error_to_string(err));
+    req_fail(rq, UPSTREAM_CLOSED, detail);
+}
 
-        if (st == RESPARSE_ERROR || st == RESPARSE_STOPPED) {
-            settle(rq, st, false);
-            return;
-        }
-        if (st == RESPARSE_MORE) {
-            st = resparse_eof(rq->conn->parser);
-        }
-        settle(rq, st, true);
+/*
+ * The socket has bytes, an end or an error: for the request on it, or
+ * for an idle connection, which is then dropped. Nothing of 'uc' is
+ * touched once the request has been told: it may be gone.
+ */
+static void
+on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct uconn *uc = arg;
+    struct upstream_req *rq = uc->req;
+    char buf[READ_CHUNK], detail[160];
+    ssize_t n;
+    bool stray;
+
+    (void)what;
+    do {
+        n = recv(fd, buf, sizeof(buf), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+    }
+    if (rq == NULL) {
+        idle_drop(uc);
+        return;
+    }
+    if (n > 0) {
+        enum resparse_status st = feed(rq, buf, (size_t)n, &stray);
+
+        settle(rq, st, false, stray);
+        return;
+    }
+    if (rq->resend != NULL && retry(rq)) {
+        return;
+    }
+    if (n == 0) {
+        settle(rq, resparse_eof(uc->parser), true, false);
         return;
     }
     snprintf(detail, sizeof(detail), "connection error: %s",
-             evutil_socket_error_to_string(err));
+             evutil_socket_error_to_string(errno));
     req_fail(rq, UPSTREAM_CLOSED, detail);
 }
 

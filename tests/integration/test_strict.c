@@ -1331,6 +1331,36 @@ Test(strict, get_on_a_pooled_connection_closed_unanswered_goes_out_once_more)
     stack_stop(&st);
 }
 
+Test(strict, bytes_after_a_response_keep_its_connection_out_of_the_pool)
+{
+    /* A second response, unasked, in the same write as the first. */
+    static const struct script extra[] = {
+        {.target = "/extra",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                     "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON",
+                     0}}},
+    };
+    struct stack st;
+    struct http_response r;
+    int extra_conn = 0, next_conn = 0;
+
+    stack_start(&st, extra, 1);
+    get(&st, "/extra", NULL, &r);
+    cr_assert(r.status == 200 && strcmp(r.body, "ok") == 0,
+              "got %ld (curl error %d) \"%s\"", r.status, (int)r.err,
+              shown(0, r.body, r.body_len));
+    http_response_free(&r);
+    assert_still_serves(&st, "a response followed by stray bytes");
+    cr_assert(upstream_find(&st.up, "GET /extra ", &extra_conn, NULL) &&
+              upstream_find(&st.up, "GET /next ", &next_conn, NULL));
+    cr_assert_neq(extra_conn, next_conn,
+                  "the next request went out on the connection with the "
+                  "stray bytes; upstream saw:\n%s",
+                  upstream_transcript(&st.up));
+    stack_stop(&st);
+}
+
 Test(strict, body_stalled_past_the_response_timeout_is_cut_off)
 {
     static const struct script stall[] = {
