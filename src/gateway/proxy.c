@@ -485,8 +485,12 @@ on_upstream_head(void *arg, const struct resparse_head *head)
         metrics_observe(ex->proxy->metrics, M_UPSTREAM_SECONDS, labels,
                         (double)ex->up_ms / 1000.0);
     }
-    evhttp_send_reply_start(ex->creq, head->status, head->reason);
+    /*
+     * Set first: reading and writing are both off here, so nothing is
+     * re-added now, and the reply's start enables both with these.
+     */
     clientconn_stream_timeouts(ex->cc);
+    evhttp_send_reply_start(ex->creq, head->status, head->reason);
 }
 
 static void

@@ -396,6 +396,14 @@ add_decimal(struct strbuf *b, uint64_t v)
     strbuf_add(b, d + i, sizeof(d) - i);
 }
 
+/* Appends 'len' bytes, the room made already. */
+static char *
+put(char *at, const char *p, size_t len)
+{
+    memcpy(at, p, len);
+    return at + len;
+}
+
 /* The request head of 'r', in 'b' (emptied first). */
 static void
 build_head(struct strbuf *b, const struct upstream_request *r)
@@ -403,23 +411,33 @@ build_head(struct strbuf *b, const struct upstream_request *r)
     bool with_length = r->body != NULL || strcmp(r->method, "POST") == 0 ||
                        strcmp(r->method, "PUT") == 0 ||
                        strcmp(r->method, "PATCH") == 0;
+    size_t nm = strlen(r->method), nt = strlen(r->target);
+    char *at;
 
+    /* Room checked once per line; the last strbuf_add() ends the NUL. */
     b->n = 0;
-    strbuf_adds(b, r->method);
-    strbuf_add(b, " ", 1);
-    strbuf_adds(b, r->target);
-    strbuf_add(b, " HTTP/1.1\r\n", 11);
+    b->p = xgrow(b->p, &b->cap, nm + nt + 12, 1);
+    at = b->p;
+    at = put(at, r->method, nm);
+    *at++ = ' ';
+    at = put(at, r->target, nt);
+    at = put(at, " HTTP/1.1\r\n", 11);
+    b->n = (size_t)(at - b->p);
     for (size_t i = 0; i < r->headers->n; i++) {
         const struct header *h = &r->headers->v[i];
+        size_t nn = headers_name_len(h->name), nv;
 
         /* A filter's output is not checked at load: never split a line. */
-        if (!headers_valid_name(h->name) || !headers_valid_value(h->value)) {
+        if (nn == 0 || (nv = headers_value_len(h->value)) == SIZE_MAX) {
             continue;
         }
-        strbuf_adds(b, h->name);
-        strbuf_add(b, ": ", 2);
-        strbuf_adds(b, h->value);
-        strbuf_add(b, "\r\n", 2);
+        b->p = xgrow(b->p, &b->cap, b->n + nn + nv + 5, 1);
+        at = b->p + b->n;
+        at = put(at, h->name, nn);
+        at = put(at, ": ", 2);
+        at = put(at, h->value, nv);
+        at = put(at, "\r\n", 2);
+        b->n = (size_t)(at - b->p);
     }
     if (with_length) {
         strbuf_add(b, "Content-Length: ", 16);

@@ -157,31 +157,46 @@ is_tchar(unsigned char c)
     return c < 128 && (tchar[c >> 6] >> (c & 63) & 1) != 0;
 }
 
+size_t
+headers_name_len(const char *name)
+{
+    const unsigned char *p = (const unsigned char *)name;
+
+    if (name == NULL) {
+        return 0;
+    }
+    while (is_tchar(*p)) {
+        p++;
+    }
+    /* A valid name ends at its NUL, the one byte that is not a tchar. */
+    return *p == '\0' ? (size_t)(p - (const unsigned char *)name) : 0;
+}
+
 bool
 headers_valid_name(const char *name)
 {
-    if (name == NULL || *name == '\0') {
-        return false;
+    return headers_name_len(name) > 0;
+}
+
+size_t
+headers_value_len(const char *value)
+{
+    const unsigned char *p = (const unsigned char *)value;
+
+    if (value == NULL) {
+        return SIZE_MAX;
     }
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        if (!is_tchar(*p)) {
-            return false;
+    /* obs-text (0x80-0xFF) stays allowed: RFC 9110 still accepts it. */
+    for (; *p != '\0'; p++) {
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f) {
+            return SIZE_MAX;
         }
     }
-    return true;
+    return (size_t)(p - (const unsigned char *)value);
 }
 
 bool
 headers_valid_value(const char *value)
 {
-    if (value == NULL) {
-        return false;
-    }
-    /* obs-text (0x80-0xFF) stays allowed: RFC 9110 still accepts it. */
-    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-        if ((*p < 0x20 && *p != '\t') || *p == 0x7f) {
-            return false;
-        }
-    }
-    return true;
+    return headers_value_len(value) != SIZE_MAX;
 }

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct header {
     char *name;  /* in the list's own memory */
@@ -54,5 +55,9 @@ const char *headers_get(const struct headers *h, const char *name);
 bool headers_valid_name(const char *name);
 /* No CR, LF or NUL, and no other control character except HTAB. */
 bool headers_valid_value(const char *value);
+/* strlen('name') when headers_valid_name() holds, else 0. */
+size_t headers_name_len(const char *name);
+/* strlen('value') when headers_valid_value() holds, else SIZE_MAX. */
+size_t headers_value_len(const char *value);
 
 #endif

@@ -1,6 +1,7 @@
 #include <criterion/criterion.h>
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -194,4 +195,17 @@ Test(headers, long_fields_and_many_rounds_of_clear_keep_every_byte)
     }
     headers_deinit(&h);
     cr_assert_null(h.mem);
+}
+
+Test(headers, lengths_are_those_of_valid_names_and_values_only)
+{
+    cr_assert_eq(headers_name_len("X-Trace"), 7);
+    cr_assert_eq(headers_name_len(""), 0);
+    cr_assert_eq(headers_name_len("X Trace"), 0);
+    cr_assert_eq(headers_name_len(NULL), 0);
+    cr_assert_eq(headers_value_len("a\tb c"), 5);
+    cr_assert_eq(headers_value_len(""), 0);
+    cr_assert_eq(headers_value_len("a\r\nX: 1"), SIZE_MAX);
+    cr_assert_eq(headers_value_len("\x7f"), SIZE_MAX);
+    cr_assert_eq(headers_value_len(NULL), SIZE_MAX);
 }
