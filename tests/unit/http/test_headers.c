@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "headers.h"
@@ -208,4 +209,54 @@ Test(headers, lengths_are_those_of_valid_names_and_values_only)
     cr_assert_eq(headers_value_len("a\r\nX: 1"), SIZE_MAX);
     cr_assert_eq(headers_value_len("\x7f"), SIZE_MAX);
     cr_assert_eq(headers_value_len(NULL), SIZE_MAX);
+}
+
+/* The rule itself, byte by byte, for the tests below. */
+static bool
+value_ok(const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+Test(headers, every_byte_in_every_position_of_a_value_is_judged_alike)
+{
+    char v[22];
+
+    for (int c = 1; c < 256; c++) {
+        for (int pos = 0; pos < 21; pos++) {
+            memset(v, 'a', 21);
+            v[21] = '\0';
+            v[pos] = (char)c;
+            cr_assert_eq(headers_valid_value(v), value_ok(v),
+                         "byte 0x%02x at %d", c, pos);
+        }
+    }
+}
+
+Test(headers, random_values_are_judged_as_byte_by_byte)
+{
+    char v[48];
+    unsigned seed = 12345;
+
+    for (int i = 0; i < 20000; i++) {
+        size_t n = (size_t)(rand_r(&seed) % 47);
+
+        for (size_t k = 0; k < n; k++) {
+            /* Mostly high and printable bytes, a few controls. */
+            int r = rand_r(&seed) % 16;
+
+            v[k] = (char)(r == 0   ? 1 + rand_r(&seed) % 31
+                          : r < 8  ? 0x80 + rand_r(&seed) % 128
+                          : r == 8 ? 0x7f
+                                   : 0x20 + rand_r(&seed) % 95);
+        }
+        v[n] = '\0';
+        cr_assert_eq(headers_value_len(v), value_ok(v) ? n : SIZE_MAX,
+                     "case %d", i);
+    }
 }
