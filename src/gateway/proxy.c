@@ -59,6 +59,10 @@ struct proxy {
     struct accesslog *log;         /* borrowed: the access log */
     size_t in_flight;              /* length of 'live' */
     bool draining;                 /* responses close their connections */
+    struct headers in_spare;       /* an empty list whose memory the next
+                                      request's fields reuse; owned */
+    struct headers fwd_spare;      /* the same for the fields sent
+                                      upstream; owned */
 };
 
 /*
@@ -141,6 +145,8 @@ proxy_free(struct proxy *p)
     if (p == NULL) {
         return;
     }
+    headers_deinit(&p->in_spare);
+    headers_deinit(&p->fwd_spare);
     upstream_client_free(p->up);
     free(p);
 }
@@ -166,6 +172,32 @@ bool
 proxy_idle(const struct proxy *p)
 {
     return p->in_flight == 0;
+}
+
+/* ---- field lists ---- */
+
+/*
+ * An empty list in '*h', with the memory of the one last given back to
+ * 'spare': a request's lists then allocate nothing in the common case.
+ */
+static void
+fields_take(struct headers *spare, struct headers *h)
+{
+    *h = *spare;
+    headers_init(spare);
+}
+
+/* 'h' is done with: kept (emptied) in 'spare' if that is free. */
+static void
+fields_give(struct headers *spare, struct headers *h)
+{
+    if (spare->v == NULL && spare->mem == NULL) {
+        headers_clear(h);
+        *spare = *h;
+        headers_init(h);
+    } else {
+        headers_deinit(h);
+    }
 }
 
 /* ---- the end of an exchange ---- */
@@ -273,7 +305,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
-    headers_deinit(&ex->fwd);
+    fields_give(&p->fwd_spare, &ex->fwd);
     headers_deinit(&ex->rl_headers);
     free(ex->target);
     config_unref(ex->cfg);
@@ -444,7 +476,6 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     /* From here the client connection's close callback tells of a leave. */
     event_free(ex->client_gone);
     ex->client_gone = NULL;
-    headers_deinit(&ex->fwd);
     if (!route_filters_response(r)) {
         /* The common case: straight across, no copy in between. */
         for (size_t i = 0; i < uh->n; i++) {
@@ -581,6 +612,8 @@ start_upstream(struct exchange *ex)
     ur.keepalive = ex->cfg->upstream.keepalive;
     ex->up_t0 = clock_mono_ms();
     ex->ureq = upstream_send(ex->proxy->up, &ur, &upstream_callbacks, ex);
+    /* Written out (or copied for the bufferevent): no longer needed. */
+    fields_give(&ex->proxy->fwd_spare, &ex->fwd);
     if (ex->ureq == NULL) {
         char detail[160];
 
@@ -716,7 +749,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     len = len < sizeof(ex->client) ? len : sizeof(ex->client) - 1;
     memcpy(ex->client, client, len);
     ex->client[len] = '\0';
-    headers_init(&ex->fwd);
+    fields_take(&p->fwd_spare, &ex->fwd);
     headers_init(&ex->rl_headers);
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, 1);
@@ -827,27 +860,27 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         peer.family = AF_INET;
     }
     netaddr_format(&peer, addr, sizeof(addr));
-    headers_init(&in);
+    fields_take(&p->in_spare, &in);
     evreq_headers(&in, creq);
     if (refused_or_reply(p, creq, cc, &in, addr, t0, wall)) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         return;
     }
     if (evreq_head_bytes(creq) > sc->max_header_bytes) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         early_reply(p, creq, 431,
                     "request header fields exceed server.max_header_bytes",
                     addr, t0, wall);
         return;
     }
     if (raw_path == NULL || raw_path[0] == '\0') {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         early_reply(p, creq, 400, "request target has no path", addr, t0, wall);
         return;
     }
     st = path_normalize(raw_path, strlen(raw_path), &path);
     if (st != PATH_OK) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         early_reply(p, creq, 400, path_status_str(st), addr, t0, wall);
         return;
     }
@@ -865,7 +898,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     view.client = &client;
     route = router_match(cfg->routes, cfg->nroutes, &view, &vars);
     if (route == NULL) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         free(path);
         early_reply(p, creq, 404, "no route matches this request", addr, t0,
                     wall);
@@ -922,7 +955,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     fr.peer = &peer;
     fr.peer_trusted = trusted;
     forward_request_headers(&ex->fwd, &fr);
-    headers_deinit(&out.headers);
+    fields_give(&p->in_spare, &out.headers);
     free(out.path);
     free(path);
     if (!limited) {
