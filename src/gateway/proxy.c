@@ -1,6 +1,7 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -48,6 +49,8 @@
  * would be held is refused with 429, so a flood cannot pile up timers.
  */
 #define MAX_HELD 4096
+/* Alignment of the event kept after an exchange (any object's). */
+#define EVENT_ALIGN _Alignof(max_align_t)
 
 struct proxy {
     struct event_base *base;       /* borrowed */
@@ -110,7 +113,8 @@ struct exchange {
     struct upstream_req *ureq;       /* the upstream request, or NULL */
     struct event *timer;             /* delay mode's hold, or NULL */
     struct event *client_gone;       /* EV_CLOSED watch until the response
-                                        begins, or NULL */
+                                        begins, or NULL; stored after the
+                                        exchange, in its allocation */
     bool paused;                     /* upstream reads held back */
     struct exchange *prev, *next;    /* in proxy->live */
     int64_t t0;                      /* monotonic ms at arrival */
@@ -286,7 +290,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         clientconn_watch(ex->cc, NULL, NULL);
     }
     if (ex->client_gone != NULL) {
-        event_free(ex->client_gone);
+        event_del(ex->client_gone);
     }
     if (ex->timer != NULL) {
         event_free(ex->timer);
@@ -474,7 +478,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     }
     connection = forward_connection_list(uh);
     /* From here the client connection's close callback tells of a leave. */
-    event_free(ex->client_gone);
+    event_del(ex->client_gone);
     ex->client_gone = NULL;
     if (!route_filters_response(r)) {
         /* The common case: straight across, no copy in between. */
@@ -728,7 +732,10 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
              struct evhttp_request *creq, struct clientconn *cc,
              const char *client, int64_t t0, int64_t wall)
 {
-    struct exchange *ex = xcalloc(1, sizeof(*ex));
+    /* The watch's event lives in the same allocation (event_assign). */
+    size_t size =
+        (sizeof(struct exchange) + EVENT_ALIGN - 1) / EVENT_ALIGN * EVENT_ALIGN;
+    struct exchange *ex = xcalloc(1, size + event_get_struct_event_size());
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
     size_t len;
 
@@ -765,9 +772,10 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
      * notice the client leaving: watch the socket for that until the
      * response begins (TRAPS 2).
      */
-    ex->client_gone = event_new(
-        p->base, bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
-        EV_CLOSED, on_client_gone, ex);
+    ex->client_gone = (struct event *)((char *)ex + size);
+    event_assign(ex->client_gone, p->base,
+                 bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
+                 EV_CLOSED, on_client_gone, ex);
     event_add(ex->client_gone, NULL);
     return ex;
 }
