@@ -5,6 +5,7 @@
 #include <sys/queue.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
 
 #include "headers.h"
@@ -85,6 +86,23 @@ evreq_fit_body(struct evhttp_request *req, struct evbuffer *body)
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
         evbuffer_drain(body, evbuffer_get_length(body));
     }
+}
+
+void
+evreq_flush(struct evhttp_connection *conn)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(conn);
+    struct evbuffer *out = bufferevent_get_output(bev);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+
+    if (fd < 0 || evbuffer_get_length(out) == 0) {
+        return;
+    }
+    /* A bufferevent thaws the front of its output only while it writes
+       (bufferevent_sock.c); this writes the same way. */
+    evbuffer_unfreeze(out, 1);
+    (void)evbuffer_write(out, fd);
+    evbuffer_freeze(out, 1);
 }
 
 void

@@ -1,6 +1,7 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -48,6 +49,8 @@
  * would be held is refused with 429, so a flood cannot pile up timers.
  */
 #define MAX_HELD 4096
+/* Alignment of the event kept after an exchange (any object's). */
+#define EVENT_ALIGN _Alignof(max_align_t)
 
 struct proxy {
     struct event_base *base;       /* borrowed */
@@ -59,6 +62,10 @@ struct proxy {
     struct accesslog *log;         /* borrowed: the access log */
     size_t in_flight;              /* length of 'live' */
     bool draining;                 /* responses close their connections */
+    struct headers in_spare;       /* an empty list whose memory the next
+                                      request's fields reuse; owned */
+    struct headers fwd_spare;      /* the same for the fields sent
+                                      upstream; owned */
 };
 
 /*
@@ -106,7 +113,8 @@ struct exchange {
     struct upstream_req *ureq;       /* the upstream request, or NULL */
     struct event *timer;             /* delay mode's hold, or NULL */
     struct event *client_gone;       /* EV_CLOSED watch until the response
-                                        begins, or NULL */
+                                        begins, or NULL; stored after the
+                                        exchange, in its allocation */
     bool paused;                     /* upstream reads held back */
     struct exchange *prev, *next;    /* in proxy->live */
     int64_t t0;                      /* monotonic ms at arrival */
@@ -141,6 +149,8 @@ proxy_free(struct proxy *p)
     if (p == NULL) {
         return;
     }
+    headers_deinit(&p->in_spare);
+    headers_deinit(&p->fwd_spare);
     upstream_client_free(p->up);
     free(p);
 }
@@ -168,6 +178,32 @@ proxy_idle(const struct proxy *p)
     return p->in_flight == 0;
 }
 
+/* ---- field lists ---- */
+
+/*
+ * An empty list in '*h', with the memory of the one last given back to
+ * 'spare': a request's lists then allocate nothing in the common case.
+ */
+static void
+fields_take(struct headers *spare, struct headers *h)
+{
+    *h = *spare;
+    headers_init(spare);
+}
+
+/* 'h' is done with: kept (emptied) in 'spare' if that is free. */
+static void
+fields_give(struct headers *spare, struct headers *h)
+{
+    if (spare->v == NULL && spare->mem == NULL) {
+        headers_clear(h);
+        *spare = *h;
+        headers_init(h);
+    } else {
+        headers_deinit(h);
+    }
+}
+
 /* ---- the end of an exchange ---- */
 
 /* Counts a finished request and writes its access-log line. */
@@ -181,7 +217,15 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     const char *labels[3];
     struct access_entry e;
 
-    snprintf(code, sizeof(code), "%d", status);
+    /* A status is 100..599 (499 our own); anything else as printf would. */
+    if (status >= 100 && status <= 999) {
+        code[0] = (char)('0' + status / 100);
+        code[1] = (char)('0' + status / 10 % 10);
+        code[2] = (char)('0' + status % 10);
+        code[3] = '\0';
+    } else {
+        snprintf(code, sizeof(code), "%d", status);
+    }
     labels[0] = route != NULL ? route : "-";
     labels[1] = metrics_method_class(method);
     labels[2] = code;
@@ -230,6 +274,8 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     struct proxy *p = ex->proxy;
     struct evhttp_request *creq = ex->creq;
     struct evhttp_connection *cconn = ex->cconn;
+    /* A client that fell behind is written to by the bufferevent. */
+    bool flush = how == END_COMPLETE && !ex->paused;
 
     if (ex->check != NULL) {
         ratelimit_cancel(ex->check);
@@ -244,7 +290,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         clientconn_watch(ex->cc, NULL, NULL);
     }
     if (ex->client_gone != NULL) {
-        event_free(ex->client_gone);
+        event_del(ex->client_gone);
     }
     if (ex->timer != NULL) {
         event_free(ex->timer);
@@ -263,7 +309,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
-    headers_deinit(&ex->fwd);
+    fields_give(&p->fwd_spare, &ex->fwd);
     headers_deinit(&ex->rl_headers);
     free(ex->target);
     config_unref(ex->cfg);
@@ -285,6 +331,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
+        if (flush) {
+            evreq_flush(cconn);
+        }
         evhttp_send_reply_end(creq);
         break;
     case END_CUT:
@@ -429,9 +478,8 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     }
     connection = forward_connection_list(uh);
     /* From here the client connection's close callback tells of a leave. */
-    event_free(ex->client_gone);
+    event_del(ex->client_gone);
     ex->client_gone = NULL;
-    headers_deinit(&ex->fwd);
     if (!route_filters_response(r)) {
         /* The common case: straight across, no copy in between. */
         for (size_t i = 0; i < uh->n; i++) {
@@ -472,8 +520,12 @@ on_upstream_head(void *arg, const struct resparse_head *head)
         metrics_observe(ex->proxy->metrics, M_UPSTREAM_SECONDS, labels,
                         (double)ex->up_ms / 1000.0);
     }
-    evhttp_send_reply_start(ex->creq, head->status, head->reason);
+    /*
+     * Set first: reading and writing are both off here, so nothing is
+     * re-added now, and the reply's start enables both with these.
+     */
     clientconn_stream_timeouts(ex->cc);
+    evhttp_send_reply_start(ex->creq, head->status, head->reason);
 }
 
 static void
@@ -564,6 +616,8 @@ start_upstream(struct exchange *ex)
     ur.keepalive = ex->cfg->upstream.keepalive;
     ex->up_t0 = clock_mono_ms();
     ex->ureq = upstream_send(ex->proxy->up, &ur, &upstream_callbacks, ex);
+    /* Written out (or copied for the bufferevent): no longer needed. */
+    fields_give(&ex->proxy->fwd_spare, &ex->fwd);
     if (ex->ureq == NULL) {
         char detail[160];
 
@@ -650,10 +704,18 @@ on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
 static char *
 build_target(const struct route *r, const char *path, const char *query)
 {
+    size_t nb = strlen(r->uri.base_path), np = strlen(path);
+    size_t nq = query != NULL ? strlen(query) + 1 : 0;
+    char *t = xmalloc(nb + np + nq + 1);
+
+    memcpy(t, r->uri.base_path, nb);
+    memcpy(t + nb, path, np);
     if (query != NULL) {
-        return xasprintf("%s%s?%s", r->uri.base_path, path, query);
+        t[nb + np] = '?';
+        memcpy(t + nb + np + 1, query, nq - 1);
     }
-    return xasprintf("%s%s", r->uri.base_path, path);
+    t[nb + np + nq] = '\0';
+    return t;
 }
 
 /* ---- accepting a request ---- */
@@ -670,8 +732,12 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
              struct evhttp_request *creq, struct clientconn *cc,
              const char *client, int64_t t0, int64_t wall)
 {
-    struct exchange *ex = xcalloc(1, sizeof(*ex));
+    /* The watch's event lives in the same allocation (event_assign). */
+    size_t size =
+        (sizeof(struct exchange) + EVENT_ALIGN - 1) / EVENT_ALIGN * EVENT_ALIGN;
+    struct exchange *ex = xcalloc(1, size + event_get_struct_event_size());
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
+    size_t len;
 
     ex->state = EX_LIMITING;
     ex->proxy = p;
@@ -686,8 +752,11 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->t0 = t0;
     ex->wall = wall;
     ex->up_ms = -1;
-    snprintf(ex->client, sizeof(ex->client), "%s", client);
-    headers_init(&ex->fwd);
+    len = strlen(client);
+    len = len < sizeof(ex->client) ? len : sizeof(ex->client) - 1;
+    memcpy(ex->client, client, len);
+    ex->client[len] = '\0';
+    fields_take(&p->fwd_spare, &ex->fwd);
     headers_init(&ex->rl_headers);
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, 1);
@@ -703,9 +772,10 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
      * notice the client leaving: watch the socket for that until the
      * response begins (TRAPS 2).
      */
-    ex->client_gone = event_new(
-        p->base, bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
-        EV_CLOSED, on_client_gone, ex);
+    ex->client_gone = (struct event *)((char *)ex + size);
+    event_assign(ex->client_gone, p->base,
+                 bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
+                 EV_CLOSED, on_client_gone, ex);
     event_add(ex->client_gone, NULL);
     return ex;
 }
@@ -798,27 +868,27 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         peer.family = AF_INET;
     }
     netaddr_format(&peer, addr, sizeof(addr));
-    headers_init(&in);
+    fields_take(&p->in_spare, &in);
     evreq_headers(&in, creq);
     if (refused_or_reply(p, creq, cc, &in, addr, t0, wall)) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         return;
     }
     if (evreq_head_bytes(creq) > sc->max_header_bytes) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         early_reply(p, creq, 431,
                     "request header fields exceed server.max_header_bytes",
                     addr, t0, wall);
         return;
     }
     if (raw_path == NULL || raw_path[0] == '\0') {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         early_reply(p, creq, 400, "request target has no path", addr, t0, wall);
         return;
     }
     st = path_normalize(raw_path, strlen(raw_path), &path);
     if (st != PATH_OK) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         early_reply(p, creq, 400, path_status_str(st), addr, t0, wall);
         return;
     }
@@ -836,7 +906,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     view.client = &client;
     route = router_match(cfg->routes, cfg->nroutes, &view, &vars);
     if (route == NULL) {
-        headers_deinit(&in);
+        fields_give(&p->in_spare, &in);
         free(path);
         early_reply(p, creq, 404, "no route matches this request", addr, t0,
                     wall);
@@ -893,7 +963,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     fr.peer = &peer;
     fr.peer_trusted = trusted;
     forward_request_headers(&ex->fwd, &fr);
-    headers_deinit(&out.headers);
+    fields_give(&p->in_spare, &out.headers);
     free(out.path);
     free(path);
     if (!limited) {

@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -72,8 +73,12 @@ struct worker {
     struct config *cfg;                /* this worker's reference */
     pthread_mutex_t mu;                /* guards 'next_cfg' */
     struct config *next_cfg;           /* handed over by a reload, or NULL */
-    struct event *reload_ev;           /* activated by the main thread */
-    struct event *stop_ev;             /* activated by the main thread */
+    int wake[2];                       /* pipe: the main thread writes a
+                                          byte after setting a flag below;
+                                          -1 when not open */
+    struct event *wake_ev;             /* reads wake[0] */
+    atomic_bool reload_due;            /* set by the main thread */
+    atomic_bool stop_due;              /* set by the main thread */
     struct event *drain_timer;         /* polls in-flight while draining */
     uint64_t drain_left_ms;            /* drain time remaining */
     atomic_bool done;                  /* the loop has returned */
@@ -235,6 +240,41 @@ on_stop(evutil_socket_t fd, short what, void *arg)
     w->drain_left_ms = 0;
 }
 
+/*
+ * The main thread asked for something: each flag set since the last
+ * time is acted on once, however many bytes came, as event_active() on
+ * an event already active would have.
+ */
+static void
+on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    char buf[64];
+
+    (void)what;
+    while (read(fd, buf, sizeof(buf)) > 0) {
+    }
+    if (atomic_exchange(&w->reload_due, false)) {
+        on_reload(-1, 0, w);
+    }
+    if (atomic_exchange(&w->stop_due, false)) {
+        on_stop(-1, 0, w);
+    }
+}
+
+/* Sets 'flag' of worker 'w' and wakes it (any thread). */
+static void
+worker_wake(struct worker *w, atomic_bool *flag)
+{
+    char b = 1;
+
+    atomic_store(flag, true);
+    /* Full pipe: a byte is waiting already, and the flag is set. */
+    if (write(w->wake[1], &b, 1) < 0) {
+        (void)0;
+    }
+}
+
 /* Publishes what other threads read of this worker. */
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
@@ -258,7 +298,10 @@ worker_main(void *arg)
 }
 
 /*
- * A worker's event base. With the changelist, the many enable/disable
+ * A worker's event base, used by its own thread only (the main thread
+ * asks for things through the worker's pipe), hence without a lock:
+ * every event_add() and event_del() took and released a mutex, about 45
+ * times per proxied request. With the changelist, the many enable/disable
  * pairs that evhttp and bufferevents make within one loop turn (reading
  * off while a request is answered, writing on until the reply is out)
  * reach the kernel as one epoll_ctl per descriptor at most, at the next
@@ -276,6 +319,7 @@ worker_base_new(void)
         return NULL;
     }
     event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
     base = event_base_new_with_config(ec);
     event_config_free(ec);
     return base;
@@ -289,6 +333,7 @@ worker_init(struct worker *w, struct server *s, unsigned index,
     struct evconnlistener *lev;
 
     w->srv = s;
+    w->wake[0] = w->wake[1] = -1;
     w->index = index;
     w->cfg = config_ref(s->cfg);
     pthread_mutex_init(&w->mu, NULL);
@@ -346,9 +391,19 @@ worker_init(struct worker *w, struct server *s, unsigned index,
         event_add(w->tick, &tv);
     }
     on_tick(-1, 0, w);
-    w->reload_ev = event_new(w->base, -1, 0, on_reload, w);
-    w->stop_ev = event_new(w->base, -1, 0, on_stop, w);
     w->drain_timer = evtimer_new(w->base, on_drain_tick, w);
+    if (pipe(w->wake) < 0) {
+        log_error("server: worker %u: pipe: %s", index, strerror(errno));
+        w->wake[0] = w->wake[1] = -1;
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        fcntl(w->wake[i], F_SETFL, fcntl(w->wake[i], F_GETFL) | O_NONBLOCK);
+        fcntl(w->wake[i], F_SETFD, FD_CLOEXEC);
+    }
+    w->wake_ev =
+        event_new(w->base, w->wake[0], EV_READ | EV_PERSIST, on_wake, w);
+    event_add(w->wake_ev, NULL);
     return 0;
 }
 
@@ -377,10 +432,15 @@ worker_deinit(struct worker *w)
     if (w->tick != NULL) {
         event_free(w->tick);
     }
-    if (w->reload_ev != NULL) {
-        event_free(w->reload_ev);
-        event_free(w->stop_ev);
+    if (w->drain_timer != NULL) {
         event_free(w->drain_timer);
+    }
+    if (w->wake_ev != NULL) {
+        event_free(w->wake_ev);
+    }
+    if (w->wake[0] >= 0) {
+        close(w->wake[0]);
+        close(w->wake[1]);
     }
     if (w->dns != NULL) {
         evdns_base_free(w->dns, 0);
@@ -453,7 +513,7 @@ reload(struct server *s, struct config_errors *errs)
         config_unref(w->next_cfg);
         w->next_cfg = config_ref(next);
         pthread_mutex_unlock(&w->mu);
-        event_active(w->reload_ev, 0, 0);
+        worker_wake(w, &w->reload_due);
     }
     config_unref(s->cfg);
     s->cfg = next;
@@ -501,7 +561,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
         log_info("server: second signal: stopping now");
     }
     for (unsigned i = 0; i < s->nworkers; i++) {
-        event_active(s->workers[i].stop_ev, 0, 0);
+        worker_wake(&s->workers[i], &s->workers[i].stop_due);
     }
 }
 

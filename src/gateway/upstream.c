@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -14,18 +15,30 @@
 #include <event2/event.h>
 
 #include "clock.h"
+#include "strbuf.h"
 #include "xmalloc.h"
 
 /* Response heads, interim responses included, beyond this are a 502. */
 #define MAX_HEAD_BYTES (64 * 1024)
 /* An idle pooled connection unused this long is closed. */
 #define IDLE_TIMEOUT_MS (60 * 1000)
+/* Bytes read from an upstream at most per read() (the bufferevent's
+   evbuffer_read() took 4096, and asked FIONREAD first). */
+#define READ_CHUNK (16 * 1024)
 
 struct pool;
 
-/* One connection to an upstream: in use by 'req', or idle in its pool. */
+/*
+ * One connection to an upstream: in use by 'req', or idle in its pool.
+ * The bufferevent connects and writes; reading is ours ('rd'), so that a
+ * read is one recv() and goes straight to the parser.
+ */
 struct uconn {
-    struct bufferevent *bev;  /* owned */
+    struct bufferevent *bev;  /* owned; never reads */
+    struct event *rd;         /* reads the socket once connected: for the
+                                 request, or to drop an idle connection
+                                 that the upstream closes or writes on;
+                                 owned, NULL until connected */
     struct pool *pool;        /* borrowed: where it returns */
     struct upstream_req *req; /* the request on it, or NULL when idle */
     unsigned served;          /* responses completed on it */
@@ -34,7 +47,8 @@ struct uconn {
      * them: */
     struct resparse *parser; /* its responses' parser; owned */
     struct evbuffer *body;   /* parsed body for on_body; owned */
-    struct event *timer;     /* connect, then response timeout; owned */
+    struct event *timer;     /* connect, response, body and idle timeouts:
+                                the bufferevent times nothing; owned */
 };
 
 /* The idle connections of one worker to one host:port. */
@@ -51,7 +65,9 @@ struct upstream_client {
     struct event_base *base; /* borrowed */
     struct evdns_base *dns;  /* borrowed, or NULL */
     struct pool *pools;      /* owned list */
-    struct timeval idle_tv;  /* idle timeout of pooled connections */
+    struct timeval idle_tv;  /* idle timeout of pooled connections, a
+                                common timeout of 'base' when possible */
+    struct strbuf head;      /* where request heads are built; reused */
 };
 
 /* Where a request stands; each callback checks it first. */
@@ -67,8 +83,10 @@ struct upstream_req {
     const struct upstream_callbacks *cb; /* borrowed */
     void *arg;                           /* for 'cb'; borrowed */
     struct uconn *conn;                  /* owned while the request runs */
-    struct evbuffer *resend;             /* the request once more, for the
-                                            one retry; NULL when none */
+    const char *resend;                  /* the request once more, for the
+                                            one retry (in 'resend_buf');
+                                            NULL when none */
+    size_t resend_len;                   /* bytes at 'resend' */
     struct timeval body_tv;              /* longest pause in the body */
     int64_t t0;                          /* monotonic ms it was sent */
     uint64_t response_timeout_ms;        /* from 'r' */
@@ -83,12 +101,13 @@ struct upstream_req {
     bool write_failed;                   /* the upstream stopped reading our
                                             request; its answer may follow */
     bool cancelled;                      /* upstream_cancel() during one */
+    char resend_buf[];                   /* the head, when it may be
+                                            resent; allocated with it */
 };
 
-static void on_conn_read(struct bufferevent *bev, void *arg);
+static void on_readable(evutil_socket_t fd, short what, void *arg);
 static void on_conn_event(struct bufferevent *bev, short what, void *arg);
 static void on_idle_event(struct bufferevent *bev, short what, void *arg);
-static void on_idle_read(struct bufferevent *bev, void *arg);
 static void on_timer(evutil_socket_t fd, short what, void *arg);
 static const struct resparse_callbacks parse_callbacks;
 
@@ -116,17 +135,25 @@ struct upstream_client *
 upstream_client_new(struct event_base *base, struct evdns_base *dns)
 {
     struct upstream_client *c = xcalloc(1, sizeof(*c));
+    struct timeval tv = clock_tv(IDLE_TIMEOUT_MS);
+    const struct timeval *common;
 
     c->base = base;
     c->dns = dns;
-    c->idle_tv = clock_tv(IDLE_TIMEOUT_MS);
+    /* Every idle timeout has the same length: a queue, not the heap. */
+    common = event_base_init_common_timeout(base, &tv);
+    c->idle_tv = common != NULL ? *common : tv;
     return c;
 }
 
 static void
 conn_free(struct uconn *uc)
 {
-    /* Safe inside the bufferevent's own callbacks: libevent defers it. */
+    /* Safe inside the bufferevent's own callbacks (libevent defers it),
+       and inside on_readable(), which touches nothing after. */
+    if (uc->rd != NULL) {
+        event_free(uc->rd);
+    }
     bufferevent_free(uc->bev);
     event_free(uc->timer);
     resparse_free(uc->parser);
@@ -151,6 +178,7 @@ upstream_client_free(struct upstream_client *c)
         free(pl->host);
         free(pl);
     }
+    free(c->head.p);
     free(c);
 }
 
@@ -186,16 +214,14 @@ pool_remove(struct pool *pl, struct uconn *uc)
 }
 
 /*
- * An idle connection that the upstream closes, or sends anything on, or
- * that stays unused past the idle timeout, is dropped: a byte from an
- * upstream that was asked nothing belongs to no request.
+ * An idle connection that the upstream closes, or sends anything on
+ * (on_readable), or that stays unused past the idle timeout (on_timer),
+ * is dropped: a byte from an upstream that was asked nothing belongs to
+ * no request.
  */
 static void
-on_idle_read(struct bufferevent *bev, void *arg)
+idle_drop(struct uconn *uc)
 {
-    struct uconn *uc = arg;
-
-    (void)bev;
     pool_remove(uc->pool, uc);
     conn_free(uc);
 }
@@ -203,16 +229,16 @@ on_idle_read(struct bufferevent *bev, void *arg)
 static void
 on_idle_event(struct bufferevent *bev, short what, void *arg)
 {
+    (void)bev;
     (void)what;
-    on_idle_read(bev, arg);
+    idle_drop(arg);
 }
 
 /*
  * True when an idle connection is still fit to carry a request: nothing
- * read on it, and nothing waiting in the kernel either. Callbacks are
- * deferred, so the upstream's FIN or a stray byte may have arrived this
- * very loop turn without on_idle_read() having run yet; libevent turns
- * reading off after an EOF, an error or a timeout.
+ * waiting in the kernel. on_readable() drops an idle connection as soon
+ * as it runs, but the upstream's FIN or a stray byte may have arrived
+ * this very loop turn, before it ran, or after the loop last polled.
  */
 static bool
 conn_fit(struct uconn *uc)
@@ -220,8 +246,7 @@ conn_fit(struct uconn *uc)
     char c;
     evutil_socket_t fd = bufferevent_getfd(uc->bev);
 
-    if (evbuffer_get_length(bufferevent_get_input(uc->bev)) > 0 ||
-        (bufferevent_get_enabled(uc->bev) & EV_READ) == 0 || fd < 0) {
+    if (uc->rd == NULL || fd < 0) {
         return false;
     }
     return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
@@ -251,14 +276,12 @@ pool_release(struct upstream_client *c, struct uconn *uc, unsigned keepalive)
 
     uc->req = NULL;
     uc->served++;
-    evtimer_del(uc->timer);
     if (pl->nidle >= keepalive) {
         conn_free(uc);
         return;
     }
-    bufferevent_setcb(uc->bev, on_idle_read, NULL, on_idle_event, uc);
-    bufferevent_set_timeouts(uc->bev, &c->idle_tv, NULL);
-    bufferevent_enable(uc->bev, EV_READ);
+    bufferevent_setcb(uc->bev, NULL, NULL, on_idle_event, uc);
+    evtimer_add(uc->timer, &c->idle_tv);
     pl->idle = xgrow(pl->idle, &pl->cap, pl->nidle + 1, sizeof(*pl->idle));
     pl->idle[pl->nidle++] = uc;
 }
@@ -299,9 +322,6 @@ req_free(struct upstream_req *rq)
     if (rq->conn != NULL) {
         conn_free(rq->conn);
     }
-    if (rq->resend != NULL) {
-        evbuffer_free(rq->resend);
-    }
     free(rq);
 }
 
@@ -327,7 +347,10 @@ arm_timer(struct upstream_req *rq, uint64_t ms)
     evtimer_add(rq->conn->timer, &tv);
 }
 
-/* Puts the request's bytes on the connection and starts reading. */
+/*
+ * Starts reading the response to the request whose bytes are on (or
+ * already through) the connection, and times the wait for its head.
+ */
 static void
 start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
 {
@@ -336,10 +359,18 @@ start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
     rq->conn = uc;
     rq->reused = reused;
     uc->req = rq;
-    bufferevent_setcb(uc->bev, on_conn_read, NULL, on_conn_event, rq);
-    /* Our timer covers the wait for the head; the body sets its own. */
-    bufferevent_set_timeouts(uc->bev, NULL, NULL);
-    bufferevent_enable(uc->bev, EV_READ | EV_WRITE);
+    bufferevent_setcb(uc->bev, NULL, NULL, on_conn_event, rq);
+    /*
+     * Writing waits for a connect, or for what the socket did not take
+     * at once (write_now()). A bufferevent has EV_WRITE on from its
+     * start, and adding output then schedules the write by itself:
+     * enabling it again would only re-add the event.
+     */
+    if ((bufferevent_get_enabled(uc->bev) & EV_WRITE) == 0 &&
+        (!uc->connected ||
+         evbuffer_get_length(bufferevent_get_output(uc->bev)) > 0)) {
+        bufferevent_enable(uc->bev, EV_WRITE);
+    }
     if (!uc->connected) {
         rq->state = REQ_CONNECTING;
         if (rq->connect_timeout_ms < wait) {
@@ -351,44 +382,120 @@ start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
     arm_timer(rq, wait);
 }
 
-/*
- * Writes the request head, and the body if any, into 'out'. The head is
- * written into 'resend' first when the request may be sent once more.
- */
+/* Appends the decimal digits of 'v' to 'b'. */
 static void
-write_request(struct upstream_req *rq, const struct upstream_request *r,
-              struct evbuffer *out)
+add_decimal(struct strbuf *b, uint64_t v)
 {
-    struct evbuffer *head = rq->resend != NULL ? rq->resend : out;
-    size_t body_len = r->body != NULL ? evbuffer_get_length(r->body) : 0;
+    char d[20];
+    size_t i = sizeof(d);
+
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    strbuf_add(b, d + i, sizeof(d) - i);
+}
+
+/* Appends 'len' bytes, the room made already. */
+static char *
+put(char *at, const char *p, size_t len)
+{
+    memcpy(at, p, len);
+    return at + len;
+}
+
+/* The request head of 'r', in 'b' (emptied first). */
+static void
+build_head(struct strbuf *b, const struct upstream_request *r)
+{
     bool with_length = r->body != NULL || strcmp(r->method, "POST") == 0 ||
                        strcmp(r->method, "PUT") == 0 ||
                        strcmp(r->method, "PATCH") == 0;
+    size_t nm = strlen(r->method), nt = strlen(r->target);
+    char *at;
 
-    evbuffer_add_printf(head, "%s %s HTTP/1.1\r\n", r->method, r->target);
+    /* Room checked once per line; the last strbuf_add() ends the NUL. */
+    b->n = 0;
+    b->p = xgrow(b->p, &b->cap, nm + nt + 12, 1);
+    at = b->p;
+    at = put(at, r->method, nm);
+    *at++ = ' ';
+    at = put(at, r->target, nt);
+    at = put(at, " HTTP/1.1\r\n", 11);
+    b->n = (size_t)(at - b->p);
     for (size_t i = 0; i < r->headers->n; i++) {
         const struct header *h = &r->headers->v[i];
+        size_t nn = headers_name_len(h->name), nv;
 
         /* A filter's output is not checked at load: never split a line. */
-        if (!headers_valid_name(h->name) || !headers_valid_value(h->value)) {
+        if (nn == 0 || (nv = headers_value_len(h->value)) == SIZE_MAX) {
             continue;
         }
-        evbuffer_add(head, h->name, strlen(h->name));
-        evbuffer_add(head, ": ", 2);
-        evbuffer_add(head, h->value, strlen(h->value));
-        evbuffer_add(head, "\r\n", 2);
+        b->p = xgrow(b->p, &b->cap, b->n + nn + nv + 5, 1);
+        at = b->p + b->n;
+        at = put(at, h->name, nn);
+        at = put(at, ": ", 2);
+        at = put(at, h->value, nv);
+        at = put(at, "\r\n", 2);
+        b->n = (size_t)(at - b->p);
     }
     if (with_length) {
-        evbuffer_add_printf(head, "Content-Length: %zu\r\n", body_len);
+        strbuf_add(b, "Content-Length: ", 16);
+        add_decimal(b, r->body != NULL ? evbuffer_get_length(r->body) : 0);
+        strbuf_add(b, "\r\n", 2);
     }
-    evbuffer_add(head, "\r\n", 2);
-    if (head != out) {
-        size_t n = evbuffer_get_length(head);
+    strbuf_add(b, "\r\n", 2);
+}
 
-        evbuffer_add(out, evbuffer_pullup(head, (ev_ssize_t)n), n);
+/*
+ * Sends the head 'p' ('len' bytes) and then 'body' (may be NULL; drained)
+ * on 'uc'. On a connection that is up and has nothing queued, as much as
+ * the socket takes goes out now, in one writev(): going through the
+ * bufferevent costs a loop turn and two epoll_ctl calls (write interest
+ * on, then off). What the socket does not take, and everything on a
+ * connection still connecting, is queued for the bufferevent, which also
+ * reports a failed write as ever: a failed writev() here queues it all,
+ * so that the bufferevent's own attempt meets the error.
+ */
+static void
+write_now(struct uconn *uc, const char *p, size_t len, struct evbuffer *body)
+{
+    struct evbuffer *out = bufferevent_get_output(uc->bev);
+    evutil_socket_t fd = bufferevent_getfd(uc->bev);
+    struct iovec v[8];
+    int nv = 1;
+    ssize_t n;
+
+    if (uc->connected && fd >= 0 && evbuffer_get_length(out) == 0) {
+        v[0].iov_base = (void *)p;
+        v[0].iov_len = len;
+        if (body != NULL) {
+            struct evbuffer_iovec bv[7];
+            int k = evbuffer_peek(body, -1, NULL, bv, 7);
+
+            for (int i = 0; i < k && i < 7; i++) {
+                v[nv].iov_base = bv[i].iov_base;
+                v[nv++].iov_len = bv[i].iov_len;
+            }
+        }
+        do {
+            n = writev(fd, v, nv);
+        } while (n < 0 && errno == EINTR);
+        if (n > 0) {
+            size_t done = (size_t)n < len ? (size_t)n : len;
+
+            p += done;
+            len -= done;
+            if (body != NULL && (size_t)n > done) {
+                evbuffer_drain(body, (size_t)n - done);
+            }
+        }
     }
-    if (r->body != NULL) {
-        evbuffer_add_buffer(out, r->body);
+    if (len > 0) {
+        evbuffer_add(out, p, len);
+    }
+    if (body != NULL && evbuffer_get_length(body) > 0) {
+        evbuffer_add_buffer(out, body);
     }
 }
 
@@ -408,12 +515,27 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     struct uconn *uc;
     bool reused;
 
+    bool resend;
+
     uc = pool_take(pl);
     reused = uc != NULL;
     if (uc == NULL && (uc = conn_new(c, pl)) == NULL) {
         return NULL;
     }
-    rq = xcalloc(1, sizeof(*rq));
+    build_head(&c->head, r);
+    /*
+     * Only an idempotent request without a body, on a connection that
+     * had served before, may go out twice: the upstream may have closed
+     * that connection just as we wrote to it (RFC 9112 9.3.1). Its head
+     * is kept with the request, in the same allocation.
+     */
+    resend = reused && r->body == NULL && idempotent(r->method);
+    rq = xcalloc(1, sizeof(*rq) + (resend ? c->head.n : 0));
+    if (resend) {
+        memcpy(rq->resend_buf, c->head.p, c->head.n);
+        rq->resend = rq->resend_buf;
+        rq->resend_len = c->head.n;
+    }
     rq->client = c;
     rq->cb = cb;
     rq->arg = arg;
@@ -424,15 +546,7 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     rq->keepalive = r->keepalive;
     rq->body_tv = clock_tv(r->response_timeout_ms);
     rq->t0 = clock_mono_ms();
-    /*
-     * Only an idempotent request without a body, on a connection that
-     * had served before, may go out twice: the upstream may have closed
-     * that connection just as we wrote to it (RFC 9112 9.3.1).
-     */
-    if (reused && r->body == NULL && idempotent(r->method)) {
-        rq->resend = evbuffer_new();
-    }
-    write_request(rq, r, bufferevent_get_output(uc->bev));
+    write_now(uc, c->head.p, c->head.n, r->body);
     start_on(rq, uc, reused);
     return rq;
 }
@@ -452,7 +566,10 @@ upstream_pause(struct upstream_req *rq)
 {
     if (!rq->paused) {
         rq->paused = true;
-        bufferevent_disable(rq->conn->bev, EV_READ);
+        event_del(rq->conn->rd);
+        if (rq->state == REQ_BODY) {
+            evtimer_del(rq->conn->timer);
+        }
     }
 }
 
@@ -461,7 +578,10 @@ upstream_resume(struct upstream_req *rq)
 {
     if (rq->paused) {
         rq->paused = false;
-        bufferevent_enable(rq->conn->bev, EV_READ);
+        event_add(rq->conn->rd, NULL);
+        if (rq->state == REQ_BODY) {
+            evtimer_add(rq->conn->timer, &rq->body_tv);
+        }
     }
 }
 
@@ -478,11 +598,11 @@ on_parsed_head(void *arg, const struct resparse_head *head)
 {
     struct upstream_req *rq = ((struct uconn *)arg)->req;
 
+    /* Between reads of the body: time the reads, not the whole body
+       (armed by settle() once this read is handled). */
     evtimer_del(rq->conn->timer);
     rq->state = REQ_BODY;
     rq->keep_alive = head->keep_alive;
-    /* Between reads of the body: time the reads, not the whole body. */
-    bufferevent_set_timeouts(rq->conn->bev, &rq->body_tv, NULL);
     rq->in_callback = true;
     rq->cb->on_head(rq->arg, head);
     rq->in_callback = false;
@@ -533,7 +653,7 @@ deliver_body(struct upstream_req *rq)
  * upstream may send another and has sent nothing beyond this one.
  */
 static void
-req_complete(struct upstream_req *rq, bool keep_alive)
+req_complete(struct upstream_req *rq, bool keep_alive, bool stray)
 {
     const struct upstream_callbacks *cb = rq->cb;
     void *arg = rq->arg;
@@ -548,9 +668,12 @@ req_complete(struct upstream_req *rq, bool keep_alive)
      * before the body): the rest of the body would be read by it as the
      * next request, and its answer sent to another client.
      */
-    if (keep_alive && !rq->write_failed &&
-        evbuffer_get_length(bufferevent_get_input(uc->bev)) == 0 &&
+    if (keep_alive && !rq->write_failed && !stray &&
         evbuffer_get_length(bufferevent_get_output(uc->bev)) == 0) {
+        if (rq->paused) {
+            /* The idle connection is watched for the upstream's close. */
+            event_add(uc->rd, NULL);
+        }
         pool_release(rq->client, uc, rq->keepalive);
     } else {
         conn_free(uc);
@@ -559,27 +682,20 @@ req_complete(struct upstream_req *rq, bool keep_alive)
     cb->on_done(arg);
 }
 
-/* Feeds what the connection has read to the parser. */
+/*
+ * Feeds 'n' bytes just read to the parser; '*stray' tells whether bytes
+ * followed the end of the response.
+ */
 static enum resparse_status
-feed_input(struct upstream_req *rq)
+feed(struct upstream_req *rq, const char *p, size_t n, bool *stray)
 {
-    struct evbuffer *in = bufferevent_get_input(rq->conn->bev);
-    struct evbuffer_iovec v;
-    enum resparse_status st = RESPARSE_MORE;
+    size_t used = 0;
+    enum resparse_status st;
 
-    if (rq->resend != NULL && evbuffer_get_length(in) > 0) {
-        /* A byte came back: the request reached the upstream. */
-        evbuffer_free(rq->resend);
-        rq->resend = NULL;
-    }
-    /* An empty buffer may still hold an empty chain: test the length. */
-    while (st == RESPARSE_MORE && evbuffer_get_length(in) > 0 &&
-           evbuffer_peek(in, -1, NULL, &v, 1) > 0) {
-        size_t used;
-
-        st = resparse_feed(rq->conn->parser, v.iov_base, v.iov_len, &used);
-        evbuffer_drain(in, used);
-    }
+    /* A byte came back: the request reached the upstream. */
+    rq->resend = NULL;
+    st = resparse_feed(rq->conn->parser, p, n, &used);
+    *stray = used < n;
     return st;
 }
 
@@ -590,11 +706,15 @@ feed_input(struct upstream_req *rq)
  * caller first.
  */
 static void
-settle(struct upstream_req *rq, enum resparse_status st, bool closed)
+settle(struct upstream_req *rq, enum resparse_status st, bool closed,
+       bool stray)
 {
     switch (st) {
     case RESPARSE_MORE:
-        deliver_body(rq);
+        if (deliver_body(rq) && rq->state == REQ_BODY && !rq->paused) {
+            /* The body's clock starts again with every read. */
+            evtimer_add(rq->conn->timer, &rq->body_tv);
+        }
         return;
     case RESPARSE_STOPPED:
         /* The caller cancelled from on_head. */
@@ -608,18 +728,9 @@ settle(struct upstream_req *rq, enum resparse_status st, bool closed)
                  resparse_error(rq->conn->parser));
         return;
     case RESPARSE_DONE:
-        req_complete(rq, rq->keep_alive && !closed);
+        req_complete(rq, rq->keep_alive && !closed, stray);
         return;
     }
-}
-
-static void
-on_conn_read(struct bufferevent *bev, void *arg)
-{
-    struct upstream_req *rq = arg;
-
-    (void)bev;
-    settle(rq, feed_input(rq), false);
 }
 
 /* Sends the request again on a new connection; false if it cannot. */
@@ -635,8 +746,7 @@ retry(struct upstream_req *rq)
     rq->conn = NULL;
     conn_free(old);
     out = bufferevent_get_output(uc->bev);
-    evbuffer_add_buffer(out, rq->resend);
-    evbuffer_free(rq->resend);
+    evbuffer_add(out, rq->resend, rq->resend_len);
     rq->resend = NULL;
     resparse_reset(uc->parser, rq->head_request);
     start_on(rq, uc, false);
@@ -654,15 +764,13 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
         uint64_t spent = (uint64_t)(clock_mono_ms() - rq->t0);
 
         rq->conn->connected = true;
+        rq->conn->rd = event_new(rq->client->base, bufferevent_getfd(bev),
+                                 EV_READ | EV_PERSIST, on_readable, rq->conn);
+        event_add(rq->conn->rd, NULL);
         rq->state = REQ_WAITING;
         arm_timer(rq, rq->response_timeout_ms > spent
                           ? rq->response_timeout_ms - spent
                           : 0);
-        return;
-    }
-    if (what & BEV_EVENT_TIMEOUT) {
-        /* Only the body's reads are timed by the bufferevent. */
-        req_fail(rq, UPSTREAM_TIMEOUT, "no body bytes within the timeout");
         return;
     }
     if (rq->state == REQ_CONNECTING) {
@@ -678,8 +786,7 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
         req_fail(rq, UPSTREAM_CONNECT, detail);
         return;
     }
-    if (rq->resend != NULL && (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) &&
-        retry(rq)) {
+    if (rq->resend != NULL && (what & BEV_EVENT_ERROR) && retry(rq)) {
         return;
     }
     if ((what & BEV_EVENT_WRITING) && (what & BEV_EVENT_ERROR)) {
@@ -693,33 +800,73 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
                        evbuffer_get_length(bufferevent_get_output(bev)));
         return;
     }
-    if (what & BEV_EVENT_EOF) {
-        /* Bytes read with the end come first. */
-        enum resparse_status st = feed_input(rq);
+    snprintf(detail, sizeof(detail), "connection error: %s",
+             evutil_socket_error_to_string(err));
+    req_fail(rq, UPSTREAM_CLOSED, detail);
+}
 
-        if (st == RESPARSE_ERROR || st == RESPARSE_STOPPED) {
-            settle(rq, st, false);
-            return;
-        }
-        if (st == RESPARSE_MORE) {
-            st = resparse_eof(rq->conn->parser);
-        }
-        settle(rq, st, true);
+/*
+ * The socket has bytes, an end or an error: for the request on it, or
+ * for an idle connection, which is then dropped. Nothing of 'uc' is
+ * touched once the request has been told: it may be gone.
+ */
+static void
+on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct uconn *uc = arg;
+    struct upstream_req *rq = uc->req;
+    char buf[READ_CHUNK], detail[160];
+    ssize_t n;
+    bool stray;
+
+    (void)what;
+    do {
+        n = recv(fd, buf, sizeof(buf), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+    }
+    if (rq == NULL) {
+        idle_drop(uc);
+        return;
+    }
+    if (n > 0) {
+        enum resparse_status st = feed(rq, buf, (size_t)n, &stray);
+
+        settle(rq, st, false, stray);
+        return;
+    }
+    if (rq->resend != NULL && retry(rq)) {
+        return;
+    }
+    if (n == 0) {
+        settle(rq, resparse_eof(uc->parser), true, false);
         return;
     }
     snprintf(detail, sizeof(detail), "connection error: %s",
-             evutil_socket_error_to_string(err));
+             evutil_socket_error_to_string(errno));
     req_fail(rq, UPSTREAM_CLOSED, detail);
 }
 
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
-    struct upstream_req *rq = ((struct uconn *)arg)->req;
+    struct uconn *uc = arg;
+    struct upstream_req *rq = uc->req;
     char detail[128];
 
     (void)fd;
     (void)what;
+    if (rq == NULL) {
+        /* Idle in its pool past the idle timeout. */
+        pool_remove(uc->pool, uc);
+        conn_free(uc);
+        return;
+    }
+    if (rq->state == REQ_BODY) {
+        req_fail(rq, UPSTREAM_TIMEOUT, "no body bytes within the timeout");
+        return;
+    }
     if (rq->state == REQ_CONNECTING) {
         if (rq->connect_timeout_ms < rq->response_timeout_ms) {
             snprintf(detail, sizeof(detail), "no connection within %llu ms",

@@ -1,6 +1,7 @@
 /*
  * upstream.h - sluice's HTTP/1.1 client to upstream servers, on libevent
- * bufferevents: keep-alive pools per worker and host:port, connect and
+ * (a bufferevent connects and writes; reads are one recv() each, straight
+ * into the parser): keep-alive pools per worker and host:port, connect and
  * response timeouts, one retry of an idempotent request on a pooled
  * connection that turned out closed, and strict response parsing
  * (resparse.h). A connection is pooled again only after a response that

@@ -1,6 +1,7 @@
 #include "forward.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "forwarded.h"
@@ -8,13 +9,21 @@
 #include "strbuf.h"
 #include "xmalloc.h"
 
+/* True when 'name' is 'want' in any case; 'len' is strlen(want). */
+static bool
+named(const char *name, const char *want, size_t len)
+{
+    return (name[0] | 0x20) == (want[0] | 0x20) && strlen(name) == len &&
+           strcasecmp(name, want) == 0;
+}
+
 char *
 forward_connection_list(const struct headers *h)
 {
     struct strbuf b = STRBUF_INIT;
 
     for (size_t i = 0; i < h->n; i++) {
-        if (strcasecmp(h->v[i].name, "Connection") == 0) {
+        if (named(h->v[i].name, "Connection", 10)) {
             if (b.n > 0) {
                 strbuf_add(&b, ", ", 2);
             }
@@ -24,34 +33,72 @@ forward_connection_list(const struct headers *h)
     return b.p;
 }
 
-/* A request field that goes upstream as it came. */
-static bool
-request_field(const char *name, const char *connection)
+/* The request fields the gateway sets itself, not hop-by-hop ones. */
+enum own_field {
+    OWN_NONE,
+    OWN_HOST,
+    OWN_CONTENT_LENGTH,
+    OWN_EXPECT,
+    OWN_XFF,
+    OWN_XFP,
+    OWN_XFH,
+};
+
+/* Which of them 'name' is: one compare at most, chosen by length. */
+static enum own_field
+own_field(const char *name)
 {
-    return !forwarded_is_hop_by_hop(name) &&
-           !forwarded_in_connection(connection, name) &&
-           strcasecmp(name, "Host") != 0 &&
-           strcasecmp(name, "Content-Length") != 0 &&
-           strcasecmp(name, "Expect") != 0 &&
-           strcasecmp(name, "X-Forwarded-For") != 0 &&
-           strcasecmp(name, "X-Forwarded-Proto") != 0 &&
-           strcasecmp(name, "X-Forwarded-Host") != 0;
+    const char *want;
+    enum own_field f;
+
+    switch (strlen(name)) {
+    case 4:
+        want = "Host", f = OWN_HOST;
+        break;
+    case 6:
+        want = "Expect", f = OWN_EXPECT;
+        break;
+    case 14:
+        want = "Content-Length", f = OWN_CONTENT_LENGTH;
+        break;
+    case 15:
+        want = "X-Forwarded-For", f = OWN_XFF;
+        break;
+    case 16:
+        want = "X-Forwarded-Host", f = OWN_XFH;
+        break;
+    case 17:
+        want = "X-Forwarded-Proto", f = OWN_XFP;
+        break;
+    default:
+        return OWN_NONE;
+    }
+    return strcasecmp(name, want) == 0 ? f : OWN_NONE;
 }
 
 void
 forward_request_headers(struct headers *out, const struct forward_request *r)
 {
     char *connection = forward_connection_list(r->in);
-    const char *host = headers_get(r->in, "Host");
-    const char *xff = headers_get(r->in, "X-Forwarded-For");
-    const char *xfp = headers_get(r->in, "X-Forwarded-Proto");
-    const char *xfh = headers_get(r->in, "X-Forwarded-Host");
+    const char *host = NULL, *xff = NULL, *xfp = NULL, *xfh = NULL;
     char addr[64];
 
     for (size_t i = 0; i < r->in->n; i++) {
         const struct header *h = &r->in->v[i];
+        enum own_field f = own_field(h->name);
 
-        if (request_field(h->name, connection)) {
+        /* The first of each, as headers_get() would find it. */
+        if (f == OWN_HOST && host == NULL) {
+            host = h->value;
+        } else if (f == OWN_XFF && xff == NULL) {
+            xff = h->value;
+        } else if (f == OWN_XFP && xfp == NULL) {
+            xfp = h->value;
+        } else if (f == OWN_XFH && xfh == NULL) {
+            xfh = h->value;
+        }
+        if (f == OWN_NONE && !forwarded_is_hop_by_hop(h->name) &&
+            !forwarded_in_connection(connection, h->name)) {
             headers_add(out, h->name, h->value);
         }
     }
@@ -80,5 +127,5 @@ forward_response_field(const char *name, const char *connection)
 {
     return !forwarded_is_hop_by_hop(name) &&
            !forwarded_in_connection(connection, name) &&
-           strcasecmp(name, "Content-Length") != 0;
+           !named(name, "Content-Length", 14);
 }

@@ -71,24 +71,35 @@ forwarded_client(const struct netaddr *peer, const char *xff,
 bool
 forwarded_is_hop_by_hop(const char *name)
 {
-    static const char *const hop[] = {
-        "Connection",
-        "Keep-Alive",
-        "Proxy-Connection",
-        "TE",
-        "Trailer",
-        "Transfer-Encoding",
-        "Upgrade",
-        "Proxy-Authenticate",
-        "Proxy-Authorization",
-    };
+    const char *hop;
 
-    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++) {
-        if (strcasecmp(name, hop[i]) == 0) {
-            return true;
-        }
+    /* One candidate at most, by length (and first letter): one compare. */
+    switch (strlen(name)) {
+    case 2:
+        hop = "TE";
+        break;
+    case 7:
+        hop = (name[0] | 0x20) == 'u' ? "Upgrade" : "Trailer";
+        break;
+    case 10:
+        hop = (name[0] | 0x20) == 'c' ? "Connection" : "Keep-Alive";
+        break;
+    case 16:
+        hop = "Proxy-Connection";
+        break;
+    case 17:
+        hop = "Transfer-Encoding";
+        break;
+    case 18:
+        hop = "Proxy-Authenticate";
+        break;
+    case 19:
+        hop = "Proxy-Authorization";
+        break;
+    default:
+        return false;
     }
-    return false;
+    return strcasecmp(name, hop) == 0;
 }
 
 bool

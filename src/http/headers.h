@@ -8,23 +8,42 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct header {
-    char *name;  /* owned */
-    char *value; /* owned */
+    char *name;  /* in the list's own memory */
+    char *value; /* in the list's own memory */
 };
 
+/*
+ * The copies of names and values live in a few blocks that the list
+ * owns, freed all at once by headers_deinit(), so that a field costs no
+ * allocation of its own; a removed field's bytes stay until then. A list
+ * may be moved by assignment (the blocks go with it); never copied.
+ */
 struct headers {
     struct header *v; /* fields in arrival order; owned */
     size_t n;         /* fields in use */
     size_t cap;       /* allocated slots */
+    char *mem;        /* newest block of copies, or NULL; each block
+                         begins with a pointer to the one before; owned */
+    size_t mem_used;  /* bytes used in 'mem', its link included */
+    size_t mem_cap;   /* bytes in 'mem' */
 };
 
 void headers_init(struct headers *h);
 void headers_deinit(struct headers *h); /* frees every field */
+/*
+ * Removes every field but keeps the memory of the newest block and of the
+ * slots, for a list that is filled again and again.
+ */
+void headers_clear(struct headers *h);
 
 /* Appends a copy of 'name' and 'value'. */
 void headers_add(struct headers *h, const char *name, const char *value);
+/* The same with the lengths known ('name' and 'value' need no NUL). */
+void headers_add_n(struct headers *h, const char *name, size_t name_len,
+                   const char *value, size_t value_len);
 /* Removes every field called 'name', then appends one. */
 void headers_set(struct headers *h, const char *name, const char *value);
 /* Removes every field called 'name'; returns how many there were. */
@@ -36,5 +55,9 @@ const char *headers_get(const struct headers *h, const char *name);
 bool headers_valid_name(const char *name);
 /* No CR, LF or NUL, and no other control character except HTAB. */
 bool headers_valid_value(const char *value);
+/* strlen('name') when headers_valid_name() holds, else 0. */
+size_t headers_name_len(const char *name);
+/* strlen('value') when headers_valid_value() holds, else SIZE_MAX. */
+size_t headers_value_len(const char *value);
 
 #endif

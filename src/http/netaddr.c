@@ -57,7 +57,34 @@ netaddr_format(const struct netaddr *a, char *buf, unsigned len)
     if (len == 0) {
         return;
     }
-    if ((a->family != AF_INET && a->family != AF_INET6) ||
+    if (a->family == AF_INET) {
+        /* By hand: inet_ntop() formats IPv4 through sprintf(). */
+        char tmp[16];
+        unsigned n = 0;
+
+        for (int i = 0; i < 4; i++) {
+            unsigned v = a->bytes[i];
+
+            if (i > 0) {
+                tmp[n++] = '.';
+            }
+            if (v >= 100) {
+                tmp[n++] = (char)('0' + v / 100);
+            }
+            if (v >= 10) {
+                tmp[n++] = (char)('0' + v / 10 % 10);
+            }
+            tmp[n++] = (char)('0' + v % 10);
+        }
+        if (n < len) {
+            memcpy(buf, tmp, n);
+            buf[n] = '\0';
+            return;
+        }
+        snprintf(buf, len, "?");
+        return;
+    }
+    if (a->family != AF_INET6 ||
         inet_ntop(a->family, a->bytes, buf, (socklen_t)len) == NULL) {
         snprintf(buf, len, "?");
     }

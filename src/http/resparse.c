@@ -76,9 +76,8 @@ fail(struct resparse *rp, const char *why)
 static void
 reset_message(struct resparse *rp)
 {
-    headers_deinit(&rp->headers);
-    headers_init(&rp->headers);
     /* The buffers are kept for the next message; only emptied. */
+    headers_clear(&rp->headers);
     rp->reason.n = 0;
     rp->name.n = 0;
     rp->value.n = 0;
@@ -142,7 +141,9 @@ resparse_reset(struct resparse *rp, bool head_request)
 static int
 check_framing(struct resparse *rp, const char *p, const char *end)
 {
-    for (; p < end; p++) {
+    while (p < end) {
+        const char *cr;
+
         if (rp->crlf_due > 0) {
             if (*p != (rp->crlf_due == 2 ? '\r' : '\n')) {
                 rp->error = "chunk data not followed by CRLF";
@@ -155,6 +156,13 @@ check_framing(struct resparse *rp, const char *p, const char *end)
             return -1;
         }
         rp->cr_pending = *p == '\r';
+        p++;
+        if (rp->crlf_due > 0 || rp->cr_pending) {
+            continue;
+        }
+        /* Up to the next CR, no byte can fail: skip them at once. */
+        cr = memchr(p, '\r', (size_t)(end - p));
+        p = cr != NULL ? cr : end;
     }
     return 0;
 }
@@ -205,13 +213,14 @@ end_field(struct resparse *rp)
     }
     strbuf_add(&rp->name, "", 0);
     strbuf_add(&rp->value, "", 0);
-    if (!headers_valid_name(rp->name.p)) {
+    /* One pass each; a NUL inside cuts the length short. */
+    if (rp->name.n == 0 || headers_name_len(rp->name.p) != rp->name.n) {
         rc = fail(rp, "invalid field name");
-    } else if (strlen(rp->value.p) != rp->value.n ||
-               !headers_valid_value(rp->value.p)) {
+    } else if (headers_value_len(rp->value.p) != rp->value.n) {
         rc = fail(rp, "control character in a field value");
     } else {
-        headers_add(&rp->headers, rp->name.p, rp->value.p);
+        headers_add_n(&rp->headers, rp->name.p, rp->name.n, rp->value.p,
+                      rp->value.n);
     }
     rp->name.n = 0;
     rp->value.n = 0;

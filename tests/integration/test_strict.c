@@ -815,9 +815,11 @@ struct stack {
 };
 
 /* The upstream answering with 'scripts' (borrowed, n of them), and a
- * one-worker gateway with one route to it. */
+ * one-worker gateway with one route to it; 'route_extra' (may be "") is
+ * more YAML for that route, each line indented by four spaces. */
 static void
-stack_start(struct stack *st, const struct script *scripts, size_t n)
+stack_start_with(struct stack *st, const struct script *scripts, size_t n,
+                 const char *route_extra)
 {
     char *cfg;
 
@@ -830,11 +832,17 @@ stack_start(struct stack *st, const struct script *scripts, size_t n)
                        "routes:\n"
                        "  - id: r\n"
                        "    uri: http://127.0.0.1:%u\n"
-                       "    predicates: [Path=/**]\n",
-                       st->gw_port, st->up.port);
+                       "    predicates: [Path=/**]\n%s",
+                       st->gw_port, st->up.port, route_extra);
     st->cfg_path = harness_write_temp(cfg);
     free(cfg);
     gateway_start(&st->gw, st->cfg_path, st->gw_port);
+}
+
+static void
+stack_start(struct stack *st, const struct script *scripts, size_t n)
+{
+    stack_start_with(st, scripts, n, "");
 }
 
 static void
@@ -1272,6 +1280,143 @@ Test(strict, connection_answered_before_its_body_was_read_is_never_reused)
                   upstream_transcript(&st.up));
     cr_assert_eq(upstream_nreqs(&st.up), 2, "upstream saw:\n%s",
                  upstream_transcript(&st.up));
+    stack_stop(&st);
+}
+
+Test(strict, get_on_a_pooled_connection_closed_unanswered_goes_out_once_more)
+{
+    /* Every connection that carries /drop is closed without an answer. */
+    static const struct script drop[] = {
+        {.target = "/a",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", 0}}},
+        {.target = "/drop", .close = true},
+    };
+    struct stack st;
+    struct http_response r;
+    char *first = NULL, *second = NULL;
+    int a_conn = 0, conns[2] = {0, 0};
+    size_t n = 0;
+
+    stack_start(&st, drop, 2);
+    get(&st, "/a", NULL, &r);
+    cr_assert(r.status == 200 && strcmp(r.body, "a") == 0);
+    http_response_free(&r);
+    get(&st, "/drop", NULL, &r);
+    /* Once more on a new connection, which drops it too: nothing else. */
+    cr_assert_eq(r.status, 502, "want 502, got %ld; upstream saw:\n%s",
+                 r.status, upstream_transcript(&st.up));
+    http_response_free(&r);
+    cr_assert(upstream_find(&st.up, "GET /a ", &a_conn, NULL));
+    pthread_mutex_lock(&st.up.mu);
+    for (size_t i = 0; i < st.up.nreqs && i < MAX_REQS; i++) {
+        if (strncmp(st.up.reqs[i].raw, "GET /drop ", 10) == 0 && n < 2) {
+            conns[n] = st.up.reqs[i].conn;
+            if (n == 0) {
+                first = strdup(st.up.reqs[i].raw);
+            } else {
+                second = strdup(st.up.reqs[i].raw);
+            }
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&st.up.mu);
+    cr_assert_eq(n, 2, "want /drop sent twice; upstream saw:\n%s",
+                 upstream_transcript(&st.up));
+    cr_assert_eq(conns[0], a_conn, "the first went out on a new connection");
+    cr_assert_neq(conns[1], a_conn, "the retry went out on the same one");
+    cr_assert_str_eq(first, second, "the retry differs from the request");
+    free(first);
+    free(second);
+    assert_still_serves(&st, "a GET sent twice");
+    stack_stop(&st);
+}
+
+Test(strict, bytes_after_a_response_keep_its_connection_out_of_the_pool)
+{
+    /* A second response, unasked, in the same write as the first. */
+    static const struct script extra[] = {
+        {.target = "/extra",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                     "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON",
+                     0}}},
+    };
+    struct stack st;
+    struct http_response r;
+    int extra_conn = 0, next_conn = 0;
+
+    stack_start(&st, extra, 1);
+    get(&st, "/extra", NULL, &r);
+    cr_assert(r.status == 200 && strcmp(r.body, "ok") == 0,
+              "got %ld (curl error %d) \"%s\"", r.status, (int)r.err,
+              shown(0, r.body, r.body_len));
+    http_response_free(&r);
+    assert_still_serves(&st, "a response followed by stray bytes");
+    cr_assert(upstream_find(&st.up, "GET /extra ", &extra_conn, NULL) &&
+              upstream_find(&st.up, "GET /next ", &next_conn, NULL));
+    cr_assert_neq(extra_conn, next_conn,
+                  "the next request went out on the connection with the "
+                  "stray bytes; upstream saw:\n%s",
+                  upstream_transcript(&st.up));
+    stack_stop(&st);
+}
+
+Test(strict, body_stalled_past_the_response_timeout_is_cut_off)
+{
+    static const struct script stall[] = {
+        {.target = "/stall",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello",
+                     0},
+                    {2500, "world", 0}}},
+    };
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+    const char *stall_req = "GET /stall HTTP/1.1\r\nHost: x\r\n\r\n";
+    int64_t t0;
+
+    stack_start_with(&st, stall, 1, "    response_timeout: 400ms\n");
+    raw_open(&c, st.gw_port);
+    t0 = harness_now_ms();
+    raw_send(&c, stall_req, strlen(stall_req));
+    raw_read_response(&c, false, &r);
+    cr_assert(!r.complete && c.eof,
+              "want the body cut and the connection closed, got complete %d "
+              "closed %d: %s",
+              r.complete, c.eof, shown(0, c.data, c.len));
+    cr_assert(strstr(c.data, "hello") != NULL &&
+                  strstr(c.data, "world") == NULL,
+              "%s", shown(0, c.data, c.len));
+    cr_assert_lt(harness_now_ms() - t0, 2000, "cut only after %lld ms",
+                 (long long)(harness_now_ms() - t0));
+    raw_response_free(&r);
+    raw_close(&c);
+    assert_still_serves(&st, "a stalled body");
+    stack_stop(&st);
+}
+
+Test(strict, body_paused_less_than_the_response_timeout_each_time_completes)
+{
+    static const struct script slow[] = {
+        {.target = "/slow",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\na", 0},
+                    {250, "b", 0},
+                    {250, "c", 0},
+                    {250, "d", 0},
+                    {250, "e", 0}}},
+    };
+    struct stack st;
+    struct http_response r;
+
+    /* A second in all, at most a quarter of it without a byte. */
+    stack_start_with(&st, slow, 1, "    response_timeout: 700ms\n");
+    get(&st, "/slow", NULL, &r);
+    cr_assert(r.status == 200 && r.err == CURLE_OK &&
+                  strcmp(r.body, "abcde") == 0,
+              "got %ld (curl error %d) \"%s\"", r.status, (int)r.err,
+              shown(0, r.body, r.body_len));
+    http_response_free(&r);
+    assert_still_serves(&st, "a slow body");
     stack_stop(&st);
 }
 

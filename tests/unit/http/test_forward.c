@@ -145,3 +145,25 @@ Test(forward, response_fields_but_hop_by_hop_and_length_go_on)
     cr_assert_not(forward_response_field("Keep-Alive", NULL));
     cr_assert_not(forward_response_field("X-Up-Secret", "close, X-Up-Secret"));
 }
+
+Test(forward, the_first_of_repeated_fields_counts_and_every_copy_is_replaced)
+{
+    headers_add(&in, "x-forwarded-host", "first.example");
+    headers_add(&in, "X-Forwarded-Host", "second.example");
+    headers_add(&in, "X-FORWARDED-PROTO", "https");
+    headers_add(&in, "x-forwarded-proto", "http");
+    headers_add(&in, "host", "client.example");
+    headers_add(&in, "Host", "other.example");
+    headers_add(&in, "X-Forwarded-For", "192.0.2.1");
+    headers_add(&in, "x-forwarded-for", "192.0.2.2");
+    headers_add(&in, "EXPECT", "100-continue");
+    headers_add(&in, "content-length", "5");
+    forward(true);
+    cr_assert_eq(out.n, 4, "%zu fields", out.n);
+    assert_out("Host", "up:8080");
+    assert_out("X-Forwarded-Host", "first.example");
+    assert_out("X-Forwarded-Proto", "https");
+    assert_out("X-Forwarded-For", "192.0.2.1, 10.1.2.3");
+    assert_out("Expect", NULL);
+    assert_out("Content-Length", NULL);
+}

@@ -83,3 +83,46 @@ Test(forwarded, fields_named_by_connection_are_hop_by_hop)
     cr_assert_not(forwarded_in_connection("X-Secrets", "X-Secret"));
     cr_assert_not(forwarded_in_connection(NULL, "X-Secret"));
 }
+
+Test(forwarded, hop_by_hop_is_exactly_the_nine_names_in_any_case)
+{
+    static const char *const hop[] = {"Connection",
+                                      "Keep-Alive",
+                                      "Proxy-Connection",
+                                      "TE",
+                                      "Trailer",
+                                      "Transfer-Encoding",
+                                      "Upgrade",
+                                      "Proxy-Authenticate",
+                                      "Proxy-Authorization",
+                                      "connection",
+                                      "KEEP-ALIVE",
+                                      "te",
+                                      "tRAILER",
+                                      "UPGRADE",
+                                      "proxy-authorization"};
+    static const char *const end_to_end[] = {"",
+                                             "T",
+                                             "TEE",
+                                             "Trailers",
+                                             "Upgrade2",
+                                             "Upgradf",
+                                             "Connectio",
+                                             "Keep-Alivf",
+                                             "Connections",
+                                             "Transfer-Encodings",
+                                             "Proxy-Authorizatio",
+                                             "Proxy-Authenticatf",
+                                             "X-Connection",
+                                             "Content-Length",
+                                             "Cache-Control",
+                                             "Accept"};
+
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++) {
+        cr_assert(forwarded_is_hop_by_hop(hop[i]), "%s", hop[i]);
+    }
+    for (size_t i = 0; i < sizeof(end_to_end) / sizeof(end_to_end[0]); i++) {
+        cr_assert_not(forwarded_is_hop_by_hop(end_to_end[i]), "%s",
+                      end_to_end[i]);
+    }
+}

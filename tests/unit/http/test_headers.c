@@ -1,6 +1,10 @@
 #include <criterion/criterion.h>
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "headers.h"
 
@@ -149,5 +153,110 @@ Test(headers, values_refuse_control_characters_but_tab)
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cr_assert_not(headers_valid_value(bad[i]), "accepted value %zu", i);
+    }
+}
+
+Test(headers, a_name_of_one_byte_is_a_token_exactly_when_rfc_9110_says)
+{
+    for (int c = 1; c < 256; c++) {
+        char name[2] = {(char)c, '\0'};
+        bool want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                    (c >= 'A' && c <= 'Z') ||
+                    strchr("!#$%&'*+-.^_`|~", c) != NULL;
+
+        cr_assert_eq(headers_valid_name(name), want, "byte 0x%02x", c);
+    }
+}
+
+Test(headers, long_fields_and_many_rounds_of_clear_keep_every_byte)
+{
+    struct headers h;
+    char big[5000];
+    char name[16];
+
+    memset(big, 'v', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    headers_init(&h);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 40; i++) {
+            snprintf(name, sizeof(name), "N%d", i);
+            headers_add(&h, name, i % 7 == 0 ? big : name);
+        }
+        headers_add_n(&h, "Cut-Here", 3, "value-cut", 5);
+        cr_assert_eq(headers_remove(&h, "N1"), 1);
+        cr_assert_eq(h.n, 40);
+        cr_assert_str_eq(headers_get(&h, "N0"), big);
+        cr_assert_str_eq(headers_get(&h, "N35"), big);
+        cr_assert_str_eq(headers_get(&h, "N39"), "N39");
+        cr_assert_str_eq(headers_get(&h, "Cut"), "value");
+        cr_assert_null(headers_get(&h, "N1"));
+        headers_clear(&h);
+        cr_assert_eq(h.n, 0);
+        cr_assert_null(headers_get(&h, "N0"));
+    }
+    headers_deinit(&h);
+    cr_assert_null(h.mem);
+}
+
+Test(headers, lengths_are_those_of_valid_names_and_values_only)
+{
+    cr_assert_eq(headers_name_len("X-Trace"), 7);
+    cr_assert_eq(headers_name_len(""), 0);
+    cr_assert_eq(headers_name_len("X Trace"), 0);
+    cr_assert_eq(headers_name_len(NULL), 0);
+    cr_assert_eq(headers_value_len("a\tb c"), 5);
+    cr_assert_eq(headers_value_len(""), 0);
+    cr_assert_eq(headers_value_len("a\r\nX: 1"), SIZE_MAX);
+    cr_assert_eq(headers_value_len("\x7f"), SIZE_MAX);
+    cr_assert_eq(headers_value_len(NULL), SIZE_MAX);
+}
+
+/* The rule itself, byte by byte, for the tests below. */
+static bool
+value_ok(const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+Test(headers, every_byte_in_every_position_of_a_value_is_judged_alike)
+{
+    char v[22];
+
+    for (int c = 1; c < 256; c++) {
+        for (int pos = 0; pos < 21; pos++) {
+            memset(v, 'a', 21);
+            v[21] = '\0';
+            v[pos] = (char)c;
+            cr_assert_eq(headers_valid_value(v), value_ok(v),
+                         "byte 0x%02x at %d", c, pos);
+        }
+    }
+}
+
+Test(headers, random_values_are_judged_as_byte_by_byte)
+{
+    char v[48];
+    unsigned seed = 12345;
+
+    for (int i = 0; i < 20000; i++) {
+        size_t n = (size_t)(rand_r(&seed) % 47);
+
+        for (size_t k = 0; k < n; k++) {
+            /* Mostly high and printable bytes, a few controls. */
+            int r = rand_r(&seed) % 16;
+
+            v[k] = (char)(r == 0   ? 1 + rand_r(&seed) % 31
+                          : r < 8  ? 0x80 + rand_r(&seed) % 128
+                          : r == 8 ? 0x7f
+                                   : 0x20 + rand_r(&seed) % 95);
+        }
+        v[n] = '\0';
+        cr_assert_eq(headers_value_len(v), value_ok(v) ? n : SIZE_MAX,
+                     "case %d", i);
     }
 }

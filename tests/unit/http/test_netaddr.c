@@ -168,3 +168,28 @@ Test(netaddr, ipv4_mapped_ipv6_matches_ipv4_blocks)
     cr_assert(in("203.0.113.5", "::ffff:203.0.113.5"));
     cr_assert(in("::ffff:0:0/96", "::ffff:10.1.2.3"));
 }
+
+Test(netaddr, formats_every_ipv4_byte_as_inet_ntop_does)
+{
+    char buf[64], want[64];
+    struct netaddr a = {.family = AF_INET};
+
+    for (unsigned v = 0; v < 256; v++) {
+        for (int pos = 0; pos < 4; pos++) {
+            memset(a.bytes, 0, sizeof(a.bytes));
+            a.bytes[pos] = (uint8_t)v;
+            a.bytes[(pos + 1) % 4] = (uint8_t)(255 - v);
+            inet_ntop(AF_INET, a.bytes, want, sizeof(want));
+            netaddr_format(&a, buf, sizeof(buf));
+            cr_assert_str_eq(buf, want);
+        }
+    }
+    /* Too small a buffer: "?" as far as it fits, as with inet_ntop. */
+    memcpy(a.bytes, "\xff\xff\xff\xff", 4);
+    netaddr_format(&a, buf, 16);
+    cr_assert_str_eq(buf, "255.255.255.255");
+    netaddr_format(&a, buf, 15);
+    cr_assert_str_eq(buf, "?");
+    netaddr_format(&a, buf, 1);
+    cr_assert_str_eq(buf, "");
+}

@@ -240,7 +240,7 @@ static struct header test_fields[] = {
     {"X-Request-Id", "abc123"},
     {"x-request-id", "999"},
 };
-static const struct headers test_headers = {test_fields, 3, 3};
+static const struct headers test_headers = {.v = test_fields, .n = 3, .cap = 3};
 
 Test(predicate, header_without_regexp_tests_presence)
 {
