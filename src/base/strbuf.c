@@ -6,10 +6,19 @@
 
 #include "xmalloc.h"
 
+/* The first allocation: most strings built here are a header value or a
+ * short body, and growing 4, 8, 16... bytes at a time costs more. */
+#define STRBUF_FIRST 128
+
 void
 strbuf_add(struct strbuf *b, const char *s, size_t len)
 {
-    b->p = xgrow(b->p, &b->cap, b->n + len + 1, 1);
+    size_t need = b->n + len + 1;
+
+    if (need > b->cap) {
+        b->p = xgrow(b->p, &b->cap, need < STRBUF_FIRST ? STRBUF_FIRST : need,
+                     1);
+    }
     memcpy(b->p + b->n, s, len);
     b->n += len;
     b->p[b->n] = '\0';
