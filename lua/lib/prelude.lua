@@ -135,8 +135,8 @@ local function parse()
     return a
 end
 
--- Writes a hash state and its TTL (at least 1 ms: PEXPIRE 0 deletes).
-local function store(key, fields, ttl)
-    redis.call('HSET', key, unpack(fields))
-    redis.call('PEXPIRE', key, str(math.max(1, ttl)))
+-- Writes a rule's state, one string of integers joined by ':', and its
+-- TTL in one command (at least 1 ms: PX 0 is an error).
+local function store(key, value, ttl)
+    redis.call('SET', key, value, 'PX', str(math.max(1, ttl)))
 end
