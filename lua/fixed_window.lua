@@ -5,9 +5,10 @@ each aligned window [k*W, (k+1)*W) of W ms.
 
 Semantics exactly as src/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
-State per rule: hash {w = window number k, n = units admitted in it},
-written only on admission, in the same script as its PEXPIRE, so the key
-never lives without a TTL; the TTL is the time to the window's end.
+State per rule: the string "<w>:<n>" (w = window number k, n = units
+admitted in it), read with GET and written only on admission with
+SET ... PX, so the key never lives without a TTL; the TTL is the time to
+the window's end. A value that does not parse counts as no state.
 ]]
 local BUCKET = false
 
@@ -16,10 +17,13 @@ local BUCKET = false
 local function evaluate(rule, a)
     local L, W, now, c, key = rule.L, rule.W, a.now, a.cost, rule.key
     local k = floordiv(now, W)
-    local st = redis.call('HMGET', key, 'w', 'n')
+    local st = redis.call('GET', key)
     local n = 0
-    if st[1] and tonumber(st[1]) == k then
-        n = tonumber(st[2]) or 0
+    if st then
+        local w, m = string.match(st, '^(%d+):(%d+)$')
+        if w and tonumber(w) == k then
+            n = tonumber(m)
+        end
     end
     local reset = (k + 1) * W - now
     local r = {
@@ -32,7 +36,7 @@ local function evaluate(rule, a)
         retry = reset,
     }
     r.commit = function()
-        store(key, {'w', str(k), 'n', str(n + c)}, reset)
+        store(key, string.format('%d:%d', k, n + c), reset)
     end
     return r
 end

@@ -9,8 +9,10 @@ differential test compares the two); arguments and reply: lua/README.md.
 The theoretical arrival time is tat = t + f / L ms (0 <= f < L), so the
 emission interval W / L keeps its fraction. Distances are counted in 1/L ms
 ticks; a unit costs W ticks and the bucket holds B * W. State per rule:
-hash {t = tat in whole ms, f}, written only on admission, with a TTL of the
-time until tat (when the state is as good as absent).
+the string "<t>:<f>" (t = tat in whole ms), read with GET and written only
+on admission with SET ... PX, with a TTL of the time until tat (when the
+state is as good as absent). A value that does not parse counts as no
+state.
 ]]
 local BUCKET = true
 
@@ -19,13 +21,17 @@ local BUCKET = true
 local function evaluate(rule, a)
     local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
     local full = B * W
-    local st = redis.call('HMGET', key, 't', 'f')
+    local st = redis.call('GET', key)
     local d = 0
-    if st[1] then
-        local tat = tonumber(st[1])
+    local t, f
+    if st then
+        t, f = string.match(st, '^(%d+):(%d+)$')
+    end
+    if t then
+        local tat = tonumber(t)
         -- tat < now makes (tat - now) * L + f negative, as 0 <= f < L.
         if tat >= now then
-            d = (tat - now) * L + (tonumber(st[2]) or 0)
+            d = (tat - now) * L + tonumber(f)
         end
     end
     local nd = d + a.cost * W
@@ -44,7 +50,8 @@ local function evaluate(rule, a)
     }
     r.commit = function()
         local q = floordiv(nd, L)
-        store(key, {'t', str(now + q), 'f', str(nd - q * L)}, r.reset_after)
+        store(key, string.format('%d:%d', now + q, nd - q * L),
+              r.reset_after)
     end
     return r
 end

@@ -9,8 +9,10 @@ The water V is kept in unit-milliseconds (u units = u * W) and leaks L per
 elapsed millisecond of Redis time, so no fraction of a leak is lost. Deny
 mode admits while the water fits; delay mode treats the bucket as a queue
 drained at the rate, and the request waits for the water ahead of it.
-State per rule: hash {v = V, t = time of the last admission}, written only
-on admission, with a TTL of the time the bucket takes to drain.
+State per rule: the string "<v>:<t>" (v = V, t = time of the last
+admission), read with GET and written only on admission with SET ... PX,
+with a TTL of the time the bucket takes to drain. A value that does not
+parse counts as no state, an empty bucket.
 ]]
 local BUCKET = true
 
@@ -19,11 +21,15 @@ local BUCKET = true
 local function evaluate(rule, a)
     local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
     local full, need = B * W, a.cost * rule.W
-    local st = redis.call('HMGET', key, 'v', 't')
+    local st = redis.call('GET', key)
     local V = 0
-    if st[1] then
-        V = tonumber(st[1])
-        local elapsed = math.max(0, now - (tonumber(st[2]) or now))
+    local v, t
+    if st then
+        v, t = string.match(st, '^(%d+):(%d+)$')
+    end
+    if v then
+        V = tonumber(v)
+        local elapsed = math.max(0, now - tonumber(t))
         -- Compared first so that elapsed * L never grows past the water.
         if elapsed >= ceildiv(V, L) then
             V = 0
@@ -57,7 +63,7 @@ local function evaluate(rule, a)
         retry = retry,
     }
     r.commit = function()
-        store(key, {'v', str(after), 't', str(now)}, r.reset_after)
+        store(key, string.format('%d:%d', after, now), r.reset_after)
     end
     return r
 end

@@ -7,9 +7,10 @@ weighted by the share of it still inside the sliding window; O(1) memory.
 Semantics exactly as src/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 The weighting is kept scaled by W (used = prev * (W - e) + cur * W), so no
-fraction is rounded. State per rule: hash {w = window number, cur, prev},
-written only on admission, with a TTL of 2W - e: until the current
-window's count no longer weighs anything.
+fraction is rounded. State per rule: the string "<w>:<cur>:<prev>" (w =
+window number), read with GET and written only on admission with
+SET ... PX, with a TTL of 2W - e: until the current window's count no
+longer weighs anything. A value that does not parse counts as no state.
 ]]
 local BUCKET = false
 
@@ -19,14 +20,18 @@ local function evaluate(rule, a)
     local L, W, now, c, key = rule.L, rule.W, a.now, a.cost, rule.key
     local k = floordiv(now, W)
     local e = now - k * W
-    local st = redis.call('HMGET', key, 'w', 'cur', 'prev')
+    local st = redis.call('GET', key)
     local cur, prev = 0, 0
-    if st[1] then
-        local w = tonumber(st[1])
+    local w, cu, pr
+    if st then
+        w, cu, pr = string.match(st, '^(%d+):(%d+):(%d+)$')
+    end
+    if w then
+        w = tonumber(w)
         if w == k then
-            cur, prev = tonumber(st[2]) or 0, tonumber(st[3]) or 0
+            cur, prev = tonumber(cu), tonumber(pr)
         elseif w == k - 1 then
-            cur, prev = 0, tonumber(st[2]) or 0
+            cur, prev = 0, tonumber(cu)
         end
     end
     local used = prev * (W - e) + cur * W
@@ -61,8 +66,7 @@ local function evaluate(rule, a)
         end
     end
     r.commit = function()
-        store(key, {'w', str(k), 'cur', str(cur + c), 'prev', str(prev)},
-              2 * W - e)
+        store(key, string.format('%d:%d:%d', k, cur + c, prev), 2 * W - e)
     end
     return r
 end

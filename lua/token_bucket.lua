@@ -7,11 +7,13 @@ Semantics exactly as src/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 The level S is kept in unit-milliseconds (u units = u * W) and refills L
 per elapsed millisecond, so no partial refill is ever thrown away and the
-long-run rate is exactly L / W. State per rule: hash {s = S, t = time of
-the last admission}, written only on admission, with a TTL of the time the
-bucket takes to be full again (a full bucket is the same as no key). In
-delay mode S may go below 0: the units are reserved from the future and the
-request is held for delay_ms.
+long-run rate is exactly L / W. State per rule: the string "<s>:<t>" (s =
+S, t = time of the last admission), read with GET and written only on
+admission with SET ... PX, with a TTL of the time the bucket takes to be
+full again (a full bucket is the same as no key). A value that does not
+parse counts as no state, a full bucket. In delay mode S may go below 0:
+the units are reserved from the future and the request is held for
+delay_ms.
 ]]
 local BUCKET = true
 
@@ -20,11 +22,15 @@ local BUCKET = true
 local function evaluate(rule, a)
     local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
     local full, need = B * W, a.cost * rule.W
-    local st = redis.call('HMGET', key, 's', 't')
+    local st = redis.call('GET', key)
     local S = full
-    if st[1] then
-        S = tonumber(st[1])
-        local elapsed = math.max(0, now - (tonumber(st[2]) or now))
+    local s, t
+    if st then
+        s, t = string.match(st, '^(%-?%d+):(%d+)$')
+    end
+    if s then
+        S = tonumber(s)
+        local elapsed = math.max(0, now - tonumber(t))
         -- Compared first so that elapsed * L never grows past the bucket.
         if elapsed >= ceildiv(full - S, L) then
             S = full
@@ -47,7 +53,7 @@ local function evaluate(rule, a)
         retry = wait - a.maxd,
     }
     r.commit = function()
-        store(key, {'s', str(after), 't', str(now)}, r.reset_after)
+        store(key, string.format('%d:%d', after, now), r.reset_after)
     end
     return r
 end

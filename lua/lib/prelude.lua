@@ -20,9 +20,14 @@ local function ceildiv(a, b)
     return -floordiv(-a, b)
 end
 
+-- The library functions called on every decision, as upvalues: cheaper
+-- than a global's lookup and then a field's.
+local find, tonumber = string.find, tonumber
+
 -- A decimal integer 0..MAX, or nil: no sign, no fraction, no exponent.
+-- Redis hands KEYS and ARGV to the script as strings, always.
 local function int(s)
-    if type(s) ~= 'string' or #s > 16 or not string.match(s, '^%d+$') then
+    if #s > 16 or not find(s, '^%d+$') then
         return nil
     end
     local v = tonumber(s)
@@ -49,6 +54,13 @@ local function hashtag(key)
     return key
 end
 
+-- The error about rule i, whose arguments end at ARGV[at]: the text is
+-- built only when there is an error.
+local function rule_error(i, at, msg)
+    return nil, 'rule ' .. i .. ' (ARGV[' .. (at - 2) .. '..' .. at .. ']): '
+        .. msg
+end
+
 local function parse()
     local nkeys = #KEYS
     if nkeys < 1 or nkeys > 8 then
@@ -58,38 +70,44 @@ local function parse()
         return nil, 'expected ' .. (5 + 3 * nkeys) .. ' arguments for '
             .. nkeys .. ' keys, got ' .. #ARGV
     end
-    local tag = hashtag(KEYS[1])
-    for i = 1, nkeys do
-        if KEYS[i] == '' then
-            return nil, 'KEYS[' .. i .. '] is empty'
-        end
-        if hashtag(KEYS[i]) ~= tag then
-            return nil, 'KEYS[' .. i .. '] does not share the hash tag '
-                .. 'of KEYS[1]'
-        end
-        for j = 1, i - 1 do
-            if KEYS[j] == KEYS[i] then
-                return nil, 'KEYS[' .. i .. '] repeats KEYS[' .. j .. ']'
+    if KEYS[1] == '' then
+        return nil, 'KEYS[1] is empty'
+    end
+    -- One key shares its own hash tag and repeats no other.
+    if nkeys > 1 then
+        local tag = hashtag(KEYS[1])
+        for i = 2, nkeys do
+            if KEYS[i] == '' then
+                return nil, 'KEYS[' .. i .. '] is empty'
+            end
+            if hashtag(KEYS[i]) ~= tag then
+                return nil, 'KEYS[' .. i .. '] does not share the hash tag '
+                    .. 'of KEYS[1]'
+            end
+            for j = 1, i - 1 do
+                if KEYS[j] == KEYS[i] then
+                    return nil, 'KEYS[' .. i .. '] repeats KEYS[' .. j .. ']'
+                end
             end
         end
     end
-    local a = {}
-    a.now = int(ARGV[1])
-    if not a.now then
+    local now = int(ARGV[1])
+    if not now then
         return nil, 'time (ARGV[1]) must be an integer in ms, 0 for TIME'
     end
-    a.cost = int(ARGV[2])
-    if not a.cost or a.cost < 1 then
+    local cost = int(ARGV[2])
+    if not cost or cost < 1 then
         return nil, 'cost (ARGV[2]) must be an integer >= 1'
     end
-    if ARGV[3] == '1' then
+    local delay
+    if ARGV[3] == '0' then
+        delay = false
+    elseif ARGV[3] == '1' then
         if not BUCKET then
             return nil, 'delay mode (ARGV[3] = 1) needs token_bucket, '
                 .. 'leaky_bucket or gcra'
         end
-        a.delay = true
-    elseif ARGV[3] == '0' then
-        a.delay = false
+        delay = true
     else
         return nil, 'mode (ARGV[3]) must be 0 (deny) or 1 (delay)'
     end
@@ -97,34 +115,36 @@ local function parse()
     if not maxd then
         return nil, 'max_delay_ms (ARGV[4]) must be an integer >= 0'
     end
-    a.maxd = a.delay and maxd or 0
-    a.reqid = ARGV[5]
-    if a.reqid == '' then
+    local reqid = ARGV[5]
+    if reqid == '' then
         return nil, 'request id (ARGV[5]) is empty'
     end
-    a.rules = {}
+    -- One constructor sizes the table once, where fields added one by one
+    -- would grow it several times.
+    local a = {now = now, cost = cost, delay = delay,
+               maxd = delay and maxd or 0, reqid = reqid, rules = {}}
     for i = 1, nkeys do
         local at = 5 + 3 * i
         local L, W, B = int(ARGV[at - 2]), int(ARGV[at - 1]), int(ARGV[at])
-        local rule = 'rule ' .. i .. ' (ARGV[' .. (at - 2) .. '..' .. at
-            .. ']): '
         if not L or L < 1 or not W or W < 1 or not B or B < 1 then
-            return nil, rule
-                .. 'limit, window_ms and burst must be integers >= 1'
+            return rule_error(i, at,
+                'limit, window_ms and burst must be integers >= 1')
         end
         if L * W > MAX or B * W > MAX then
-            return nil, rule .. 'limit * window_ms and burst * window_ms '
-                .. 'must not exceed 2^50'
+            return rule_error(i, at, 'limit * window_ms and burst * '
+                .. 'window_ms must not exceed 2^50')
         end
         if a.delay and maxd * L > MAX then
-            return nil, rule .. 'max_delay_ms * limit must not exceed 2^50'
+            return rule_error(i, at,
+                'max_delay_ms * limit must not exceed 2^50')
         end
         if not BUCKET and B ~= L then
-            return nil, rule .. 'burst must equal limit for a window algorithm'
+            return rule_error(i, at,
+                'burst must equal limit for a window algorithm')
         end
         if a.cost > B then
-            return nil, rule .. 'cost ' .. a.cost .. ' exceeds '
-                .. (BUCKET and 'burst ' or 'limit ') .. B
+            return rule_error(i, at, 'cost ' .. a.cost .. ' exceeds '
+                .. (BUCKET and 'burst ' or 'limit ') .. B)
         end
         a.rules[i] = {key = KEYS[i], L = L, W = W, B = B}
     end
@@ -135,8 +155,8 @@ local function parse()
     return a
 end
 
--- Writes a hash state and its TTL (at least 1 ms: PEXPIRE 0 deletes).
-local function store(key, fields, ttl)
-    redis.call('HSET', key, unpack(fields))
-    redis.call('PEXPIRE', key, str(math.max(1, ttl)))
+-- Writes a rule's state, one string of integers joined by ':', and its
+-- TTL in one command (at least 1 ms: PX 0 is an error).
+local function store(key, value, ttl)
+    redis.call('SET', key, value, 'PX', str(math.max(1, ttl)))
 end

@@ -259,9 +259,28 @@ fnv1a(uint32_t h, const char *s, size_t len)
 }
 
 /*
+ * The layout in which an algorithm's script stores a rule's state
+ * (lua/README.md, "State"). Layout 2: one string of integers joined by
+ * ':', read with GET and written with SET ... PX, where layout 1 was a
+ * hash (HMGET, HSET, PEXPIRE). A GET on a key that an older gateway wrote
+ * as a hash fails with WRONGTYPE, so a script must never meet a key of
+ * another layout: the layout is part of the tag, and on upgrade every key
+ * of a limiter whose layout changed takes a new name. Its state starts
+ * afresh once, as after an idle spell. Layout 1 adds nothing to the hash,
+ * so the tags of sliding_window, whose sorted set never changed, and with
+ * them its state, stay as they were.
+ */
+static unsigned
+state_layout(enum limit_algorithm a)
+{
+    return a == LIMIT_SLIDING_WINDOW ? 1 : 2;
+}
+
+/*
  * The tag hashes everything that shapes the stored state, and nothing
  * else (not the name): a changed rule must not read state written under
  * the old one, and an unchanged limiter keeps its state across reloads.
+ * What shapes the state includes the layout the script stores it in.
  */
 static void
 compute_tag(struct limiter_def *def)
@@ -280,6 +299,11 @@ compute_tag(struct limiter_def *def)
         n = snprintf(
             buf, sizeof(buf), "|%llu/%llu/%llu", (unsigned long long)r->limit,
             (unsigned long long)r->window_ms, (unsigned long long)r->burst);
+        h = fnv1a(h, buf, (size_t)n);
+    }
+    if (state_layout(def->algorithm) > 1) {
+        n = snprintf(buf, sizeof(buf), "|layout %u",
+                     state_layout(def->algorithm));
         h = fnv1a(h, buf, (size_t)n);
     }
     snprintf(def->tag, sizeof(def->tag), "%08x", (unsigned)h);

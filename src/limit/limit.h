@@ -37,9 +37,10 @@ struct limit_rule {
 struct limiter_def {
     char *name;                     /* as in gateway.yaml; owned */
     char tag[9];                    /* 8 hex digits hashing the algorithm,
-                                       rules and mode: part of every key,
-                                       so state written under other rules
-                                       is never read under these */
+                                       rules, mode and state layout: part
+                                       of every key, so state written
+                                       under other rules or in another
+                                       layout is never read under these */
     enum limit_algorithm algorithm; /* which script / twin */
     struct limit_rule rules[LIMIT_MAX_RULES]; /* all must admit */
     size_t nrules;                            /* 1..LIMIT_MAX_RULES */

@@ -381,7 +381,10 @@ report(redisContext *rc, const struct dcase *dc, char keys[][64],
         if (dc->algorithm == LIMIT_SLIDING_WINDOW) {
             rep = redisCommand(rc, "ZRANGE %s -6 -1 WITHSCORES", keys[i]);
         } else {
-            rep = redisCommand(rc, "HGETALL %s", keys[i]);
+            rep = redisCommand(rc, "GET %s", keys[i]);
+        }
+        if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+            fprintf(f, " %s", rep->str);
         }
         for (size_t j = 0; rep != NULL && j < rep->elements; j++) {
             fprintf(f, " %s", rep->element[j]->str);

@@ -314,16 +314,62 @@ cmd_int(const char *fmt, const char *key)
     return v;
 }
 
-/* HGET as a number; -1 if the field is absent. */
+/*
+ * One number of the state of rule 0 of 'l', named as lua/README.md names
+ * it; -1 if the key is absent. The state is one string: the algorithm's
+ * fields (below), in order, as integers joined by ':'. Anything else fails
+ * the test.
+ */
 static long long
-hget(const char *key, const char *field)
+state_field(const struct lim *l, const char *field)
 {
-    redisReply *r = redisCommand(rc, "HGET %s %s", key, field);
+    static const char *const layouts[][2] = {
+        {"fixed_window", "w:n"}, {"sliding_window_counter", "w:cur:prev"},
+        {"token_bucket", "s:t"}, {"leaky_bucket", "v:t"},
+        {"gcra", "t:f"},
+    };
+    const char *layout = NULL;
+    redisReply *r;
     long long v = -1;
 
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+        if (strcmp(layouts[i][0], l->algo) == 0) {
+            layout = layouts[i][1];
+        }
+    }
+    cr_assert_not_null(layout, "%s keeps no string state", l->algo);
+    r = redisCommand(rc, "GET %s", l->keys[0]);
     cr_assert_not_null(r, "redis: %s", rc->errstr);
+    cr_assert(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL,
+              "GET %s: type %d", l->keys[0], r->type);
     if (r->type == REDIS_REPLY_STRING) {
-        v = strtoll(r->str, NULL, 10);
+        const char *p = r->str;
+        const char *name = layout;
+        bool found = false;
+
+        /* Walk the names of 'layout' and the numbers of the value. */
+        for (;;) {
+            size_t len = strcspn(name, ":");
+            char *end;
+            long long n = strtoll(p, &end, 10);
+
+            cr_assert(end != p && (*end == ':' || *end == '\0'),
+                      "%s: state \"%s\" does not read as %s", l->keys[0],
+                      r->str, layout);
+            if (strlen(field) == len && strncmp(name, field, len) == 0) {
+                v = n;
+                found = true;
+            }
+            cr_assert_eq(*end == '\0', name[len] == '\0',
+                         "%s: state \"%s\" does not read as %s", l->keys[0],
+                         r->str, layout);
+            if (*end == '\0') {
+                break;
+            }
+            p = end + 1;
+            name += len + 1;
+        }
+        cr_assert(found, "%s has no field %s", layout, field);
     }
     freeReplyObject(r);
     return v;
@@ -425,8 +471,8 @@ Test(scripts, fixed_window_reports_remaining_reset_and_retry)
     EXPECT(&l, T0 + 250, 1, 1, 2, 0, 750, 0, 0);
     EXPECT(&l, T0 + 300, 2, 1, 0, 0, 700, 0, 0);
     EXPECT(&l, T0 + 400, 1, 0, 0, 600, 600, 0, 0);
-    cr_assert_eq(hget(l.keys[0], "n"), 3);
-    cr_assert_eq(hget(l.keys[0], "w"), (long long)(T0 / 1000));
+    cr_assert_eq(state_field(&l, "n"), 3);
+    cr_assert_eq(state_field(&l, "w"), (long long)(T0 / 1000));
     EXPECT(&l, T0 + 1000, 3, 1, 0, 0, 1000, 0, 0);
 }
 
@@ -566,9 +612,9 @@ Test(scripts, sliding_window_counter_weighs_the_previous_window)
     EXPECT(&l, T0 + 1500, 1, 0, 0, 100, 1500, 0, 0);
     EXPECT(&l, T0 + 1599, 1, 0, 0, 1, 1401, 0, 0);
     EXPECT(&l, T0 + 1600, 1, 1, 0, 0, 1400, 0, 0);
-    cr_assert_eq(hget(l.keys[0], "w"), (long long)(T0 / 1000 + 1));
-    cr_assert_eq(hget(l.keys[0], "cur"), 6);
-    cr_assert_eq(hget(l.keys[0], "prev"), 10);
+    cr_assert_eq(state_field(&l, "w"), (long long)(T0 / 1000 + 1));
+    cr_assert_eq(state_field(&l, "cur"), 6);
+    cr_assert_eq(state_field(&l, "prev"), 10);
     /* Two windows later nothing weighs any more. */
     cr_assert_eq(admit_n(&l, T0 + 3000, 1, 12), 10);
 }
@@ -608,8 +654,8 @@ Test(scripts, token_bucket_keeps_fractions_of_a_refill)
     check_fractional_refill("token_bucket");
     /* The level in unit-ms and the time of the last admission. */
     EXPECT(&l, T0, 1, 1, 6, 0, 143, 0, 0);
-    cr_assert_eq(hget(l.keys[0], "s"), 6000);
-    cr_assert_eq(hget(l.keys[0], "t"), (long long)T0);
+    cr_assert_eq(state_field(&l, "s"), 6000);
+    cr_assert_eq(state_field(&l, "t"), (long long)T0);
 }
 
 Test(scripts, gcra_keeps_fractions_of_an_emission_interval)
@@ -620,11 +666,11 @@ Test(scripts, gcra_keeps_fractions_of_an_emission_interval)
     /* tat after 7 units at T0: T0 + 1000; then d = 857 * 7 = 5999 ticks,
      * nd = 6999: tat = T0 + 143 + 999 + 6/7. */
     EXPECT(&l, T0, 7, 1, 0, 0, 1000, 0, 0);
-    cr_assert_eq(hget(l.keys[0], "t"), (long long)(T0 + 1000));
-    cr_assert_eq(hget(l.keys[0], "f"), 0);
+    cr_assert_eq(state_field(&l, "t"), (long long)(T0 + 1000));
+    cr_assert_eq(state_field(&l, "f"), 0);
     EXPECT(&l, T0 + 143, 1, 1, 0, 0, 1000, 0, 0);
-    cr_assert_eq(hget(l.keys[0], "t"), (long long)(T0 + 1142));
-    cr_assert_eq(hget(l.keys[0], "f"), 6);
+    cr_assert_eq(state_field(&l, "t"), (long long)(T0 + 1142));
+    cr_assert_eq(state_field(&l, "f"), 6);
 }
 
 Test(scripts, leaky_bucket_keeps_fractions_of_a_leak)
@@ -636,8 +682,8 @@ Test(scripts, leaky_bucket_keeps_fractions_of_a_leak)
     /* 142 ms leak 994 unit-ms: 6006 + 1000 > 7000. */
     EXPECT(&l, T0 + 142, 1, 0, 0, 1, 858, 0, 0);
     EXPECT(&l, T0 + 143, 1, 1, 0, 0, 1000, 0, 0);
-    cr_assert_eq(hget(l.keys[0], "v"), 6999);
-    cr_assert_eq(hget(l.keys[0], "t"), (long long)(T0 + 143));
+    cr_assert_eq(state_field(&l, "v"), 6999);
+    cr_assert_eq(state_field(&l, "t"), (long long)(T0 + 143));
     EXPECT(&l, T0 + 285, 1, 0, 0, 1, 858, 0, 0);
     EXPECT(&l, T0 + 286, 1, 1, 0, 0, 1000, 0, 0);
     /* 6999 + 1000 - 7 * 1000 leaked: empty. */
@@ -837,6 +883,48 @@ Test(scripts, every_algorithm_sets_exactly_the_ttl_the_contract_gives)
     }
 }
 
+/*
+ * The string state of the five other algorithms: a value that does not
+ * read as the algorithm's integers counts as no state. The decision is a
+ * fresh key's, and the admission writes a well-formed state over it.
+ */
+Test(scripts, a_state_that_does_not_parse_counts_as_none)
+{
+    /* Each algorithm, and a field of its state that the admission sets. */
+    static const char *const algos[][2] = {
+        {"fixed_window", "n"}, {"sliding_window_counter", "cur"},
+        {"token_bucket", "s"}, {"leaky_bucket", "v"},
+        {"gcra", "t"},
+    };
+    static const char *const junk[] = {
+        "",        "x",       "1",      "1:",       ":1",      "1:2:3:4",
+        "1.5:2:0", "1e3:2:0", " 1:2:0", "-1:-2:-3", "0x1:1:1", "1::2",
+    };
+    char scope[32];
+
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+        for (size_t j = 0; j < sizeof(junk) / sizeof(junk[0]); j++) {
+            struct lim l, fresh;
+            struct rec got;
+            redisReply *r;
+
+            snprintf(scope, sizeof(scope), "junk%zu", j);
+            l = mk1(algos[i][0], scope, 5, 1000, 5);
+            snprintf(scope, sizeof(scope), "fresh%zu", j);
+            fresh = mk1(algos[i][0], scope, 5, 1000, 5);
+            r = redisCommand(rc, "SET %s %s PX 60000", l.keys[0], junk[j]);
+            cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+            freeReplyObject(r);
+            got = decide(&l, T0 + 250, 2);
+            assert_rec_at(__LINE__, l.algo, got, decide(&fresh, T0 + 250, 2));
+            cr_assert_eq(got.allowed, 1, "%s, \"%s\"", l.algo, junk[j]);
+            cr_assert_eq(state_field(&l, algos[i][1]),
+                         state_field(&fresh, algos[i][1]), "%s, \"%s\"", l.algo,
+                         junk[j]);
+        }
+    }
+}
+
 /* A denial writes nothing: the state and its TTL stay as they were. */
 Test(scripts, a_denial_leaves_state_and_ttl_untouched)
 {
@@ -847,15 +935,15 @@ Test(scripts, a_denial_leaves_state_and_ttl_untouched)
     EXPECT(&tb, T0, 2, 1, 5, 0, 17143, 0, 0);
     /* 300000 + 1000 * 7 unit-ms, less 2 units: ceil(233000 / 7). */
     EXPECT(&tb, T0 + 1000, 2, 1, 3, 0, 33286, 0, 0);
-    s = hget(tb.keys[0], "s");
-    t = hget(tb.keys[0], "t");
+    s = state_field(&tb, "s");
+    t = state_field(&tb, "t");
     ttl = cmd_int("PTTL %s", tb.keys[0]);
     cr_assert_eq(s, 187000);
     cr_assert_eq(t, (long long)(T0 + 1000));
     /* 187000 + 7000 short of 7 * 60000: ceil(226000 / 7) = 32286. */
     EXPECT(&tb, T0 + 2000, 7, 0, 3, 32286, 32286, 0, 0);
-    cr_assert_eq(hget(tb.keys[0], "s"), s);
-    cr_assert_eq(hget(tb.keys[0], "t"), t);
+    cr_assert_eq(state_field(&tb, "s"), s);
+    cr_assert_eq(state_field(&tb, "t"), t);
     cr_assert_leq(cmd_int("PTTL %s", tb.keys[0]), ttl);
 }
 
@@ -990,7 +1078,7 @@ Test(scripts, leaky_bucket_in_delay_mode_refuses_past_max_delay)
     EXPECT(&l, T0, 1, 1, 7, 0, 300, 200, 0);
     /* 300 ms of water ahead: 50 ms more than allowed. */
     EXPECT(&l, T0, 1, 0, 7, 50, 300, 0, 0);
-    cr_assert_eq(hget(l.keys[0], "v"), 3000);
+    cr_assert_eq(state_field(&l, "v"), 3000);
     EXPECT(&l, T0 + 50, 1, 1, 6, 0, 350, 250, 0);
 }
 
@@ -1076,6 +1164,15 @@ static const struct {
     {"keys in two hash tags",
      2,
      {K1, "v:{b}:1", "1000", "1", "0", "0", "r", OK_RULE, OK_RULE},
+     0},
+    {"empty key", 1, {"", "1000", "1", "0", "0", "r", OK_RULE}, 0},
+    {"empty second key",
+     2,
+     {K1, "", "1000", "1", "0", "0", "r", OK_RULE, OK_RULE},
+     0},
+    {"time of 17 digits",
+     1,
+     {K1, "00000000000001000", "1", "0", "0", "r", OK_RULE},
      0},
     {"one key twice",
      2,
@@ -1200,7 +1297,7 @@ Test(scripts, time_zero_means_the_clock_of_redis)
     after = strtoll(r->element[0]->str, NULL, 10) * 1000 +
             strtoll(r->element[1]->str, NULL, 10) / 1000;
     freeReplyObject(r);
-    t = hget(l.keys[0], "t");
+    t = state_field(&l, "t");
     cr_assert(t >= before && t <= after, "t %lld not in [%lld, %lld]", t,
               before, after);
 }

@@ -1256,6 +1256,26 @@ Test(config, limiter_tag_changes_with_any_rule_but_not_with_the_name)
     }
 }
 
+/*
+ * The layout the script stores a rule's state in is part of the tag: with
+ * layout 2 (one string, lua/README.md) the keys of the hash-state
+ * algorithms took new names, so a new script never reads a hash that an
+ * older gateway wrote. sliding_window's layout, and so its tag, never
+ * changed. The figures are pinned: a changed tag resets every client's
+ * state in Redis, so it must never change by accident.
+ */
+Test(config, limiter_tag_includes_the_state_layout)
+{
+    char tag[9];
+
+    tag_of("{algorithm: token_bucket, rate: 10/s, burst: 20}", tag);
+    /* Layout 1 gave FNV-1a of "token_bucket|deny|0|10/1000/20". */
+    cr_assert_str_neq(tag, "c1c86ae9");
+    cr_assert_str_eq(tag, "9d72e707");
+    tag_of("{algorithm: sliding_window, limit: 10, window: 1s}", tag);
+    cr_assert_str_eq(tag, "ddd8b781");
+}
+
 Test(config, keys_combine_parts_and_are_normalised)
 {
     struct config *cfg = parse_ok(
