@@ -46,6 +46,16 @@
 #include <hiredis/hiredis.h>
 
 #define BACKOFF_MIN_MS 50
+/*
+ * hiredis writes queued commands when the loop next finds the socket
+ * writable, that is after this whole turn. Every this many calls, what is
+ * queued is written at once, so that Redis works on a batch while the
+ * turn goes on parsing requests. Measured (wrk -c50, a Redis token bucket
+ * on every request, one worker): with no early write the gateway waited
+ * on Redis and 65% of the machine stayed idle, at 30,300 req/s; writing
+ * every 1, 2, 4, 8 or 16 calls gave 39,800 to 41,300, idle 25-31%.
+ */
+#define FLUSH_EVERY 8
 #define BACKOFF_MAX_MS 2000
 /* Connecting covers the name lookup, TCP and the AUTH / SELECT / SCRIPT
  * LOAD round trip. Nothing waits on it (calls are answered REDIS_CALL_DOWN
@@ -99,6 +109,8 @@ TAILQ_HEAD(call_list, redis_call);
 
 struct redis_client {
     struct event_base *base;          /* borrowed */
+    unsigned unflushed;               /* calls queued since the last early
+                                         write (FLUSH_EVERY) */
     char *host;                       /* owned */
     uint16_t port;                    /* TCP port */
     unsigned db;                      /* SELECT index */
@@ -787,6 +799,13 @@ redis_client_eval(struct redis_client *c, const struct lua_script *script,
     }
     tv = clock_tv(c->timeout_ms);
     evtimer_add(call->ev, &tv);
+    if (++c->unflushed >= FLUSH_EVERY) {
+        /* The call is fully recorded: should the write fail, hiredis
+         * answers it NULL (REDIS_CALL_DOWN, delivered from the loop) and
+         * runs on_disconnect, all before this returns. */
+        c->unflushed = 0;
+        redisAsyncHandleWrite(c->ac);
+    }
     return call;
 }
 
