@@ -789,7 +789,7 @@ redis_row() {
         { d[$1] = $2 - was[$1] }
         END {
             n = d["evalsha"] + d["eval"]            # one script call per decision
-            if (n <= 0) { printf "  %-22s no script calls\n", label; exit }
+            if (n <= 0) { printf "  %-22s no script calls (for sluice: every refusal came from its over-limit cache)\n", label; exit }
             # the script call first, then what it ran, in the usual order
             split("evalsha eval time hmget hget get hset hmset set incrby pexpire expire", order, " ")
             for (i = 1; i in order; i++) rank[order[i]] = i
