@@ -22,7 +22,6 @@ void strbuf_add(struct strbuf *b, const char *s, size_t len);
 void strbuf_adds(struct strbuf *b, const char *s);
 void strbuf_addf(struct strbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Adds 's' as a JSON string, quotes included; NULL adds null. */
 /* Room for any unsigned 64-bit number in decimal, NUL included. */
 #define U64_DEC_MAX 21
 
@@ -32,6 +31,7 @@ const char *u64_dec(unsigned long long v, char *buf);
 
 /* 'v' in decimal, without printf. */
 void strbuf_add_u64(struct strbuf *b, unsigned long long v);
+/* Adds 's' as a JSON string, quotes included; NULL adds null. */
 void strbuf_add_json(struct strbuf *b, const char *s);
 /* Hands the string over (never NULL: "" when empty); 'b' is reset. */
 char *strbuf_take(struct strbuf *b);

@@ -40,7 +40,7 @@ struct ratelimit {
                                       'denied' was last known valid */
 };
 
-/* Refusals a worker remembers; each entry is about 260 bytes. */
+/* Refusals a worker remembers; each entry is 272 bytes (1.1 MiB). */
 #define DENY_CACHE_ENTRIES 4096
 
 struct ratelimit_check;
