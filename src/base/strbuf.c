@@ -16,8 +16,8 @@ strbuf_add(struct strbuf *b, const char *s, size_t len)
     size_t need = b->n + len + 1;
 
     if (need > b->cap) {
-        b->p = xgrow(b->p, &b->cap, need < STRBUF_FIRST ? STRBUF_FIRST : need,
-                     1);
+        b->p =
+            xgrow(b->p, &b->cap, need < STRBUF_FIRST ? STRBUF_FIRST : need, 1);
     }
     memcpy(b->p + b->n, s, len);
     b->n += len;

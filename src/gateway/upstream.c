@@ -382,20 +382,6 @@ start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
     arm_timer(rq, wait);
 }
 
-/* Appends the decimal digits of 'v' to 'b'. */
-static void
-add_decimal(struct strbuf *b, uint64_t v)
-{
-    char d[20];
-    size_t i = sizeof(d);
-
-    do {
-        d[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
-    strbuf_add(b, d + i, sizeof(d) - i);
-}
-
 /* Appends 'len' bytes, the room made already. */
 static char *
 put(char *at, const char *p, size_t len)
@@ -441,7 +427,7 @@ build_head(struct strbuf *b, const struct upstream_request *r)
     }
     if (with_length) {
         strbuf_add(b, "Content-Length: ", 16);
-        add_decimal(b, r->body != NULL ? evbuffer_get_length(r->body) : 0);
+        strbuf_add_u64(b, r->body != NULL ? evbuffer_get_length(r->body) : 0);
         strbuf_add(b, "\r\n", 2);
     }
     strbuf_add(b, "\r\n", 2);
@@ -514,7 +500,6 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     struct upstream_req *rq;
     struct uconn *uc;
     bool reused;
-
     bool resend;
 
     uc = pool_take(pl);
