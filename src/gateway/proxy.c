@@ -857,6 +857,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     char *path = NULL;
     enum path_status st;
     bool trusted, limited;
+    char *xff;
     int64_t t0 = clock_mono_ms(), wall = clock_wall_ms();
     char addr[64];
 
@@ -894,8 +895,11 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     }
     trusted =
         forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
-    forwarded_client(&peer, headers_get(&in, "X-Forwarded-For"),
-                     sc->trusted_proxies, sc->ntrusted_proxies, &client);
+    /* Every line of it, as forward_request_headers() passes it on. */
+    xff = headers_join(&in, "X-Forwarded-For");
+    forwarded_client(&peer, xff, sc->trusted_proxies, sc->ntrusted_proxies,
+                     &client);
+    free(xff);
     netaddr_format(&client, addr, sizeof(addr));
 
     view.method = evreq_method_name(method);

@@ -20,17 +20,7 @@ named(const char *name, const char *want, size_t len)
 char *
 forward_connection_list(const struct headers *h)
 {
-    struct strbuf b = STRBUF_INIT;
-
-    for (size_t i = 0; i < h->n; i++) {
-        if (named(h->v[i].name, "Connection", 10)) {
-            if (b.n > 0) {
-                strbuf_add(&b, ", ", 2);
-            }
-            strbuf_adds(&b, h->v[i].value);
-        }
-    }
-    return b.p;
+    return headers_join(h, "Connection");
 }
 
 /* The request fields the gateway sets itself, not hop-by-hop ones. */
@@ -80,7 +70,9 @@ void
 forward_request_headers(struct headers *out, const struct forward_request *r)
 {
     char *connection = forward_connection_list(r->in);
-    const char *host = NULL, *xff = NULL, *xfp = NULL, *xfh = NULL;
+    const char *host = NULL, *xfp = NULL, *xfh = NULL;
+    /* Every line of it, as forwarded_client() walks it (RFC 9110 5.3). */
+    char *xff = r->peer_trusted ? headers_join(r->in, "X-Forwarded-For") : NULL;
     char addr[64];
 
     for (size_t i = 0; i < r->in->n; i++) {
@@ -90,8 +82,6 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
         /* The first of each, as headers_get() would find it. */
         if (f == OWN_HOST && host == NULL) {
             host = h->value;
-        } else if (f == OWN_XFF && xff == NULL) {
-            xff = h->value;
         } else if (f == OWN_XFP && xfp == NULL) {
             xfp = h->value;
         } else if (f == OWN_XFH && xfh == NULL) {
@@ -105,11 +95,12 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
     free(connection);
     headers_add(out, "Host", r->host);
     netaddr_format(r->peer, addr, sizeof(addr));
-    if (r->peer_trusted && xff != NULL) {
+    if (xff != NULL) {
         char *v = xasprintf("%s, %s", xff, addr);
 
         headers_add(out, "X-Forwarded-For", v);
         free(v);
+        free(xff);
     } else {
         headers_add(out, "X-Forwarded-For", addr);
     }

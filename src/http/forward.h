@@ -35,7 +35,9 @@ struct forward_request {
  * Content-Length and Expect (the gateway frames the body itself and has
  * read it whole), then Host, and X-Forwarded-For, -Proto and -Host. The
  * X-Forwarded-* a client sent are kept (For extended with the peer) only
- * from a trusted proxy: anyone else could plant an address.
+ * from a trusted proxy: anyone else could plant an address. Repeated
+ * X-Forwarded-For fields are one list, first field first (RFC 9110 5.3),
+ * the list forwarded_client() walks; of the other two the first counts.
  */
 void forward_request_headers(struct headers *out,
                              const struct forward_request *r);

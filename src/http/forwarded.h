@@ -19,7 +19,8 @@ bool forwarded_is_trusted(const struct netaddr *a, const struct cidr *trusted,
 
 /*
  * The client's address. When the socket 'peer' is a trusted proxy and
- * 'xff' (the X-Forwarded-For value, may be NULL) is present, walks its
+ * 'xff' (every X-Forwarded-For field as one list, headers_join(); may be
+ * NULL) is present, walks its
  * entries from the right, skipping trusted proxies, and takes the first
  * one that is not trusted (or the leftmost, if all are). An entry that is
  * not an address stops the walk at the last good one. Otherwise the peer.

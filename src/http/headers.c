@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "strbuf.h"
 #include "xmalloc.h"
 
 /* The first block of a list; a larger one when a field needs it. */
@@ -142,6 +143,38 @@ headers_get(const struct headers *h, const char *name)
         }
     }
     return NULL;
+}
+
+size_t
+headers_count(const struct headers *h, const char *name)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < h->n; i++) {
+        if (strcasecmp(h->v[i].name, name) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
+char *
+headers_join(const struct headers *h, const char *name)
+{
+    struct strbuf b = STRBUF_INIT;
+    bool any = false;
+
+    for (size_t i = 0; i < h->n; i++) {
+        if (strcasecmp(h->v[i].name, name) == 0) {
+            if (any) {
+                strbuf_add(&b, ", ", 2);
+            }
+            strbuf_adds(&b, h->v[i].value);
+            any = true;
+        }
+    }
+    /* A lone empty field is still a field: "" rather than NULL. */
+    return any && b.p == NULL ? xstrdup("") : b.p;
 }
 
 /*

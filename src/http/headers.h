@@ -50,6 +50,14 @@ void headers_set(struct headers *h, const char *name, const char *value);
 size_t headers_remove(struct headers *h, const char *name);
 /* Value of the first field called 'name', or NULL. Borrowed. */
 const char *headers_get(const struct headers *h, const char *name);
+/* How many fields are called 'name'. */
+size_t headers_count(const struct headers *h, const char *name);
+/*
+ * Every field called 'name' as one comma-separated list, first field
+ * first: the one value RFC 9110 5.3 says repeated fields of a list mean.
+ * A new string the caller frees, or NULL when there is no such field.
+ */
+char *headers_join(const struct headers *h, const char *name);
 
 /* RFC 9110 token: one or more tchar. */
 bool headers_valid_name(const char *name);

@@ -146,7 +146,7 @@ Test(forward, response_fields_but_hop_by_hop_and_length_go_on)
     cr_assert_not(forward_response_field("X-Up-Secret", "close, X-Up-Secret"));
 }
 
-Test(forward, the_first_of_repeated_fields_counts_and_every_copy_is_replaced)
+Test(forward, repeated_fields_count_once_and_every_copy_is_replaced)
 {
     headers_add(&in, "x-forwarded-host", "first.example");
     headers_add(&in, "X-Forwarded-Host", "second.example");
@@ -163,7 +163,21 @@ Test(forward, the_first_of_repeated_fields_counts_and_every_copy_is_replaced)
     assert_out("Host", "up:8080");
     assert_out("X-Forwarded-Host", "first.example");
     assert_out("X-Forwarded-Proto", "https");
-    assert_out("X-Forwarded-For", "192.0.2.1, 10.1.2.3");
+    /* X-Forwarded-For is a list: every line of it, first line first. */
+    assert_out("X-Forwarded-For", "192.0.2.1, 192.0.2.2, 10.1.2.3");
     assert_out("Expect", NULL);
     assert_out("Content-Length", NULL);
+}
+
+Test(forward, repeated_x_forwarded_for_lines_reach_the_upstream_as_one_list)
+{
+    /* A planted first line cannot hide the line the proxy appended. */
+    headers_add(&in, "X-Forwarded-For", "6.6.6.6");
+    headers_add(&in, "X-Forwarded-For", "203.0.113.9");
+    forward(true);
+    assert_out("X-Forwarded-For", "6.6.6.6, 203.0.113.9, 10.1.2.3");
+    cr_assert_eq(headers_remove(&out, "X-Forwarded-For"), 1);
+    headers_clear(&out);
+    forward(false);
+    assert_out("X-Forwarded-For", "10.1.2.3");
 }

@@ -56,6 +56,45 @@ Test(headers, get_ignores_case_and_returns_the_first_field)
     headers_deinit(&h);
 }
 
+Test(headers, count_counts_every_field_of_a_name_in_any_case)
+{
+    struct headers h;
+
+    headers_init(&h);
+    cr_assert_eq(headers_count(&h, "X-A"), 0);
+    headers_add(&h, "X-A", "1");
+    headers_add(&h, "X-B", "2");
+    headers_add(&h, "x-a", "3");
+    cr_assert_eq(headers_count(&h, "X-A"), 2);
+    cr_assert_eq(headers_count(&h, "X-B"), 1);
+    cr_assert_eq(headers_count(&h, "X-A-"), 0);
+    headers_deinit(&h);
+}
+
+Test(headers, join_makes_repeated_fields_one_list_first_field_first)
+{
+    struct headers h;
+    char *v;
+
+    headers_init(&h);
+    cr_assert_null(headers_join(&h, "X-Forwarded-For"));
+    headers_add(&h, "X-Forwarded-For", "6.6.6.6");
+    headers_add(&h, "Via", "1.1 lb");
+    headers_add(&h, "x-forwarded-for", "203.0.113.9, 10.0.0.1");
+    v = headers_join(&h, "X-Forwarded-For");
+    cr_assert_str_eq(v, "6.6.6.6, 203.0.113.9, 10.0.0.1");
+    free(v);
+    v = headers_join(&h, "Via");
+    cr_assert_str_eq(v, "1.1 lb");
+    free(v);
+    /* An empty field is there, with an empty value. */
+    headers_add(&h, "X-Empty", "");
+    v = headers_join(&h, "X-Empty");
+    cr_assert_str_eq(v, "");
+    free(v);
+    headers_deinit(&h);
+}
+
 Test(headers, remove_drops_every_match_and_keeps_the_rest_in_order)
 {
     struct headers h;

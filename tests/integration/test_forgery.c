@@ -1,0 +1,153 @@
+/*
+ * Headers that cannot be forged around the limiter (issue 10): a request
+ * shaped to make the limiter key on one caller while the upstream hears of
+ * another, or to make the gateway drop what it added itself. Each test
+ * drives the real gateway in front of sluice-echo, which shows what the
+ * upstream received, and observes what the limiter keyed on through a
+ * local limiter of one request per hour: two requests share a bucket
+ * exactly when the second one is refused.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+struct stack {
+    struct proc echo;   /* the upstream */
+    struct proc gw;     /* the gateway */
+    uint16_t echo_port; /* where the echo listens */
+    uint16_t gw_port;   /* where the gateway listens */
+    char *cfg_path;     /* generated config; owned */
+};
+
+/* One request per hour and key: a second request in a bucket is a 429. */
+#define ONE_PER_HOUR                                                           \
+    "limiters:\n"                                                              \
+    "  one: { algorithm: sliding_window, limit: 1, window: 1h }\n"             \
+    "  many: { algorithm: sliding_window, limit: 1000, window: 1h }\n"
+
+#define TRUSTING "  trusted_proxies: [127.0.0.1/32]\n"
+
+/*
+ * Starts the echo and a one-worker gateway with 'server_extra' (more keys
+ * under server:), 'sections' (more top-level sections) and 'routes' (the
+ * items of routes:); "@ECHO@" stands for the echo's address.
+ */
+static void
+stack_start(struct stack *st, const char *server_extra, const char *sections,
+            const char *routes)
+{
+    char addr[32], *r, *cfg;
+
+    memset(st, 0, sizeof(*st));
+    echo_start(&st->echo, &st->echo_port);
+    st->gw_port = harness_free_port();
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", st->echo_port);
+    r = harness_subst(routes, "@ECHO@", addr);
+    cfg = harness_strf("server:\n"
+                       "  listen: 127.0.0.1:%u\n"
+                       "  workers: 1\n"
+                       "%s"
+                       "%s"
+                       "routes:\n"
+                       "%s",
+                       st->gw_port, server_extra, sections, r);
+    st->cfg_path = harness_write_temp(cfg);
+    free(cfg);
+    free(r);
+    gateway_start(&st->gw, st->cfg_path, st->gw_port);
+}
+
+static void
+stack_stop(struct stack *st)
+{
+    int gw = proc_stop(&st->gw, SIGTERM, 15000);
+
+    proc_stop(&st->echo, SIGTERM, 5000);
+    unlink(st->cfg_path);
+    free(st->cfg_path);
+    cr_assert_eq(gw, 0, "the gateway exited with %d on SIGTERM", gw);
+}
+
+/* GET 'path' with 'headers' (may be NULL); returns the status. */
+static long
+get(const struct stack *st, const char *path, const char *const *headers,
+    struct http_response *out)
+{
+    char *u = harness_strf("http://127.0.0.1:%u%s", st->gw_port, path);
+
+    http_request(out, "GET", u, headers, NULL, 0, 10000);
+    free(u);
+    return out->status;
+}
+
+static long
+get_status(const struct stack *st, const char *path, const char *const *headers)
+{
+    struct http_response r;
+    long status = get(st, path, headers, &r);
+
+    http_response_free(&r);
+    return status;
+}
+
+/* The upstream saw exactly one 'name', and it was 'want'; or none (NULL). */
+static void
+assert_upstream_saw(const struct http_response *r, const char *name,
+                    const char *want)
+{
+    size_t n = echo_header_count(r->body, name);
+    char *got = echo_header(r->body, name);
+
+    if (want == NULL) {
+        cr_assert(n == 0, "the upstream saw %s: %s", name, got);
+        return;
+    }
+    cr_assert(n == 1, "the upstream saw %zu %s fields in %s", n, name, r->body);
+    cr_assert_str_eq(got, want, "the upstream saw %s: %s, want %s", name, got,
+                     want);
+    free(got);
+}
+
+/* A route limited to one request per hour per 'key'. */
+static char *
+limited_route(const char *key)
+{
+    return harness_strf("  - id: api\n"
+                        "    uri: http://@ECHO@\n"
+                        "    predicates: [Path=/**]\n"
+                        "    filters:\n"
+                        "      - name: RequestRateLimiter\n"
+                        "        args: { key: %s, limiter: one }\n",
+                        key);
+}
+
+/* ---- X-Forwarded-For on several lines ---- */
+
+Test(forgery, repeated_x_forwarded_for_lines_are_one_list)
+{
+    struct stack st;
+    struct http_response r;
+    /* A client planted the first line; its proxy appended the second. */
+    const char *a[] = {"X-Forwarded-For: 6.6.6.6",
+                       "X-Forwarded-For: 203.0.113.9", NULL};
+    const char *b[] = {"X-Forwarded-For: 6.6.6.7",
+                       "X-Forwarded-For: 203.0.113.9", NULL};
+    char *route = limited_route("ip");
+
+    stack_start(&st, TRUSTING, ONE_PER_HOUR, route);
+    cr_assert_eq(get(&st, "/x", a, &r), 200);
+    /* One list, first line first, extended with the peer. */
+    assert_upstream_saw(&r, "X-Forwarded-For",
+                        "6.6.6.6, 203.0.113.9, 127.0.0.1");
+    http_response_free(&r);
+    /* The limiter keyed on the real client, not on the planted entry. */
+    cr_assert_eq(get_status(&st, "/x", b), 429,
+                 "a forged first X-Forwarded-For line chose the bucket");
+    free(route);
+    stack_stop(&st);
+}
+
