@@ -41,6 +41,8 @@ struct server_conf {
                                    descriptor limit (server.c) */
     uint64_t drain_timeout_ms;  /* SIGTERM: how long in-flight may run */
     bool watch;                 /* reload when the file changes on disk */
+    bool underscores;           /* underscores_in_headers: pass on request
+                                   fields named with '_'; default false */
 };
 
 struct admin_conf {

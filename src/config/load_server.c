@@ -162,6 +162,9 @@ static const struct field server_fields[] = {
     {.key = "watch",
      .parse = load_bool,
      .offset = offsetof(struct server_conf, watch)},
+    {.key = "underscores_in_headers",
+     .parse = load_bool,
+     .offset = offsetof(struct server_conf, underscores)},
 };
 
 static const struct field admin_fields[] = {

@@ -893,6 +893,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         early_reply(p, creq, 400, path_status_str(st), addr, t0, wall);
         return;
     }
+    /* As if never sent: for the router, the limiter and the upstream. */
+    forward_drop_underscored(&in, sc->underscores);
     trusted =
         forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
     /* Every line of it, as forward_request_headers() passes it on. */

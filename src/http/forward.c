@@ -23,6 +23,19 @@ forward_connection_list(const struct headers *h)
     return headers_join(h, "Connection");
 }
 
+static bool
+has_underscore(const char *name, const void *arg)
+{
+    (void)arg;
+    return strchr(name, '_') != NULL;
+}
+
+size_t
+forward_drop_underscored(struct headers *h, bool allowed)
+{
+    return allowed ? 0 : headers_remove_if(h, has_underscore, NULL);
+}
+
 /* The request fields the gateway sets itself, not hop-by-hop ones. */
 enum own_field {
     OWN_NONE,

@@ -8,6 +8,7 @@
 #define SLUICE_FORWARD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "headers.h"
 
@@ -20,6 +21,14 @@ struct netaddr;
  * it.
  */
 char *forward_connection_list(const struct headers *h);
+
+/*
+ * Removes from a client's fields 'h' those whose name holds '_', unless
+ * 'allowed' (server.underscores_in_headers); returns how many went. CGI,
+ * WSGI and PHP upstreams read X_User_Id as X-User-Id, so such a name could
+ * carry what the gateway refuses to believe (nginx drops them too).
+ */
+size_t forward_drop_underscored(struct headers *h, bool allowed);
 
 /* What the upstream is told of a request; every pointer borrowed. */
 struct forward_request {

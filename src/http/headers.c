@@ -134,6 +134,21 @@ headers_remove(struct headers *h, const char *name)
     return removed;
 }
 
+size_t
+headers_remove_if(struct headers *h, headers_match_cb match, const void *arg)
+{
+    size_t kept = 0, removed;
+
+    for (size_t i = 0; i < h->n; i++) {
+        if (!match(h->v[i].name, arg)) {
+            h->v[kept++] = h->v[i];
+        }
+    }
+    removed = h->n - kept;
+    h->n = kept;
+    return removed;
+}
+
 const char *
 headers_get(const struct headers *h, const char *name)
 {

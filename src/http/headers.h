@@ -48,6 +48,14 @@ void headers_add_n(struct headers *h, const char *name, size_t name_len,
 void headers_set(struct headers *h, const char *name, const char *value);
 /* Removes every field called 'name'; returns how many there were. */
 size_t headers_remove(struct headers *h, const char *name);
+/* Decides whether a field called 'name' goes; 'arg' is the caller's. */
+typedef bool (*headers_match_cb)(const char *name, const void *arg);
+/*
+ * Removes every field whose name 'match' holds for, keeping the others in
+ * order; returns how many went. 'match' runs once per field, in order.
+ */
+size_t headers_remove_if(struct headers *h, headers_match_cb match,
+                         const void *arg);
 /* Value of the first field called 'name', or NULL. Borrowed. */
 const char *headers_get(const struct headers *h, const char *name);
 /* How many fields are called 'name'. */

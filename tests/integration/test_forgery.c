@@ -151,3 +151,60 @@ Test(forgery, repeated_x_forwarded_for_lines_are_one_list)
     stack_stop(&st);
 }
 
+/* ---- underscores in names ---- */
+
+Test(forgery, header_names_with_underscores_are_dropped)
+{
+    struct stack st;
+    struct http_response r;
+    const char *h[] = {"X_User_Id: u1", "X_User_Role: admin",
+                       "X_Forwarded_For: 6.6.6.6", "X_Route: b", NULL};
+    const char *routes = "  - id: k\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/k/**]\n"
+                         "    filters:\n"
+                         "      - name: RequestRateLimiter\n"
+                         "        args: { key: 'ip+header:X_Api_Key', "
+                         "limiter: one }\n"
+                         "  - id: b\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/**, 'Header=X_Route']\n"
+                         "    filters:\n"
+                         "      - AddRequestHeader=X-Route-Id, b\n"
+                         "  - id: a\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/**]\n"
+                         "    filters:\n"
+                         "      - AddRequestHeader=X-Route-Id, a\n";
+    const char *k1[] = {"X_Api_Key: k1", NULL};
+    const char *k2[] = {"X_Api_Key: k2", NULL};
+
+    stack_start(&st, "", ONE_PER_HOUR, routes);
+    cr_assert_eq(get(&st, "/x", h, &r), 200);
+    /* Not routed on, and not passed on. */
+    assert_upstream_saw(&r, "X-Route-Id", "a");
+    assert_upstream_saw(&r, "X_User_Id", NULL);
+    assert_upstream_saw(&r, "X_User_Role", NULL);
+    assert_upstream_saw(&r, "X_Forwarded_For", NULL);
+    assert_upstream_saw(&r, "X_Route", NULL);
+    http_response_free(&r);
+    /*
+     * Not keyed on either: without the field the key does not resolve and
+     * the request is refused (empty_key: deny), whatever key it carries.
+     */
+    cr_assert_eq(get_status(&st, "/k/x", k1), 403);
+    cr_assert_eq(get_status(&st, "/k/x", k2), 403);
+    stack_stop(&st);
+
+    /* server.underscores_in_headers: true lets them through. */
+    stack_start(&st, "  underscores_in_headers: true\n", ONE_PER_HOUR, routes);
+    cr_assert_eq(get(&st, "/x", h, &r), 200);
+    assert_upstream_saw(&r, "X-Route-Id", "b");
+    assert_upstream_saw(&r, "X_User_Id", "u1");
+    assert_upstream_saw(&r, "X_Forwarded_For", "6.6.6.6");
+    http_response_free(&r);
+    cr_assert_eq(get_status(&st, "/k/x", k1), 200);
+    cr_assert_eq(get_status(&st, "/k/x", k2), 200);
+    cr_assert_eq(get_status(&st, "/k/x", k1), 429);
+    stack_stop(&st);
+}

@@ -1967,6 +1967,20 @@ Test(config, watch_is_a_boolean)
                  "true or false)");
 }
 
+Test(config, underscores_in_headers_is_a_boolean_off_by_default)
+{
+    struct config *cfg = parse_ok("routes: []\n");
+
+    cr_assert_not(cfg->server.underscores);
+    config_unref(cfg);
+    cfg = parse_ok("routes: []\nserver: {underscores_in_headers: true}\n");
+    cr_assert(cfg->server.underscores);
+    config_unref(cfg);
+    assert_error("routes: []\nserver: {underscores_in_headers: 1x}\n",
+                 "t.yaml:2:34: server.underscores_in_headers: bad boolean "
+                 "\"1x\" (expected true or false)");
+}
+
 Test(config, bad_access_settings_are_errors)
 {
     assert_error("routes: []\nlog: {access_format: jsn}\n",

@@ -181,3 +181,19 @@ Test(forward, repeated_x_forwarded_for_lines_reach_the_upstream_as_one_list)
     forward(false);
     assert_out("X-Forwarded-For", "10.1.2.3");
 }
+
+Test(forward, names_with_underscores_are_dropped_unless_allowed)
+{
+    headers_add(&in, "X_User_Id", "u1");
+    headers_add(&in, "Accept", "*/*");
+    headers_add(&in, "x_forwarded_for", "6.6.6.6");
+    headers_add(&in, "_", "1");
+    headers_add(&in, "X-User-Id", "u2");
+    cr_assert_eq(forward_drop_underscored(&in, true), 0);
+    cr_assert_eq(in.n, 5);
+    cr_assert_eq(forward_drop_underscored(&in, false), 3);
+    cr_assert_eq(in.n, 2);
+    cr_assert_str_eq(in.v[0].name, "Accept");
+    cr_assert_str_eq(in.v[1].name, "X-User-Id");
+    cr_assert_eq(forward_drop_underscored(&in, false), 0);
+}

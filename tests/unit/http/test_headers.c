@@ -95,6 +95,31 @@ Test(headers, join_makes_repeated_fields_one_list_first_field_first)
     headers_deinit(&h);
 }
 
+static bool
+starts_with(const char *name, const void *arg)
+{
+    return strncmp(name, arg, strlen(arg)) == 0;
+}
+
+Test(headers, remove_if_drops_what_the_callback_names_and_keeps_order)
+{
+    struct headers h;
+    char buf[256];
+
+    headers_init(&h);
+    cr_assert_eq(headers_remove_if(&h, starts_with, "X-"), 0);
+    headers_add(&h, "X-A", "1");
+    headers_add(&h, "B", "2");
+    headers_add(&h, "X-C", "3");
+    headers_add(&h, "D", "4");
+    cr_assert_eq(headers_remove_if(&h, starts_with, "X-"), 2);
+    dump(&h, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "B: 2|D: 4");
+    cr_assert_eq(headers_remove_if(&h, starts_with, ""), 2);
+    cr_assert_eq(h.n, 0);
+    headers_deinit(&h);
+}
+
 Test(headers, remove_drops_every_match_and_keeps_the_rest_in_order)
 {
     struct headers h;
