@@ -895,6 +895,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     }
     /* As if never sent: for the router, the limiter and the upstream. */
     forward_drop_underscored(&in, sc->underscores);
+    forward_drop_nominated(&in);
     trusted =
         forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
     /* Every line of it, as forward_request_headers() passes it on. */

@@ -36,6 +36,25 @@ forward_drop_underscored(struct headers *h, bool allowed)
     return allowed ? 0 : headers_remove_if(h, has_underscore, NULL);
 }
 
+static bool
+nominated(const char *name, const void *connection)
+{
+    return forwarded_in_connection(connection, name);
+}
+
+size_t
+forward_drop_nominated(struct headers *h)
+{
+    char *connection = forward_connection_list(h);
+    size_t n = 0;
+
+    if (connection != NULL) {
+        n = headers_remove_if(h, nominated, connection);
+        free(connection);
+    }
+    return n;
+}
+
 /* The request fields the gateway sets itself, not hop-by-hop ones. */
 enum own_field {
     OWN_NONE,
@@ -82,7 +101,6 @@ own_field(const char *name)
 void
 forward_request_headers(struct headers *out, const struct forward_request *r)
 {
-    char *connection = forward_connection_list(r->in);
     const char *host = NULL, *xfp = NULL, *xfh = NULL;
     /* Every line of it, as forwarded_client() walks it (RFC 9110 5.3). */
     char *xff = r->peer_trusted ? headers_join(r->in, "X-Forwarded-For") : NULL;
@@ -100,12 +118,10 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
         } else if (f == OWN_XFH && xfh == NULL) {
             xfh = h->value;
         }
-        if (f == OWN_NONE && !forwarded_is_hop_by_hop(h->name) &&
-            !forwarded_in_connection(connection, h->name)) {
+        if (f == OWN_NONE && !forwarded_is_hop_by_hop(h->name)) {
             headers_add(out, h->name, h->value);
         }
     }
-    free(connection);
     headers_add(out, "Host", r->host);
     netaddr_format(r->peer, addr, sizeof(addr));
     if (xff != NULL) {

@@ -1,7 +1,8 @@
 /*
  * forward.h - the header fields a proxy passes on, both ways (RFC 9110
  * 7.6): hop-by-hop fields dropped, the Connection list read across every
- * Connection field, and X-Forwarded-* set for the upstream. Pure:
+ * Connection field, fields named with '_' dropped, and X-Forwarded-* set
+ * for the upstream. Pure:
  * allocates, no I/O. Depends on headers.h and netaddr.h.
  */
 #ifndef SLUICE_FORWARD_H
@@ -30,6 +31,17 @@ char *forward_connection_list(const struct headers *h);
  */
 size_t forward_drop_underscored(struct headers *h, bool allowed);
 
+/*
+ * Removes from a client's fields 'h' those its Connection fields name
+ * (every one of them, forward_connection_list()): they were meant for the
+ * gateway's hop alone (RFC 9110 7.6.1). Done before anything reads the
+ * request, so that a nominated field is as if never sent: the identity,
+ * the router and the limiter never see what the upstream will not, and
+ * what the route's filters add later is not nominated. Returns how many
+ * went; the Connection fields stay, dropped as hop-by-hop when forwarded.
+ */
+size_t forward_drop_nominated(struct headers *h);
+
 /* What the upstream is told of a request; every pointer borrowed. */
 struct forward_request {
     const struct headers *in;   /* the request's fields, filters applied */
@@ -40,13 +52,16 @@ struct forward_request {
 
 /*
  * Appends to 'out' the fields to send upstream for 'r': those of 'r->in'
- * but the hop-by-hop ones (and those the Connection list names), Host,
+ * but the hop-by-hop ones, Host,
  * Content-Length and Expect (the gateway frames the body itself and has
  * read it whole), then Host, and X-Forwarded-For, -Proto and -Host. The
  * X-Forwarded-* a client sent are kept (For extended with the peer) only
  * from a trusted proxy: anyone else could plant an address. Repeated
  * X-Forwarded-For fields are one list, first field first (RFC 9110 5.3),
  * the list forwarded_client() walks; of the other two the first counts.
+ * 'r->in' is what the filters made of the client's fields, so the
+ * client's Connection list is not applied again here: it would remove
+ * what the gateway added (forward_drop_nominated() applied it before).
  */
 void forward_request_headers(struct headers *out,
                              const struct forward_request *r);

@@ -208,3 +208,58 @@ Test(forgery, header_names_with_underscores_are_dropped)
     cr_assert_eq(get_status(&st, "/k/x", k1), 429);
     stack_stop(&st);
 }
+/* ---- Connection ---- */
+
+Test(forgery, connection_nominated_identity_is_not_believed)
+{
+    struct stack st;
+    struct http_response r;
+    const char *hop[] = {"Connection: X-User-Id", "X-User-Id: u1", NULL};
+    const char *u1[] = {"X-User-Id: u1", NULL};
+
+    stack_start(&st, TRUSTING, ONE_PER_HOUR,
+                "  - id: api\n"
+                "    uri: http://@ECHO@\n"
+                "    predicates: [Path=/**]\n"
+                "    filters:\n"
+                "      - name: RequestRateLimiter\n"
+                "        args:\n"
+                "          tiers:\n"
+                "            - { key: user, limiter: one }\n"
+                "            - { key: ip, limiter: many }\n");
+    /* Meant for the gateway's hop only: as if never sent, for both. */
+    cr_assert_eq(get(&st, "/x", hop, &r), 200);
+    assert_upstream_saw(&r, "X-User-Id", NULL);
+    http_response_free(&r);
+    cr_assert_eq(get_status(&st, "/x", hop), 200,
+                 "the limiter keyed on a user the upstream never saw");
+    /* u1's bucket is still whole. */
+    cr_assert_eq(get(&st, "/x", u1, &r), 200);
+    assert_upstream_saw(&r, "X-User-Id", "u1");
+    http_response_free(&r);
+    cr_assert_eq(get_status(&st, "/x", u1), 429);
+    stack_stop(&st);
+}
+
+Test(forgery, connection_cannot_remove_a_field_the_gateway_adds)
+{
+    struct stack st;
+    struct http_response r;
+    const char *h[] = {"Connection: X-Gateway, X-Hop", "X-Gateway: forged",
+                       "X-Hop: 1", NULL};
+
+    stack_start(&st, "", "",
+                "  - id: api\n"
+                "    uri: http://@ECHO@\n"
+                "    predicates: [Path=/**]\n"
+                "    filters:\n"
+                "      - AddRequestHeader=X-Gateway, sluice\n");
+    cr_assert_eq(get(&st, "/x", h, &r), 200);
+    /* The client's own is gone; the filter's is there. */
+    assert_upstream_saw(&r, "X-Gateway", "sluice");
+    assert_upstream_saw(&r, "X-Hop", NULL);
+    assert_upstream_saw(&r, "Connection", NULL);
+    http_response_free(&r);
+    stack_stop(&st);
+}
+
