@@ -720,12 +720,6 @@ build_target(const struct route *r, const char *path, const char *query)
 
 /* ---- accepting a request ---- */
 
-static const char *
-header_or_null(const struct headers *h, const char *name)
-{
-    return name != NULL ? headers_get(h, name) : NULL;
-}
-
 /* A new exchange for 'creq', linked into the proxy, watching the client. */
 static struct exchange *
 exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
@@ -835,6 +829,36 @@ refused_or_reply(struct proxy *p, struct evhttp_request *creq,
     return true;
 }
 
+/*
+ * Decides who the caller is, once: the limiter keys on '*who' and the
+ * upstream is told it (forward_request_headers()), so that the two always
+ * agree. Today a trusted proxy's assertion in the identity.* fields, and
+ * none from any other peer. Refuses, with the connection closed after
+ * the answer, a trusted peer's repeated field: which value is meant is
+ * ambiguous. Returns 0, or -1 when it has answered.
+ */
+static int
+identity_or_reply(struct proxy *p, const struct config *cfg,
+                  struct evhttp_request *creq, const struct headers *in,
+                  bool trusted, const char *client, int64_t t0, int64_t wall,
+                  struct forwarded_identity *who)
+{
+    const struct identity_conf *ic = &cfg->identity;
+    char why[160];
+
+    if (forwarded_identity(in, trusted, ic->user_header, ic->role_header,
+                           who) == FORWARDED_IDENTITY_OK) {
+        return 0;
+    }
+    snprintf(why, sizeof(why), "%s or %s sent more than once",
+             ic->user_header != NULL ? ic->user_header : "-",
+             ic->role_header != NULL ? ic->role_header : "-");
+    log_debug("proxy: refused a request from %s: %s", client, why);
+    evreq_close_after_reply(creq);
+    early_reply(p, creq, 400, why, client, t0, wall);
+    return -1;
+}
+
 void
 proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
              struct clientconn *cc)
@@ -854,6 +878,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     const struct route *route;
     struct exchange *ex;
     struct ratelimit_outcome outcome;
+    struct forwarded_identity id;
     char *path = NULL;
     enum path_status st;
     bool trusted, limited;
@@ -904,6 +929,12 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                      &client);
     free(xff);
     netaddr_format(&client, addr, sizeof(addr));
+    if (identity_or_reply(p, cfg, creq, &in, trusted, addr, t0, wall, &id) <
+        0) {
+        fields_give(&p->in_spare, &in);
+        free(path);
+        return;
+    }
 
     view.method = evreq_method_name(method);
     view.path = path;
@@ -926,10 +957,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         struct caller who;
 
         who.client = &client;
-        who.user =
-            trusted ? header_or_null(&in, cfg->identity.user_header) : NULL;
-        who.role =
-            trusted ? header_or_null(&in, cfg->identity.role_header) : NULL;
+        who.user = id.user;
+        who.role = id.role;
         who.headers = &in;
         who.query = query;
         who.ipv6_prefix = cfg->identity.ipv6_prefix;
@@ -943,18 +972,6 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     out.headers = in; /* moved: 'in' is not used again */
     out.preserve_host = false;
     out.vars = &vars;
-    if (!trusted) {
-        /*
-         * Not believed here, so not passed on either: an upstream must not
-         * take a client's word for who it is. Filters may still set them.
-         */
-        if (cfg->identity.user_header != NULL) {
-            headers_remove(&out.headers, cfg->identity.user_header);
-        }
-        if (cfg->identity.role_header != NULL) {
-            headers_remove(&out.headers, cfg->identity.role_header);
-        }
-    }
     for (size_t i = 0; i < route->nfilters; i++) {
         filter_apply_request(&route->filters[i], &out);
     }
@@ -969,6 +986,10 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                   : route->uri.authority;
     fr.peer = &peer;
     fr.peer_trusted = trusted;
+    /* Written last, over whatever the client or a filter put there. */
+    fr.user_header = cfg->identity.user_header;
+    fr.role_header = cfg->identity.role_header;
+    fr.who = &id;
     forward_request_headers(&ex->fwd, &fr);
     fields_give(&p->in_spare, &out.headers);
     free(out.path);

@@ -98,6 +98,14 @@ own_field(const char *name)
     return strcasecmp(name, want) == 0 ? f : OWN_NONE;
 }
 
+/* True when 'name' is where the identity goes: only the decided one does. */
+static bool
+identity_field(const struct forward_request *r, const char *name)
+{
+    return (r->user_header != NULL && strcasecmp(name, r->user_header) == 0) ||
+           (r->role_header != NULL && strcasecmp(name, r->role_header) == 0);
+}
+
 void
 forward_request_headers(struct headers *out, const struct forward_request *r)
 {
@@ -118,7 +126,8 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
         } else if (f == OWN_XFH && xfh == NULL) {
             xfh = h->value;
         }
-        if (f == OWN_NONE && !forwarded_is_hop_by_hop(h->name)) {
+        if (f == OWN_NONE && !forwarded_is_hop_by_hop(h->name) &&
+            !identity_field(r, h->name)) {
             headers_add(out, h->name, h->value);
         }
     }
@@ -139,6 +148,12 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
         headers_add(out, "X-Forwarded-Host", xfh);
     } else if (host != NULL) {
         headers_add(out, "X-Forwarded-Host", host);
+    }
+    if (r->who != NULL && r->user_header != NULL && r->who->user != NULL) {
+        headers_add(out, r->user_header, r->who->user);
+    }
+    if (r->who != NULL && r->role_header != NULL && r->who->role != NULL) {
+        headers_add(out, r->role_header, r->who->role);
     }
 }
 

@@ -13,6 +13,7 @@
 
 #include "headers.h"
 
+struct forwarded_identity;
 struct netaddr;
 
 /*
@@ -48,6 +49,10 @@ struct forward_request {
     const char *host;           /* the Host field to send */
     const struct netaddr *peer; /* the socket peer */
     bool peer_trusted;          /* the peer is a trusted proxy */
+    const char *user_header;    /* identity.user_header, or NULL */
+    const char *role_header;    /* identity.role_header, or NULL */
+    const struct forwarded_identity *who; /* the identity decided, or NULL:
+                                             none */
 };
 
 /*
@@ -62,6 +67,10 @@ struct forward_request {
  * 'r->in' is what the filters made of the client's fields, so the
  * client's Connection list is not applied again here: it would remove
  * what the gateway added (forward_drop_nominated() applied it before).
+ * Every field of 'r->in' called 'r->user_header' or 'r->role_header' is
+ * left out, and the identity the gateway decided ('r->who') is written
+ * last in those names: the upstream hears of the caller the limiter keyed
+ * on, or of none, whatever the client sent or a filter wrote.
  */
 void forward_request_headers(struct headers *out,
                              const struct forward_request *r);

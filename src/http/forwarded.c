@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "headers.h"
 #include "netaddr.h"
 
 bool
@@ -66,6 +67,50 @@ forwarded_client(const struct netaddr *peer, const char *xff,
         }
         end = start - 1;
     }
+}
+
+/*
+ * The one field called 'name' in 'h' into '*out' (NULL when there is none,
+ * it is empty, or 'name' is NULL); -1 when there are several, empty or not.
+ */
+static int
+single_field(const struct headers *h, const char *name, const char **out)
+{
+    const char *found = NULL;
+
+    *out = NULL;
+    if (name == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        if (strcasecmp(h->v[i].name, name) == 0) {
+            if (found != NULL) {
+                return -1;
+            }
+            found = h->v[i].value;
+        }
+    }
+    *out = found != NULL && found[0] != '\0' ? found : NULL;
+    return 0;
+}
+
+enum forwarded_identity_status
+forwarded_identity(const struct headers *h, bool trusted,
+                   const char *user_header, const char *role_header,
+                   struct forwarded_identity *out)
+{
+    out->user = NULL;
+    out->role = NULL;
+    if (!trusted) {
+        return FORWARDED_IDENTITY_OK;
+    }
+    if (single_field(h, user_header, &out->user) < 0 ||
+        single_field(h, role_header, &out->role) < 0) {
+        out->user = NULL;
+        out->role = NULL;
+        return FORWARDED_IDENTITY_REPEATED;
+    }
+    return FORWARDED_IDENTITY_OK;
 }
 
 bool

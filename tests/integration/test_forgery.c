@@ -151,6 +151,69 @@ Test(forgery, repeated_x_forwarded_for_lines_are_one_list)
     stack_stop(&st);
 }
 
+/* ---- identity fields repeated ---- */
+
+/*
+ * Sends 'fields' in a request that keeps the connection open, followed on
+ * the same connection by a second request; returns what came back.
+ */
+static char *
+pipelined(const struct stack *st, const char *fields)
+{
+    char *req = harness_strf("GET /x HTTP/1.1\r\nHost: x\r\n%s\r\n"
+                             "GET /x HTTP/1.1\r\nHost: x\r\n"
+                             "Connection: close\r\n\r\n",
+                             fields);
+    char *reply = raw_http(st->gw_port, req, strlen(req), 5000);
+
+    cr_assert(reply != NULL, "connection refused");
+    free(req);
+    return reply;
+}
+
+/* 'reply' is one 400 problem, and nothing was answered after it. */
+static void
+assert_refused_and_closed(const char *reply)
+{
+    cr_assert(strncmp(reply, "HTTP/1.1 400", 12) == 0, "%s", reply);
+    cr_assert(strstr(reply, "application/problem+json") != NULL, "%s", reply);
+    cr_assert(strstr(reply + 12, "HTTP/1.1 ") == NULL,
+              "the connection went on after the refusal: %s", reply);
+}
+
+Test(forgery, repeated_identity_field_from_a_trusted_peer_is_refused)
+{
+    struct stack st;
+    struct http_response r;
+    const char *users[] = {"X-User-Id: u1", "X-User-Id: u2", NULL};
+    const char *u1[] = {"X-User-Id: u1", NULL};
+    char *route = limited_route("user");
+    char *reply;
+
+    stack_start(&st, TRUSTING, ONE_PER_HOUR, route);
+    reply = pipelined(&st, "X-User-Id: u1\r\nX-User-Id: u2\r\n");
+    assert_refused_and_closed(reply);
+    free(reply);
+    reply = pipelined(&st, "X-User-Role: a\r\nx-user-role: b\r\n"
+                           "X-User-Id: u3\r\n");
+    assert_refused_and_closed(reply);
+    free(reply);
+    /* Neither consumed anything: u1's bucket is untouched. */
+    cr_assert_eq(get_status(&st, "/x", u1), 200);
+    stack_stop(&st);
+
+    /* From an untrusted peer they are dropped, however many there are. */
+    stack_start(&st, "", ONE_PER_HOUR,
+                "  - id: api\n"
+                "    uri: http://@ECHO@\n"
+                "    predicates: [Path=/**]\n");
+    cr_assert_eq(get(&st, "/x", users, &r), 200);
+    assert_upstream_saw(&r, "X-User-Id", NULL);
+    http_response_free(&r);
+    free(route);
+    stack_stop(&st);
+}
+
 /* ---- underscores in names ---- */
 
 Test(forgery, header_names_with_underscores_are_dropped)
@@ -263,3 +326,39 @@ Test(forgery, connection_cannot_remove_a_field_the_gateway_adds)
     stack_stop(&st);
 }
 
+/* ---- the limiter and the upstream agree ---- */
+
+Test(forgery, upstream_gets_the_identity_the_gateway_decided)
+{
+    struct stack st;
+    struct http_response r;
+    const char *u1[] = {"X-User-Id: u1", "X-User-Role: staff", NULL};
+    const char *routes = "  - id: api\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/**]\n"
+                         "    filters:\n"
+                         "      - SetRequestHeader=X-User-Id, from-filter\n"
+                         "      - AddRequestHeader=X-User-Role, admin\n"
+                         "      - name: RequestRateLimiter\n"
+                         "        args: { key: user, limiter: one, "
+                         "empty_key: allow }\n";
+
+    /* A trusted proxy's assertion is what both see; a filter cannot
+     * replace it. */
+    stack_start(&st, TRUSTING, ONE_PER_HOUR, routes);
+    cr_assert_eq(get(&st, "/x", u1, &r), 200);
+    assert_upstream_saw(&r, "X-User-Id", "u1");
+    assert_upstream_saw(&r, "X-User-Role", "staff");
+    http_response_free(&r);
+    cr_assert_eq(get_status(&st, "/x", u1), 429);
+    stack_stop(&st);
+
+    /* From anyone else there is no identity, and the upstream hears of
+     * none, whatever a filter writes. */
+    stack_start(&st, "", ONE_PER_HOUR, routes);
+    cr_assert_eq(get(&st, "/x", u1, &r), 200);
+    assert_upstream_saw(&r, "X-User-Id", NULL);
+    assert_upstream_saw(&r, "X-User-Role", NULL);
+    http_response_free(&r);
+    stack_stop(&st);
+}

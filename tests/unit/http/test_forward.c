@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "forwarded.h"
 #include "netaddr.h"
 
 static struct headers in, out;
@@ -29,7 +30,23 @@ TestSuite(forward, .init = setup, .fini = teardown);
 static void
 forward(bool trusted)
 {
-    struct forward_request r = {&in, "up:8080", &peer, trusted};
+    struct forward_request r = {
+        .in = &in, .host = "up:8080", .peer = &peer, .peer_trusted = trusted};
+
+    forward_request_headers(&out, &r);
+}
+
+/* The same, telling the upstream of 'who' in X-User-Id and X-User-Role. */
+static void
+forward_as(bool trusted, const struct forwarded_identity *who)
+{
+    struct forward_request r = {.in = &in,
+                                .host = "up:8080",
+                                .peer = &peer,
+                                .peer_trusted = trusted,
+                                .user_header = "X-User-Id",
+                                .role_header = "X-User-Role",
+                                .who = who};
 
     forward_request_headers(&out, &r);
 }
@@ -220,4 +237,37 @@ Test(forward, names_with_underscores_are_dropped_unless_allowed)
     cr_assert_str_eq(in.v[0].name, "Accept");
     cr_assert_str_eq(in.v[1].name, "X-User-Id");
     cr_assert_eq(forward_drop_underscored(&in, false), 0);
+}
+
+Test(forward, the_upstream_hears_of_the_decided_identity_alone_and_last)
+{
+    struct forwarded_identity who = {"u1", "staff"};
+
+    /* The client's, and what a filter wrote, are not sent. */
+    headers_add(&in, "X-User-Id", "client");
+    headers_add(&in, "x-user-role", "admin");
+    headers_add(&in, "X-User-Id", "from-filter");
+    headers_add(&in, "Accept", "*/*");
+    forward_as(true, &who);
+    cr_assert_eq(headers_count(&out, "X-User-Id"), 1);
+    cr_assert_eq(headers_count(&out, "X-User-Role"), 1);
+    assert_out("X-User-Id", "u1");
+    assert_out("X-User-Role", "staff");
+    cr_assert_str_eq(out.v[out.n - 2].name, "X-User-Id");
+    cr_assert_str_eq(out.v[out.n - 1].name, "X-User-Role");
+}
+
+Test(forward, no_identity_decided_means_no_identity_sent)
+{
+    struct forwarded_identity none = {NULL, NULL};
+
+    headers_add(&in, "X-User-Id", "client");
+    headers_add(&in, "X-User-Role", "admin");
+    forward_as(false, &none);
+    assert_out("X-User-Id", NULL);
+    assert_out("X-User-Role", NULL);
+    headers_clear(&out);
+    forward_as(false, NULL);
+    assert_out("X-User-Id", NULL);
+    assert_out("X-User-Role", NULL);
 }

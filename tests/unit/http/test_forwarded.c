@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "forwarded.h"
+#include "headers.h"
 #include "netaddr.h"
 
 static struct cidr trusted[2];
@@ -125,4 +126,70 @@ Test(forwarded, hop_by_hop_is_exactly_the_nine_names_in_any_case)
         cr_assert_not(forwarded_is_hop_by_hop(end_to_end[i]), "%s",
                       end_to_end[i]);
     }
+}
+
+/* forwarded_identity() over 'h' with the default field names. */
+static enum forwarded_identity_status
+identity(const struct headers *h, bool believed, struct forwarded_identity *who)
+{
+    return forwarded_identity(h, believed, "X-User-Id", "X-User-Role", who);
+}
+
+Test(forwarded, a_trusted_proxy_asserts_the_identity_in_single_fields)
+{
+    struct headers h;
+    struct forwarded_identity who;
+
+    headers_init(&h);
+    headers_add(&h, "x-user-id", "u1");
+    headers_add(&h, "X-User-Role", "staff");
+    cr_assert_eq(identity(&h, true, &who), FORWARDED_IDENTITY_OK);
+    cr_assert_str_eq(who.user, "u1");
+    cr_assert_str_eq(who.role, "staff");
+    /* Nobody else does. */
+    cr_assert_eq(identity(&h, false, &who), FORWARDED_IDENTITY_OK);
+    cr_assert_null(who.user);
+    cr_assert_null(who.role);
+    /* Names not configured are not read. */
+    cr_assert_eq(forwarded_identity(&h, true, NULL, "X-User-Role", &who),
+                 FORWARDED_IDENTITY_OK);
+    cr_assert_null(who.user);
+    cr_assert_str_eq(who.role, "staff");
+    headers_deinit(&h);
+}
+
+Test(forwarded, an_empty_or_absent_field_is_no_identity)
+{
+    struct headers h;
+    struct forwarded_identity who;
+
+    headers_init(&h);
+    cr_assert_eq(identity(&h, true, &who), FORWARDED_IDENTITY_OK);
+    cr_assert_null(who.user);
+    cr_assert_null(who.role);
+    headers_add(&h, "X-User-Id", "");
+    cr_assert_eq(identity(&h, true, &who), FORWARDED_IDENTITY_OK);
+    cr_assert_null(who.user);
+    headers_deinit(&h);
+}
+
+Test(forwarded, a_repeated_identity_field_is_ambiguous_from_a_trusted_peer_only)
+{
+    struct headers h;
+    struct forwarded_identity who;
+
+    headers_init(&h);
+    headers_add(&h, "X-User-Id", "u1");
+    headers_add(&h, "X-User-Role", "a");
+    headers_add(&h, "x-user-role", "");
+    cr_assert_eq(identity(&h, true, &who), FORWARDED_IDENTITY_REPEATED);
+    cr_assert_null(who.user);
+    cr_assert_null(who.role);
+    cr_assert_eq(identity(&h, false, &who), FORWARDED_IDENTITY_OK);
+    cr_assert_null(who.user);
+    headers_clear(&h);
+    headers_add(&h, "X-User-Id", "u1");
+    headers_add(&h, "X-User-Id", "u1");
+    cr_assert_eq(identity(&h, true, &who), FORWARDED_IDENTITY_REPEATED);
+    headers_deinit(&h);
 }
