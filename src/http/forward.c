@@ -6,7 +6,6 @@
 
 #include "forwarded.h"
 #include "netaddr.h"
-#include "strbuf.h"
 #include "xmalloc.h"
 
 /* True when 'name' is 'want' in any case; 'len' is strlen(want). */
