@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "claims.h"
 #include "cookie.h"
 #include "headers.h"
 #include "netaddr.h"
@@ -238,8 +239,25 @@ resolve(const struct key_part *part, const struct caller *who,
     case KEY_ROUTE:
         set_string(v, "-");
         break;
+    case KEY_CLAIM:
+        set_string(v, claims_get_string(who->claims, part->name));
+        break;
     }
     return v->p != NULL && v->n > 0;
+}
+
+/* Every claim condition of 't' holds for 'who'. */
+static bool
+claims_hold(const struct tier *t, const struct caller *who)
+{
+    for (size_t i = 0; i < t->nwhen_claims; i++) {
+        const char *v = claims_get_string(who->claims, t->when_claims[i].name);
+
+        if (v == NULL || strcmp(v, t->when_claims[i].value) != 0) {
+            return false;
+        }
+    }
+    return true;
 }
 
 const struct tier *
@@ -252,6 +270,9 @@ ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
 
         if (t->when_role != NULL &&
             (who->role == NULL || strcmp(who->role, t->when_role) != 0)) {
+            continue;
+        }
+        if (!claims_hold(t, who)) {
             continue;
         }
         for (size_t j = 0; ok && j < t->key.nparts; j++) {
