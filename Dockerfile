@@ -18,7 +18,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         build-essential cmake pkg-config libevent-dev libhiredis-dev \
-        libyaml-dev libpcre2-dev libssl-dev \
+        libyaml-dev libpcre2-dev libssl-dev libjwt-dev libjansson-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -32,7 +32,8 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7 \
-        libhiredis0.14 libyaml-0-2 libpcre2-8-0 libssl3 \
+        libhiredis0.14 libyaml-0-2 libpcre2-8-0 libssl3 libjwt0 \
+        libjansson4 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 sluice \
     && useradd --system --uid 10001 --gid sluice --no-create-home \

@@ -6,7 +6,8 @@
 set -eu
 
 PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
-libyaml-dev libpcre2-dev libssl-dev libhttp-parser-dev libcriterion-dev
+libyaml-dev libpcre2-dev libssl-dev libhttp-parser-dev libjwt-dev
+libjansson-dev libcriterion-dev
 libcurl4-openssl-dev redis-server curl clang libclang-rt-14-dev"
 [ $# -gt 0 ] && PACKAGES="$*"
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Checks the include rules of src/ (README, Development):
 # - a module includes headers of its own layer or of the layers below it,
-#     base < http < limit < route < config < ratelimit < gateway < main
+#     base < http < identity < limit < route < config < ratelimit < gateway
+#     < main
 #   (limit/ratelimit.*, redis.* and resolve.* are the ratelimit layer: I/O
 #   beside the pure limiter model);
 # - each library's headers are included by the one place that wraps it.
@@ -16,14 +17,15 @@ fail=0
 
 layer_of() {
     case $1 in
-    main.c) echo 7 ;;
+    main.c) echo 8 ;;
     base/*) echo 0 ;;
     http/*) echo 1 ;;
-    limit/ratelimit.* | limit/redis.* | limit/resolve.*) echo 5 ;;
-    limit/*) echo 2 ;;
-    route/*) echo 3 ;;
-    config/*) echo 4 ;;
-    gateway/*) echo 6 ;;
+    identity/*) echo 2 ;;
+    limit/ratelimit.* | limit/redis.* | limit/resolve.*) echo 6 ;;
+    limit/*) echo 3 ;;
+    route/*) echo 4 ;;
+    config/*) echo 5 ;;
+    gateway/*) echo 7 ;;
     *) echo 99 ;;
     esac
 }
@@ -77,7 +79,9 @@ only 'yaml\.h' 'config/*'
 only 'hiredis/' 'limit/redis.c'
 only 'http_parser\.h' 'http/resparse.c'
 only 'pcre2\.h' 'route/regexp.c'
-only 'openssl/' 'limit/ratekey.c'
+only 'openssl/' 'limit/ratekey.c' 'identity/*'
+only 'jwt\.h' 'identity/*'
+only 'jansson\.h' 'identity/*'
 only 'event2/http' 'gateway/*'
 only 'event2/keyvalq_struct\.h' 'gateway/*'
 only 'event2/' 'gateway/*' 'limit/redis.c' 'limit/resolve.c'

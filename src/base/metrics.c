@@ -87,6 +87,12 @@ static const struct metric_def defs[M_COUNT] = {
                            "without asking Redis.",
                            0,
                            {NULL}},
+    [M_JWT_CACHE_HITS] = {"sluice_jwt_cache_hits_total",
+                          T_COUNTER,
+                          "Tokens found valid in the token cache, without "
+                          "a signature check.",
+                          0,
+                          {NULL}},
     [M_CONNECTIONS] = {"sluice_connections_open",
                        T_GAUGE,
                        "Client connections open.",

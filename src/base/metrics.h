@@ -33,6 +33,9 @@ enum metric_id {
     /* counter {}: refusals answered from the over-limit cache, without
        a Redis call */
     M_DENY_CACHE_HITS,
+    /* counter {}: tokens found valid in the token cache (identity.jwt),
+       without a signature check */
+    M_JWT_CACHE_HITS,
     /* gauge {}: client connections open */
     M_CONNECTIONS,
     /* gauge {}: requests in flight */

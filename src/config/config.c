@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jwtcheck.h"
 #include "load.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -79,6 +80,7 @@ config_free(struct config *cfg)
     free(cfg->redis.key_prefix);
     free(cfg->identity.user_header);
     free(cfg->identity.role_header);
+    jwtcheck_conf_free(cfg->identity.jwt);
     free(cfg->access_log);
     /* Routes first: their tiers point into the limiters. */
     for (size_t i = 0; i < cfg->nroutes; i++) {

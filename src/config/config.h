@@ -63,11 +63,15 @@ struct redis_conf {
                                default 1024 */
 };
 
+struct jwtcheck_conf;
+
 /* Who the caller is, beyond the socket. */
 struct identity_conf {
-    char *user_header;    /* default "X-User-Id"; owned */
-    char *role_header;    /* default "X-User-Role"; owned */
-    unsigned ipv6_prefix; /* IPv6 clients share a key per prefix; 64 */
+    char *user_header;         /* default "X-User-Id"; owned */
+    char *role_header;         /* default "X-User-Role"; owned */
+    unsigned ipv6_prefix;      /* IPv6 clients share a key per prefix; 64 */
+    struct jwtcheck_conf *jwt; /* identity.jwt, or NULL: the source of
+                                  user and role when set; owned */
 };
 
 /* Defaults for every route's upstream, each overridable per route. */

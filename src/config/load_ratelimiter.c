@@ -158,7 +158,7 @@ static const struct key_kind_name key_kinds[] = {
     {"ip", KEY_IP, false},        {"user", KEY_USER, false},
     {"role", KEY_ROLE, false},    {"route", KEY_ROUTE, false},
     {"header", KEY_HEADER, true}, {"query", KEY_QUERY, true},
-    {"cookie", KEY_COOKIE, true},
+    {"cookie", KEY_COOKIE, true}, {"claim", KEY_CLAIM, true},
 };
 
 _Static_assert(offsetof(struct key_kind_name, name) == 0, "name first");
@@ -315,10 +315,21 @@ parse_key_spec(struct loader *ld, yaml_node_t *node,
     if (err != NULL) {
         report(ld, node, path,
                "bad key \"%s\": %s (expected parts joined by '+': ip, user, "
-               "role, route, header:NAME, query:NAME, cookie:NAME)",
+               "role, route, header:NAME, query:NAME, cookie:NAME, "
+               "claim:NAME)",
                text, err);
         key_spec_clear(out);
         return false;
+    }
+    for (size_t i = 0; i < out->nparts; i++) {
+        if (out->parts[i].kind == KEY_CLAIM && ld->cfg->identity.jwt == NULL) {
+            report(ld, node, path,
+                   "bad key \"%s\": claim:%s needs identity.jwt (claims come "
+                   "from a verified token)",
+                   text, out->parts[i].name);
+            key_spec_clear(out);
+            return false;
+        }
     }
     return true;
 }
@@ -405,13 +416,89 @@ parse_role(struct loader *ld, yaml_node_t *node, const struct field *f,
     }
 }
 
+/* when: {claim: {NAME: VALUE, ...}}: each claim must be that string. */
+static void
+parse_when_claims(struct loader *ld, yaml_node_t *node, const struct field *f,
+                  void *base, const struct load_path *path)
+{
+    struct tier *t = base;
+    size_t n;
+
+    (void)f;
+    if (node->type != YAML_MAPPING_NODE) {
+        report(ld, node, path, "expected a mapping of claim: value, got %s",
+               load_node_desc(node));
+        return;
+    }
+    if (ld->cfg->identity.jwt == NULL) {
+        report(ld, node, path,
+               "needs identity.jwt (claims come from a verified token)");
+        return;
+    }
+    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    if (n == 0) {
+        report(ld, node, path, "expected at least one claim");
+        return;
+    }
+    t->when_claims = xcalloc(n, sizeof(*t->when_claims));
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+        yaml_node_t *v = load_node_at(ld, p->value);
+        const char *name = load_scalar(ld, k, path);
+        const char *value;
+        const struct load_path *sub;
+
+        if (name == NULL) {
+            continue;
+        }
+        sub = PATH_KEY(path, name);
+        value = load_scalar(ld, v, sub);
+        if (value == NULL) {
+            continue;
+        }
+        if (name[0] == '\0' || value[0] == '\0') {
+            report(ld, name[0] == '\0' ? k : v, sub, "empty claim %s",
+                   name[0] == '\0' ? "name" : "value");
+            continue;
+        }
+        for (size_t i = 0; i < t->nwhen_claims; i++) {
+            if (strcmp(t->when_claims[i].name, name) == 0) {
+                report(ld, k, path, "duplicate claim \"%s\"", name);
+                name = NULL;
+                break;
+            }
+        }
+        if (name != NULL) {
+            t->when_claims[t->nwhen_claims].name = xstrdup(name);
+            t->when_claims[t->nwhen_claims].value = xstrdup(value);
+            t->nwhen_claims++;
+        }
+    }
+}
+
+/* A condition says something: a role, claims, or both (all must hold);
+ * without claims the role is what is missing. */
+static void
+check_when(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+           void *base)
+{
+    struct tier *t = base;
+
+    if (t->when_role == NULL && t->nwhen_claims == 0) {
+        report(ld, node, PATH_KEY(path, "role"), "required");
+    }
+}
+
 static const struct field when_fields[] = {
-    {.key = "role", .parse = parse_role, .required = true},
+    {.key = "role", .parse = parse_role},
+    {.key = "claim", .parse = parse_when_claims},
 };
 
 static const struct table when_table = {
     .fields = when_fields,
     .n = NELEMS(when_fields),
+    .check = check_when,
     .keys_first = true,
 };
 

@@ -185,6 +185,7 @@ static const struct field identity_fields[] = {
      .offset = offsetof(struct identity_conf, ipv6_prefix),
      .min = 1,
      .max = 128},
+    {.key = "jwt", .parse = load_identity_jwt},
 };
 
 static const struct field upstream_fields[] = {

@@ -69,6 +69,13 @@ add_rate_limiter(struct strbuf *b, const struct rate_limit_conf *rl)
 
         strbuf_adds(b, i > 0 ? ",{\"role\":" : "{\"role\":");
         strbuf_add_json(b, t->when_role);
+        for (size_t j = 0; j < t->nwhen_claims; j++) {
+            strbuf_adds(b, j > 0 ? "," : ",\"claims\":{");
+            strbuf_add_json(b, t->when_claims[j].name);
+            strbuf_adds(b, ":");
+            strbuf_add_json(b, t->when_claims[j].value);
+            strbuf_adds(b, j + 1 == t->nwhen_claims ? "}" : "");
+        }
         strbuf_adds(b, ",\"key\":");
         strbuf_add_json(b, t->key.text);
         strbuf_adds(b, ",\"limiter\":");

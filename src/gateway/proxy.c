@@ -17,6 +17,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "accesslog.h"
+#include "claims.h"
 #include "clientconn.h"
 #include "clock.h"
 #include "config.h"
@@ -25,6 +26,8 @@
 #include "forward.h"
 #include "forwarded.h"
 #include "headers.h"
+#include "jwtcache.h"
+#include "jwtcheck.h"
 #include "log.h"
 #include "metrics.h"
 #include "netaddr.h"
@@ -49,6 +52,8 @@
  * would be held is refused with 429, so a flood cannot pile up timers.
  */
 #define MAX_HELD 4096
+/* Verified tokens a worker remembers (identity.jwt; jwtcache.h). */
+#define JWT_CACHE_ENTRIES 1024
 /* Alignment of the event kept after an exchange (any object's). */
 #define EVENT_ALIGN _Alignof(max_align_t)
 
@@ -66,6 +71,7 @@ struct proxy {
                                       request's fields reuse; owned */
     struct headers fwd_spare;      /* the same for the fields sent
                                       upstream; owned */
+    struct jwtcache *tokens;       /* verified tokens; owned */
 };
 
 /*
@@ -140,6 +146,7 @@ proxy_new(const struct proxy_deps *deps)
     p->metrics = deps->metrics;
     p->log = deps->log;
     p->up = upstream_client_new(deps->base, deps->dns);
+    p->tokens = jwtcache_new(JWT_CACHE_ENTRIES);
     return p;
 }
 
@@ -152,6 +159,7 @@ proxy_free(struct proxy *p)
     headers_deinit(&p->in_spare);
     headers_deinit(&p->fwd_spare);
     upstream_client_free(p->up);
+    jwtcache_free(p->tokens);
     free(p);
 }
 
@@ -859,6 +867,74 @@ identity_or_reply(struct proxy *p, const struct config *cfg,
     return -1;
 }
 
+/*
+ * identity.jwt: '*claims' is a reference to the claims of the request's
+ * token when it is valid, else NULL. Without a valid token and with
+ * required: true, answers 401 with a Bearer challenge (RFC 6750) and
+ * returns true.
+ */
+static bool
+jwt_or_reply(struct proxy *p, const struct config *cfg,
+             const struct route *route, struct evhttp_request *creq,
+             const struct headers *in, const char *client, int64_t t0,
+             int64_t wall, struct claims **claims)
+{
+    const struct jwtcheck_conf *jc = cfg->identity.jwt;
+    const char *token = NULL;
+    const char *why = NULL;
+    size_t len = 0;
+    bool hit = false;
+    struct evbuffer *body;
+    char detail[96];
+    char challenge[128];
+
+    *claims = NULL;
+    switch (jwtcheck_find_token(jc, in, &token, &len)) {
+    case JWTCHECK_NO_TOKEN:
+        break;
+    case JWTCHECK_BAD_TOKEN:
+        why = "token field repeated or empty";
+        break;
+    case JWTCHECK_TOKEN:
+        *claims = jwtcache_verify(p->tokens, jc->verifier, token, len, wall,
+                                  &hit, &why);
+        if (hit && p->metrics != NULL) {
+            metrics_add(p->metrics, M_JWT_CACHE_HITS, NULL, 1);
+        }
+        break;
+    }
+    if (*claims != NULL) {
+        return false;
+    }
+    if (why != NULL) {
+        log_debug("proxy: route %s: invalid token from %s: %s", route->id,
+                  client, why);
+    }
+    if (!jc->required) {
+        return false;
+    }
+    snprintf(detail, sizeof(detail), "%s%s",
+             why != NULL ? "invalid token: " : "a bearer token is required",
+             why != NULL ? why : "");
+    if (why != NULL) {
+        snprintf(challenge, sizeof(challenge),
+                 "Bearer error=\"invalid_token\", error_description=\"%s\"",
+                 why);
+    } else {
+        snprintf(challenge, sizeof(challenge), "Bearer");
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(creq),
+                      "WWW-Authenticate", challenge);
+    body = evreq_problem_body(creq, 401, detail);
+    evreq_fit_body(creq, body);
+    record(p, creq, evreq_method_name(evhttp_request_get_command(creq)),
+           route->id, client, 401, evbuffer_get_length(body), wall, t0, -1,
+           NULL, NULL);
+    evhttp_send_reply(creq, 401, problem_reason(401), body);
+    evbuffer_free(body);
+    return true;
+}
+
 void
 proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
              struct clientconn *cc)
@@ -878,7 +954,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     const struct route *route;
     struct exchange *ex;
     struct ratelimit_outcome outcome;
-    struct forwarded_identity id;
+    struct forwarded_identity id = {NULL, NULL};
+    struct claims *claims = NULL; /* identity.jwt: the token's */
     char *path = NULL;
     enum path_status st;
     bool trusted, limited;
@@ -929,8 +1006,10 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                      &client);
     free(xff);
     netaddr_format(&client, addr, sizeof(addr));
-    if (identity_or_reply(p, cfg, creq, &in, trusted, addr, t0, wall, &id) <
-        0) {
+    /* With identity.jwt the token is the source: no field is believed. */
+    if (cfg->identity.jwt == NULL &&
+        identity_or_reply(p, cfg, creq, &in, trusted, addr, t0, wall, &id) <
+            0) {
         fields_give(&p->in_spare, &in);
         free(path);
         return;
@@ -950,6 +1029,14 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                     wall);
         return;
     }
+    if (cfg->identity.jwt != NULL) {
+        if (jwt_or_reply(p, cfg, route, creq, &in, addr, t0, wall, &claims)) {
+            fields_give(&p->in_spare, &in);
+            free(path);
+            return;
+        }
+        jwtcheck_identity(cfg->identity.jwt, claims, &id.user, &id.role);
+    }
     limited = p->rl != NULL && ratelimit_route_limited(route);
 
     ex = exchange_new(p, cfg, route, creq, cc, addr, t0, wall);
@@ -959,6 +1046,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         who.client = &client;
         who.user = id.user;
         who.role = id.role;
+        who.claims = claims;
         who.headers = &in;
         who.query = query;
         who.ipv6_prefix = cfg->identity.ipv6_prefix;
@@ -992,6 +1080,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     fr.who = &id;
     forward_request_headers(&ex->fwd, &fr);
     fields_give(&p->in_spare, &out.headers);
+    claims_unref(claims); /* 'user' and 'role' are copied by now */
     free(out.path);
     free(path);
     if (!limited) {

@@ -33,6 +33,8 @@ problem_reason(int status)
     switch (status) {
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 403:
         return "Forbidden";
     case 404:

@@ -58,6 +58,11 @@ rate_limit_conf_free(struct rate_limit_conf *rl)
     }
     for (size_t i = 0; i < rl->ntiers; i++) {
         free(rl->tiers[i].when_role);
+        for (size_t j = 0; j < rl->tiers[i].nwhen_claims; j++) {
+            free(rl->tiers[i].when_claims[j].name);
+            free(rl->tiers[i].when_claims[j].value);
+        }
+        free(rl->tiers[i].when_claims);
         key_spec_deinit(&rl->tiers[i].key);
         free(rl->tiers[i].label);
     }

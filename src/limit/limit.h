@@ -68,6 +68,7 @@ enum key_kind {
     KEY_HEADER, /* a request header */
     KEY_QUERY,  /* a query parameter */
     KEY_COOKIE, /* a cookie */
+    KEY_CLAIM,  /* a claim of the verified token (identity.jwt) */
     KEY_ROUTE,  /* nothing: one budget for everyone in the scope */
 };
 
@@ -75,7 +76,8 @@ enum key_kind {
 
 struct key_part {
     enum key_kind kind;
-    char *name; /* header, query or cookie name, else NULL; owned */
+    char *name; /* header, query, cookie or claim name, else NULL;
+                   owned */
 };
 
 /* A key as written: parts joined with '+', e.g. "ip+header:X-Api-Key". */
@@ -85,10 +87,19 @@ struct key_spec {
     char *text;    /* as written, normalised; owned */
 };
 
+/* when: { claim: { NAME: VALUE } }: the claim must be that string. */
+struct claim_match {
+    char *name;  /* owned */
+    char *value; /* owned */
+};
+
 /* One tier of a RequestRateLimiter: who it is for and how they are keyed. */
 struct tier {
-    char *when_role; /* applies only to callers with this role; NULL:
-                        to everyone; owned */
+    char *when_role;                 /* applies only to callers with this
+                                        role; NULL: to everyone; owned */
+    struct claim_match *when_claims; /* and only when every one of these
+                                        holds; owned */
+    size_t nwhen_claims;
     struct key_spec key;
     const struct limiter_def *limiter; /* NULL: "none", never limited;
                                           borrowed from the config */

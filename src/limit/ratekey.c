@@ -8,6 +8,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "claims.h"
+#include "cookie.h"
 #include "headers.h"
 #include "netaddr.h"
 #include "urlcode.h"
@@ -190,56 +192,11 @@ find_query(const char *q, const char *name, struct part_value *v)
     return true;
 }
 
-static bool
-is_space(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 /* The value of cookie 'name' in the Cookie fields ("a=b; c=d"). */
 static bool
 find_cookie(const struct headers *h, const char *name, struct part_value *v)
 {
-    size_t namelen = strlen(name);
-
-    for (size_t f = 0; h != NULL && f < h->n; f++) {
-        const char *s = h->v[f].value;
-
-        if (strcasecmp(h->v[f].name, "Cookie") != 0) {
-            continue;
-        }
-        while (*s != '\0') {
-            size_t n = strcspn(s, ";");
-            const char *end = s + n;
-            const char *eq = memchr(s, '=', n);
-            const char *k = s;
-            const char *kend = eq != NULL ? eq : end;
-
-            while (k < kend && is_space(*k)) {
-                k++;
-            }
-            while (kend > k && is_space(kend[-1])) {
-                kend--;
-            }
-            if (eq != NULL && (size_t)(kend - k) == namelen &&
-                memcmp(k, name, namelen) == 0) {
-                const char *val = eq + 1;
-                const char *vend = end;
-
-                while (val < vend && is_space(*val)) {
-                    val++;
-                }
-                while (vend > val && is_space(vend[-1])) {
-                    vend--;
-                }
-                v->p = val;
-                v->n = (size_t)(vend - val);
-                return true;
-            }
-            s = *end == ';' ? end + 1 : end;
-        }
-    }
-    return false;
+    return cookie_find(h, name, &v->p, &v->n) > 0;
 }
 
 static void
@@ -282,8 +239,25 @@ resolve(const struct key_part *part, const struct caller *who,
     case KEY_ROUTE:
         set_string(v, "-");
         break;
+    case KEY_CLAIM:
+        set_string(v, claims_get_string(who->claims, part->name));
+        break;
     }
     return v->p != NULL && v->n > 0;
+}
+
+/* Every claim condition of 't' holds for 'who'. */
+static bool
+claims_hold(const struct tier *t, const struct caller *who)
+{
+    for (size_t i = 0; i < t->nwhen_claims; i++) {
+        const char *v = claims_get_string(who->claims, t->when_claims[i].name);
+
+        if (v == NULL || strcmp(v, t->when_claims[i].value) != 0) {
+            return false;
+        }
+    }
+    return true;
 }
 
 const struct tier *
@@ -296,6 +270,9 @@ ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
 
         if (t->when_role != NULL &&
             (who->role == NULL || strcmp(who->role, t->when_role) != 0)) {
+            continue;
+        }
+        if (!claims_hold(t, who)) {
             continue;
         }
         for (size_t j = 0; ok && j < t->key.nparts; j++) {

@@ -15,6 +15,7 @@
 
 #include "limit.h"
 
+struct claims;
 struct headers;
 struct netaddr;
 
@@ -28,14 +29,17 @@ struct caller {
     const struct netaddr *client;  /* resolved client address */
     const char *user;              /* user id, or NULL if not believed */
     const char *role;              /* role, or NULL if not believed */
+    const struct claims *claims;   /* the verified token's claims, or
+                                      NULL (identity.jwt) */
     const struct headers *headers; /* request headers */
     const char *query;             /* raw query string, or NULL */
     unsigned ipv6_prefix;          /* identity.ipv6_prefix */
 };
 
 /*
- * The first tier of 'rl' whose 'when' holds for 'who' and whose key
- * resolves to non-empty values; NULL if none applies.
+ * The first tier of 'rl' whose 'when' holds for 'who' (its role, and each
+ * of its claims as claims_get_string() reads them) and whose key resolves
+ * to non-empty values; NULL if none applies.
  */
 const struct tier *ratekey_tier(const struct rate_limit_conf *rl,
                                 const struct caller *who);
@@ -49,6 +53,8 @@ const struct tier *ratekey_tier(const struct rate_limit_conf *rl,
  *   ip      the address; IPv6 masked to the prefix, as "2001:db8::/64"
  *   user    who->user; role: who->role
  *   header:NAME / query:NAME / cookie:NAME   the first such value
+ *   claim:NAME   the claim, when it is a string or an array whose first
+ *                element is one (claims_get_string())
  *   route   "-" (one bucket for the scope)
  * Escaping: bytes outside [A-Za-z0-9._~@-] become %XX; an escaped value
  * longer than RATEKEY_MAX_VALUE becomes "#" + 32 hex digits of its

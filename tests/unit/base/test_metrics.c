@@ -288,6 +288,7 @@ Test(metrics, empty_registry_declares_every_metric)
         {"sluice_redis_duration_seconds", "histogram"},
         {"sluice_redis_events_total", "counter"},
         {"sluice_ratelimit_deny_cache_hits_total", "counter"},
+        {"sluice_jwt_cache_hits_total", "counter"},
         {"sluice_connections_open", "gauge"},
         {"sluice_requests_in_flight", "gauge"},
         {"sluice_requests_held", "gauge"},
@@ -339,6 +340,7 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
     metrics_observe(s, M_REDIS_SECONDS, NULL, 0.0001);
     metrics_add(s, M_REDIS_EVENTS, kind, 1);
     metrics_add(s, M_DENY_CACHE_HITS, NULL, 7);
+    metrics_add(s, M_JWT_CACHE_HITS, NULL, 3);
     metrics_add(s, M_CONNECTIONS, NULL, 2);
     metrics_add(s, M_IN_FLIGHT, NULL, -1);
     metrics_add(s, M_HELD, NULL, 1);
@@ -370,8 +372,8 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
             samples++;
         }
     }
-    /* 5 counters + 4 gauges + 2 histograms of 15 buckets + 2. */
-    cr_assert_eq(samples, 5 + 4 + 2 * 17);
+    /* 6 counters + 4 gauges + 2 histograms of 15 buckets + 2. */
+    cr_assert_eq(samples, 6 + 4 + 2 * 17);
     regfree(&sample);
     regfree(&comment);
     free(text);

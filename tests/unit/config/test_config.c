@@ -1688,14 +1688,14 @@ Test(config, bad_keys_are_errors)
 {
     static const char tail[] = " (expected parts joined by '+': ip, user, "
                                "role, route, header:NAME, query:NAME, "
-                               "cookie:NAME)";
+                               "cookie:NAME, claim:NAME)";
     static const struct {
         const char *key;
         const char *why;
     } cases[] = {
         {"usr", "unknown part \"usr\" (did you mean \"user\"?)"},
         {"address", "unknown part \"address\" (known: ip, user, role, "
-                    "route, header, query, cookie)"},
+                    "route, header, query, cookie, claim)"},
         {"header", "header needs a name (header:NAME)"},
         {"'cookie:'", "cookie needs a name (cookie:NAME)"},
         {"'ip:v4'", "ip takes no name"},
@@ -1788,7 +1788,8 @@ Test(config, every_broken_tier_is_reported)
                      "t.yaml:10:21: routes[0].filters[0].args.tiers[1].key: "
                      "bad key \"usr\": unknown part \"usr\" (did you mean "
                      "\"user\"?) (expected parts joined by '+': ip, user, "
-                     "role, route, header:NAME, query:NAME, cookie:NAME)");
+                     "role, route, header:NAME, query:NAME, cookie:NAME, "
+                     "claim:NAME)");
     config_errors_deinit(&e);
 }
 

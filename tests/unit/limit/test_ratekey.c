@@ -2,7 +2,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "claims.h"
 #include "config.h"
 #include "headers.h"
 #include "netaddr.h"
@@ -446,5 +448,100 @@ Test(ratekey, longest_key_the_config_allows_fits)
     name[sizeof(name) - 1] = '\0';
     cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, name, "r", key));
     cr_assert_str_eq(key, "");
+    headers_deinit(&r.headers);
+}
+
+/* ---- claims of a verified token (identity.jwt) ---- */
+
+/* load() with identity.jwt, whose secret is written to a temporary file. */
+static void
+load_with_jwt(const char *args)
+{
+    struct config_errors e;
+    char secret[] = "/tmp/sluice-ratekey-XXXXXX";
+    int fd = mkstemp(secret);
+    char *yaml;
+
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "0123456789abcdef0123456789abcdef", 32), 32);
+    close(fd);
+    yaml = xasprintf("limiters: {l: {algorithm: gcra, rate: 1/s}}\n"
+                     "identity: {jwt: {algorithms: [HS256], secret_file: %s}}\n"
+                     "routes:\n"
+                     "  - id: r\n"
+                     "    uri: http://x\n"
+                     "    filters:\n"
+                     "      - name: RequestRateLimiter\n"
+                     "        args: %s\n",
+                     secret, args);
+    config_errors_init(&e);
+    cfg = config_parse(yaml, strlen(yaml), "t.yaml", &e);
+    unlink(secret);
+    cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
+    config_errors_deinit(&e);
+    free(yaml);
+    rl = cfg->routes[0].rate_limiters[0];
+}
+
+static struct claims *
+claims_of(const char *json)
+{
+    struct claims *c = claims_parse(json, strlen(json));
+
+    cr_assert_not_null(c, "%s", json);
+    return c;
+}
+
+Test(ratekey, claim_key_is_the_claim_s_string)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    struct claims *pro = claims_of("{\"plan\":\"pro\"}");
+    struct claims *list = claims_of("{\"plan\":[\"gold\",\"pro\"]}");
+    struct claims *num = claims_of("{\"plan\":3}");
+
+    load_with_jwt("{key: claim:plan, limiter: l}");
+    request_init(&r, "192.0.2.1");
+    key_of(&r, key);
+    cr_assert_str_eq(key, "", "no claims: no key");
+    r.who.claims = pro;
+    key_of(&r, key);
+    assert_key(key, "claim:plan", "pro");
+    r.who.claims = list;
+    key_of(&r, key);
+    assert_key(key, "claim:plan", "gold");
+    r.who.claims = num;
+    key_of(&r, key);
+    cr_assert_str_eq(key, "", "a number is not a key");
+    claims_unref(pro);
+    claims_unref(list);
+    claims_unref(num);
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, claim_conditions_pick_the_tier)
+{
+    struct request r;
+    struct claims *free_eu = claims_of("{\"plan\":\"free\",\"region\":\"eu\"}");
+    struct claims *free_us = claims_of("{\"plan\":\"free\",\"region\":\"us\"}");
+    struct claims *admin = claims_of("{\"plan\":\"pro\"}");
+
+    load_with_jwt("{tiers: [{when: {claim: {plan: free, region: eu}}, key: "
+                  "ip, limiter: l}, {when: {role: admin, claim: {plan: pro}}, "
+                  "limiter: none}, {key: route, limiter: l}]}");
+    request_init(&r, "192.0.2.1");
+    r.who.claims = free_eu;
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[0]);
+    r.who.claims = free_us;
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[2], "every claim");
+    r.who.claims = admin;
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[2], "and the role");
+    r.who.role = "admin";
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[1]);
+    r.who.claims = NULL;
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[2]);
+    claims_unref(free_eu);
+    claims_unref(free_us);
+    claims_unref(admin);
     headers_deinit(&r.headers);
 }

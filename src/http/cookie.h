@@ -1,0 +1,22 @@
+/*
+ * cookie.h - finds a cookie by name in a request's Cookie fields
+ * ("a=b; c=d", RFC 6265 section 5.4). Pure: no I/O, no allocation.
+ * Depends on headers.h.
+ */
+#ifndef SLUICE_COOKIE_H
+#define SLUICE_COOKIE_H
+
+#include <stddef.h>
+
+struct headers;
+
+/*
+ * How many cookies called 'name' (case-sensitive) the Cookie fields of
+ * 'h' hold, across every Cookie field; when there is at least one,
+ * '*value' and '*len' are the first one's value with blanks trimmed
+ * (borrowed from 'h'; not NUL-terminated). 'h' may be NULL.
+ */
+size_t cookie_find(const struct headers *h, const char *name,
+                   const char **value, size_t *len);
+
+#endif
