@@ -286,6 +286,9 @@ static const struct field jwt_fields[] = {
     {.key = "required",
      .parse = load_bool,
      .offset = offsetof(struct jwt_form, conf.required)},
+    {.key = "cache",
+     .parse = load_bool,
+     .offset = offsetof(struct jwt_form, conf.cache)},
 };
 
 static const struct table jwt_table = {
@@ -305,6 +308,7 @@ load_identity_jwt(struct loader *ld, yaml_node_t *node, const struct field *f,
     memset(&form, 0, sizeof(form));
     form.conf.user_claim = xstrdup("sub");
     form.conf.role_claim = xstrdup("role");
+    form.conf.cache = true;
     load_fields(ld, node, path, &jwt_table, &form);
     if (form.conf.header == NULL && form.conf.cookie == NULL) {
         form.conf.header = xstrdup("Authorization");

@@ -896,6 +896,13 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
         why = "token field repeated or empty";
         break;
     case JWTCHECK_TOKEN:
+        if (!jc->cache) {
+            int64_t until;
+
+            *claims =
+                jwtcheck_verify(jc->verifier, token, len, wall, &until, &why);
+            break;
+        }
         *claims = jwtcache_verify(p->tokens, jc->verifier, token, len, wall,
                                   &hit, &why);
         if (hit && p->metrics != NULL) {

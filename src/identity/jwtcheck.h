@@ -60,6 +60,8 @@ struct jwtcheck_conf {
     char *user_claim;          /* default "sub"; owned */
     char *role_claim;          /* default "role"; owned */
     bool required;             /* no valid token: 401 */
+    bool cache;                /* remember verified tokens per worker
+                                  (jwtcache.h); default true */
     struct jwtcheck *verifier; /* built from the key at load; owned */
 };
 

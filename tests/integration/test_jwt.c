@@ -520,3 +520,21 @@ Test(jwt, a_reload_reads_a_rotated_key_and_forgets_cached_tokens,
     jt_pair_free(&k1);
     jt_pair_free(&k2);
 }
+
+Test(jwt, cache_false_verifies_every_time_and_never_hits, .timeout = 60)
+{
+    struct jt_pair k = jt_keygen("RSA");
+    char *tok = jt_sign_str("RS256", k.priv, "{\"sub\":\"alice\"}");
+    struct rig r;
+
+    rig_start(&r, k.pub,
+              "{ algorithms: [RS256], key_file: @KEY@, cache: false }",
+              user_or_ip);
+    assert_user(&r, tok, "alice", NULL);
+    assert_user(&r, tok, "alice", NULL);
+    assert_user(&r, tok, "alice", NULL);
+    cr_assert_eq(cache_hits(&r), 0, "cache: false remembers nothing");
+    rig_stop(&r);
+    free(tok);
+    jt_pair_free(&k);
+}
