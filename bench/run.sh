@@ -71,23 +71,27 @@ NGINX_MODULES=/usr/lib/nginx/modules
 
 # The rows, in table order: id, number in the issue, label.
 ROW_IDS=(direct nginx haproxy limit_req lua lua_flood
-         sluice sluice_redis sluice_local sluice_flood sluice_2w nginx_2w
-         evhttp)
+         sluice sluice_redis sluice_local sluice_flood sluice_jwt sluice_jwt_nc
+         sluice_2w nginx_2w evhttp)
 declare -A NUM=(
     [direct]=1 [nginx]=2 [haproxy]=3 [limit_req]=4 [lua]=5 [lua_flood]=5
     [sluice]=6 [sluice_redis]=6 [sluice_local]=6 [sluice_flood]=6
+    [sluice_jwt]=6 [sluice_jwt_nc]=6
     [sluice_2w]=7 [nginx_2w]=7 [evhttp]=8)
 declare -A LABEL=(
     [direct]="backend direct" [nginx]="nginx proxy" [haproxy]="haproxy"
     [limit_req]="nginx limit_req flood" [lua]="nginx+lua+redis"
     [lua_flood]="nginx+lua+redis flood" [sluice]="sluice"
     [sluice_redis]="sluice redis" [sluice_local]="sluice local"
-    [sluice_flood]="sluice flood" [sluice_2w]="sluice 2 workers"
+    [sluice_flood]="sluice flood" [sluice_jwt]="sluice jwt, cached"
+    [sluice_jwt_nc]="sluice jwt, no cache" [sluice_2w]="sluice 2 workers"
     [nginx_2w]="nginx proxy 2 workers" [evhttp]="bare evhttp, ok")
 # Rows that refuse almost every request on purpose.
 FLOOD_ROWS=" limit_req lua_flood sluice_flood "
 
 declare -A URL PID
+# A header wrk sends with every request of a row (the JWT rows' token).
+declare -A WRK_HEADER
 ROW_LIST=()
 FAILED=0
 START=$(date +%s)
@@ -179,6 +183,13 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 children() { pgrep -P "$1" | tr '\n' ' '; }      # nginx's workers
 first_child() { pgrep -P "$1" | head -n 1; }
+
+# wrk_header ROW: sets HDR to wrk's arguments for the row's header, if any.
+wrk_header() {
+    HDR=()
+    [ -n "${WRK_HEADER[$1]:-}" ] && HDR=(-H "${WRK_HEADER[$1]}")
+    return 0
+}
 
 # field NAME LINE: the value of NAME=value in a "BENCH k=v ..." line.
 field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
@@ -403,6 +414,57 @@ routes:
 EOF
 }
 
+# jwt_conf FILE PORT ADMIN CACHE: a gateway with identity.jwt (RS256, the
+# key of make_token) and one route, /jwt/, limited locally per user with
+# the token's "sub"; CACHE (true/false) is identity.jwt.cache. A gateway of
+# its own: identity.jwt applies to every route, so the other rows would
+# look for a token too.
+jwt_conf() {
+    cat >"$1" <<EOF
+server:
+  listen: 127.0.0.1:$2
+  workers: 1
+  max_connections: $MAXCONN
+  drain_timeout: 1s
+admin:
+  listen: 127.0.0.1:$3
+upstream:
+  keepalive: 256
+log:
+  level: warn
+  access: off
+identity:
+  jwt:
+    algorithms: [RS256]
+    key_file: $tmp/jwt-public.pem
+    cache: $4
+limiters:
+  huge: { algorithm: token_bucket, rate: 1000000000/s, burst: 1000000000 }
+routes:
+  - id: jwt
+    uri: http://127.0.0.1:$BACKEND_PORT
+    predicates: [ 'Path=/jwt/**' ]
+    filters:
+      - name: RequestRateLimiter
+        args: { key: user, limiter: huge, backend: local }
+EOF
+}
+
+# make_token: an RSA key pair in $tmp and, in TOKEN, an RS256 token for
+# user "bench" valid for a day, made with openssl alone.
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+make_token() {
+    local head body sig
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 \
+        -out "$tmp/jwt-private.pem" 2>/dev/null || return 1
+    openssl pkey -in "$tmp/jwt-private.pem" -pubout -out "$tmp/jwt-public.pem" || return 1
+    head=$(printf '{"alg":"RS256","typ":"JWT"}' | b64url)
+    body=$(printf '{"sub":"bench","exp":%d}' $(($(date +%s) + 86400)) | b64url)
+    sig=$(printf '%s.%s' "$head" "$body" |
+        openssl dgst -sha256 -sign "$tmp/jwt-private.pem" -binary | b64url)
+    TOKEN=$head.$body.$sig
+}
+
 note "starting Redis, the backend, nginx, HAProxy and sluice in $tmp"
 
 # Redis, for rows 5 and 6.
@@ -494,6 +556,24 @@ sluice_conf "$tmp/sluice2.yaml" "$SLUICE2_PORT" "$SLUICE2_ADMIN" 2
 start_bg sluice2 "$BUILD/sluice" -c "$tmp/sluice2.yaml"
 ready sluice2 10 http_ok "http://127.0.0.1:$SLUICE2_ADMIN/ready"
 
+# Row 6, JWT: sluice verifying an RS256 token on every request, with its
+# per-worker cache of verified tokens and without.
+if want sluice_jwt || want sluice_jwt_nc; then
+    make_token || die "openssl could not make the JWT rows' key and token"
+    SLUICE_JWT_PORT=$(free_port); SLUICE_JWT_ADMIN=$(free_port)
+    SLUICE_JWTNC_PORT=$(free_port); SLUICE_JWTNC_ADMIN=$(free_port)
+    jwt_conf "$tmp/sluice-jwt.yaml" "$SLUICE_JWT_PORT" "$SLUICE_JWT_ADMIN" true
+    start_bg sluice_jwt "$BUILD/sluice" -c "$tmp/sluice-jwt.yaml"
+    ready sluice_jwt 10 http_ok "http://127.0.0.1:$SLUICE_JWT_ADMIN/ready"
+    jwt_conf "$tmp/sluice-jwtnc.yaml" "$SLUICE_JWTNC_PORT" "$SLUICE_JWTNC_ADMIN" false
+    start_bg sluice_jwt_nc "$BUILD/sluice" -c "$tmp/sluice-jwtnc.yaml"
+    ready sluice_jwt_nc 10 http_ok "http://127.0.0.1:$SLUICE_JWTNC_ADMIN/ready"
+    URL[sluice_jwt]=http://127.0.0.1:$SLUICE_JWT_PORT/jwt/
+    URL[sluice_jwt_nc]=http://127.0.0.1:$SLUICE_JWTNC_PORT/jwt/
+    WRK_HEADER[sluice_jwt]="Authorization: Bearer $TOKEN"
+    WRK_HEADER[sluice_jwt_nc]="Authorization: Bearer $TOKEN"
+fi
+
 # Row 8: a bare evhttp server answering ok, no proxying: the ceiling of an
 # evhttp front end such as sluice's (bench/evhttp_ok.c).
 cc -O2 -o "$tmp/evhttp_ok" "$ROOT/bench/evhttp_ok.c" $(pkg-config --cflags --libs libevent) ||
@@ -518,7 +598,8 @@ URL[evhttp]=http://127.0.0.1:$EVHTTP_PORT/
 for r in "${ROW_IDS[@]}"; do
     want "$r" || continue
     ROW_LIST+=("$r")
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${URL[$r]}")
+    hdr=(); [ -n "${WRK_HEADER[$r]:-}" ] && hdr=(-H "${WRK_HEADER[$r]}")
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${hdr[@]}" "${URL[$r]}")
     case $code in 200 | 429) ;; *) die "${LABEL[$r]}: ${URL[$r]} answered $code" ;; esac
 done
 
@@ -550,10 +631,11 @@ RESULTS=$tmp/results
 
 # run_row ROW CONNS REP: one warm-up and one measured wrk run.
 run_row() {
-    local row=$1 c=$2 rep=$3 out=$tmp/wrk.$1.$2.$3 line rc req errs
-    fg_run wrk wrk -t1 -c"$c" -d"$WARMUP" "${URL[$row]}" >"$out.warmup" 2>&1 ||
+    local row=$1 c=$2 rep=$3 out=$tmp/wrk.$1.$2.$3 line rc req errs HDR
+    wrk_header "$row"
+    fg_run wrk wrk -t1 -c"$c" -d"$WARMUP" "${HDR[@]}" "${URL[$row]}" >"$out.warmup" 2>&1 ||
         { fail "${LABEL[$row]} warm-up, $c connections: wrk exited $?"; return; }
-    fg_run wrk wrk -t1 -c"$c" -d"$DURATION" --latency -s "$ROOT/bench/report.lua" "${URL[$row]}" >"$out" 2>&1
+    fg_run wrk wrk -t1 -c"$c" -d"$DURATION" --latency -s "$ROOT/bench/report.lua" "${HDR[@]}" "${URL[$row]}" >"$out" 2>&1
     rc=$?
     line=$(sed -n 's/^BENCH //p' "$out")
     req=$(field requests "$line")
@@ -652,6 +734,8 @@ ratio_line "  sluice / haproxy" sluice haproxy
 ratio_line "  sluice redis / nginx proxy" sluice_redis nginx
 ratio_line "  sluice redis / nginx+lua+redis" sluice_redis lua
 ratio_line "  sluice local / nginx proxy" sluice_local nginx
+ratio_line "  sluice jwt, cached / sluice local" sluice_jwt sluice_local
+ratio_line "  sluice jwt, no cache / sluice jwt, cached" sluice_jwt_nc sluice_jwt
 ratio_line "  sluice flood / nginx limit_req flood" sluice_flood limit_req
 ratio_line "  sluice flood / nginx+lua+redis flood" sluice_flood lua_flood
 ratio_line "  nginx+lua+redis flood / nginx limit_req flood" lua_flood limit_req
@@ -690,12 +774,13 @@ backend_counts() {     # accepted connections and requests served by the backend
 # sets SERVED (requests the backend served meanwhile) and OPENED (upstream
 # connections the proxy opened). Both leave out the /__status reads.
 counted() {
-    local row=$1 n=$2 url=${3:-${URL[$1]}} a0 r0 a1 r1 out=$tmp/count.$1
+    local row=$1 n=$2 url=${3:-${URL[$1]}} a0 r0 a1 r1 out=$tmp/count.$1 HDR
+    wrk_header "$row"
     read -r a0 r0 < <(backend_counts)
     local rc=0 marker=$tmp/count.done pid
     rm -f "$marker"
     wrk -t1 -c"$COUNT_CONNS" -d600s --timeout 30s -s "$ROOT/bench/count.lua" \
-        "$url" -- "$n" "$marker" >"$out" 2>&1 &
+        "${HDR[@]}" "$url" -- "$n" "$marker" >"$out" 2>&1 &
     pid=$!; PID[wrk]=$pid
     # count.lua creates the marker at the N-th response: end wrk then
     # (again until it is gone: a signal may reach its stopping thread).
@@ -861,6 +946,16 @@ if [ "$SKIP_SLOW" != 1 ]; then
         want sluice_local && callgrind_row sluice_local cg_sluice "http://127.0.0.1:$CG_PORT/local/"
         stop_bg cg_sluice
     fi
+    for row in sluice_jwt sluice_jwt_nc; do
+        want "$row" || continue
+        CG_PORT=$(free_port); CG_ADMIN=$(free_port)
+        cache=true; [ "$row" = sluice_jwt_nc ] && cache=false
+        jwt_conf "$tmp/$row-cg.yaml" "$CG_PORT" "$CG_ADMIN" "$cache"
+        valgrind_bg "cg_$row" "$BUILD/sluice" -c "$tmp/$row-cg.yaml"
+        ready "cg_$row" 120 http_ok "http://127.0.0.1:$CG_ADMIN/ready"
+        callgrind_row "$row" "cg_$row" "http://127.0.0.1:$CG_PORT/jwt/"
+        stop_bg "cg_$row"
+    done
     if want nginx || want lua; then
         CG_PORT=$(free_port)
         nginx_conf "$tmp/cg_nginx" 1 "$LUA_MODULES" "

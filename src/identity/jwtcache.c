@@ -23,6 +23,9 @@ struct jwtcache {
     size_t mask;         /* slots - 1; slots is a power of two */
     size_t used;         /* slots holding claims */
     uint64_t verifier;   /* jwtcheck_id() of the entries' verifier */
+    EVP_MD *sha256;      /* fetched once: EVP_Digest() would look the
+                            algorithm up and make a context per token */
+    EVP_MD_CTX *ctx;     /* reused for every token */
 };
 
 struct jwtcache *
@@ -33,6 +36,12 @@ jwtcache_new(size_t capacity)
 
     if (capacity == 0) {
         return jc;
+    }
+    jc->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    jc->ctx = EVP_MD_CTX_new();
+    if (jc->sha256 == NULL || jc->ctx == NULL) {
+        fprintf(stderr, "sluice: no SHA-256 in OpenSSL\n");
+        abort();
     }
     while (n < capacity) {
         n *= 2;
@@ -68,6 +77,8 @@ jwtcache_free(struct jwtcache *jc)
     }
     clear(jc);
     free(jc->slots);
+    EVP_MD_CTX_free(jc->ctx);
+    EVP_MD_free(jc->sha256);
     free(jc);
 }
 
@@ -78,11 +89,13 @@ jwtcache_size(const struct jwtcache *jc)
 }
 
 static void
-sha256(const char *p, size_t n, unsigned char md[32])
+sha256(struct jwtcache *jc, const char *p, size_t n, unsigned char md[32])
 {
     unsigned int len = 0;
 
-    if (!EVP_Digest(p, n, md, &len, EVP_sha256(), NULL) || len != 32) {
+    if (!EVP_DigestInit_ex2(jc->ctx, jc->sha256, NULL) ||
+        !EVP_DigestUpdate(jc->ctx, p, n) ||
+        !EVP_DigestFinal_ex(jc->ctx, md, &len) || len != 32) {
         fprintf(stderr, "sluice: SHA-256 failed\n");
         abort();
     }
@@ -117,7 +130,7 @@ jwtcache_verify(struct jwtcache *jc, const struct jwtcheck *v,
         clear(jc);
         jc->verifier = jwtcheck_id(v);
     }
-    sha256(token, len, md);
+    sha256(jc, token, len, md);
     h = home(md);
     for (size_t i = 0; i < WINDOW; i++) {
         struct entry *e = &jc->slots[(h + i) & jc->mask];
