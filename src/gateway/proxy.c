@@ -843,9 +843,9 @@ refused_or_reply(struct proxy *p, struct evhttp_request *creq,
  * agree. Today a trusted proxy's assertion in the identity.* fields, and
  * none from any other peer. Refuses, with the connection closed after
  * the answer, a trusted peer's repeated field: which value is meant is
- * ambiguous. Returns 0, or -1 when it has answered.
+ * ambiguous. Returns true when it has answered.
  */
-static int
+static bool
 identity_or_reply(struct proxy *p, const struct config *cfg,
                   struct evhttp_request *creq, const struct headers *in,
                   bool trusted, const char *client, int64_t t0, int64_t wall,
@@ -856,7 +856,7 @@ identity_or_reply(struct proxy *p, const struct config *cfg,
 
     if (forwarded_identity(in, trusted, ic->user_header, ic->role_header,
                            who) == FORWARDED_IDENTITY_OK) {
-        return 0;
+        return false;
     }
     snprintf(why, sizeof(why), "%s or %s sent more than once",
              ic->user_header != NULL ? ic->user_header : "-",
@@ -864,7 +864,7 @@ identity_or_reply(struct proxy *p, const struct config *cfg,
     log_debug("proxy: refused a request from %s: %s", client, why);
     evreq_close_after_reply(creq);
     early_reply(p, creq, 400, why, client, t0, wall);
-    return -1;
+    return true;
 }
 
 /*
@@ -875,9 +875,9 @@ identity_or_reply(struct proxy *p, const struct config *cfg,
  */
 static bool
 jwt_or_reply(struct proxy *p, const struct config *cfg,
-             const struct route *route, struct evhttp_request *creq,
-             const struct headers *in, const char *client, int64_t t0,
-             int64_t wall, struct claims **claims)
+             struct evhttp_request *creq, const struct headers *in,
+             const char *client, int64_t t0, int64_t wall,
+             struct claims **claims)
 {
     const struct jwtcheck_conf *jc = cfg->identity.jwt;
     const char *token = NULL;
@@ -914,8 +914,7 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
         return false;
     }
     if (why != NULL) {
-        log_debug("proxy: route %s: invalid token from %s: %s", route->id,
-                  client, why);
+        log_debug("proxy: invalid token from %s: %s", client, why);
     }
     if (!jc->required) {
         return false;
@@ -934,12 +933,35 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
                       "WWW-Authenticate", challenge);
     body = evreq_problem_body(creq, 401, detail);
     evreq_fit_body(creq, body);
-    record(p, creq, evreq_method_name(evhttp_request_get_command(creq)),
-           route->id, client, 401, evbuffer_get_length(body), wall, t0, -1,
-           NULL, NULL);
+    record(p, creq, evreq_method_name(evhttp_request_get_command(creq)), NULL,
+           client, 401, evbuffer_get_length(body), wall, t0, -1, NULL, NULL);
     evhttp_send_reply(creq, 401, problem_reason(401), body);
     evbuffer_free(body);
     return true;
+}
+
+/*
+ * Makes the identity fields of 'in' say what was decided ('who'): every
+ * field named identity.user_header or identity.role_header removed, the
+ * decided values added. 'who' may borrow from 'in': the values stay in
+ * its blocks until the list is cleared.
+ */
+static void
+decided_fields(struct headers *in, const struct identity_conf *ic,
+               const struct forwarded_identity *who)
+{
+    const char *name[2] = {ic->user_header, ic->role_header};
+    const char *value[2] = {who->user, who->role};
+
+    for (size_t i = 0; i < 2; i++) {
+        if (name[i] == NULL) {
+            continue;
+        }
+        headers_remove(in, name[i]);
+        if (value[i] != NULL) {
+            headers_add(in, name[i], value[i]);
+        }
+    }
 }
 
 void
@@ -1007,20 +1029,28 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     forward_drop_nominated(&in);
     trusted =
         forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
-    /* Every line of it, as forward_request_headers() passes it on. */
-    xff = headers_join(&in, "X-Forwarded-For");
+    /* Every line of it, read only from a trusted proxy; the upstream is
+     * sent the same list (forward_request_headers()). */
+    xff = trusted ? headers_join(&in, "X-Forwarded-For") : NULL;
     forwarded_client(&peer, xff, sc->trusted_proxies, sc->ntrusted_proxies,
                      &client);
-    free(xff);
     netaddr_format(&client, addr, sizeof(addr));
     /* With identity.jwt the token is the source: no field is believed. */
-    if (cfg->identity.jwt == NULL &&
-        identity_or_reply(p, cfg, creq, &in, trusted, addr, t0, wall, &id) <
-            0) {
+    if (cfg->identity.jwt != NULL
+            ? jwt_or_reply(p, cfg, creq, &in, addr, t0, wall, &claims)
+            : identity_or_reply(p, cfg, creq, &in, trusted, addr, t0, wall,
+                                &id)) {
         fields_give(&p->in_spare, &in);
+        free(xff);
         free(path);
         return;
     }
+    if (cfg->identity.jwt != NULL) {
+        jwtcheck_identity(cfg->identity.jwt, claims, &id.user, &id.role);
+    }
+    /* The router and the keys read the identity fields as the upstream
+     * will get them: the decided identity, or none. */
+    decided_fields(&in, &cfg->identity, &id);
 
     view.method = evreq_method_name(method);
     view.path = path;
@@ -1031,18 +1061,12 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     route = router_match(cfg->routes, cfg->nroutes, &view, &vars);
     if (route == NULL) {
         fields_give(&p->in_spare, &in);
+        claims_unref(claims);
+        free(xff);
         free(path);
         early_reply(p, creq, 404, "no route matches this request", addr, t0,
                     wall);
         return;
-    }
-    if (cfg->identity.jwt != NULL) {
-        if (jwt_or_reply(p, cfg, route, creq, &in, addr, t0, wall, &claims)) {
-            fields_give(&p->in_spare, &in);
-            free(path);
-            return;
-        }
-        jwtcheck_identity(cfg->identity.jwt, claims, &id.user, &id.role);
     }
     limited = p->rl != NULL && ratelimit_route_limited(route);
 
@@ -1081,6 +1105,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                   : route->uri.authority;
     fr.peer = &peer;
     fr.peer_trusted = trusted;
+    fr.xff = xff;
     /* Written last, over whatever the client or a filter put there. */
     fr.user_header = cfg->identity.user_header;
     fr.role_header = cfg->identity.role_header;
@@ -1088,6 +1113,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     forward_request_headers(&ex->fwd, &fr);
     fields_give(&p->in_spare, &out.headers);
     claims_unref(claims); /* 'user' and 'role' are copied by now */
+    free(xff);
     free(out.path);
     free(path);
     if (!limited) {

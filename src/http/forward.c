@@ -97,20 +97,51 @@ own_field(const char *name)
     return strcasecmp(name, want) == 0 ? f : OWN_NONE;
 }
 
-/* True when 'name' is where the identity goes: only the decided one does. */
+/*
+ * True when 'a' and 'b' are one name to a CGI, WSGI or PHP upstream,
+ * which reads both X-User-Id and X_User_Id as HTTP_X_USER_ID: the same
+ * letters in any case, '-' and '_' alike. 'b' may be NULL (no match).
+ */
+static bool
+same_to_cgi(const char *a, const char *b)
+{
+    if (b == NULL) {
+        return false;
+    }
+    for (; *a != '\0' && *b != '\0'; a++, b++) {
+        char x = (char)(*a == '_' ? '-' : *a | 0x20);
+        char y = (char)(*b == '_' ? '-' : *b | 0x20);
+
+        if (x != y) {
+            return false;
+        }
+    }
+    return *a == *b;
+}
+
+/*
+ * True when 'name' is where the identity goes (only the decided one
+ * does), or, spelt with '_' (server.underscores_in_headers), is a field
+ * the gateway sets itself to a CGI upstream: X_User_Id, X_Forwarded_For.
+ */
 static bool
 identity_field(const struct forward_request *r, const char *name)
 {
-    return (r->user_header != NULL && strcasecmp(name, r->user_header) == 0) ||
-           (r->role_header != NULL && strcasecmp(name, r->role_header) == 0);
+    if (same_to_cgi(name, r->user_header) ||
+        same_to_cgi(name, r->role_header)) {
+        return true;
+    }
+    return strchr(name, '_') != NULL &&
+           (same_to_cgi(name, "X-Forwarded-For") ||
+            same_to_cgi(name, "X-Forwarded-Proto") ||
+            same_to_cgi(name, "X-Forwarded-Host"));
 }
 
 void
 forward_request_headers(struct headers *out, const struct forward_request *r)
 {
     const char *host = NULL, *xfp = NULL, *xfh = NULL;
-    /* Every line of it, as forwarded_client() walks it (RFC 9110 5.3). */
-    char *xff = r->peer_trusted ? headers_join(r->in, "X-Forwarded-For") : NULL;
+    const char *xff = r->peer_trusted ? r->xff : NULL;
     char addr[64];
 
     for (size_t i = 0; i < r->in->n; i++) {
@@ -137,7 +168,6 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
 
         headers_add(out, "X-Forwarded-For", v);
         free(v);
-        free(xff);
     } else {
         headers_add(out, "X-Forwarded-For", addr);
     }

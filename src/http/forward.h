@@ -49,6 +49,9 @@ struct forward_request {
     const char *host;           /* the Host field to send */
     const struct netaddr *peer; /* the socket peer */
     bool peer_trusted;          /* the peer is a trusted proxy */
+    const char *xff;            /* every X-Forwarded-For field the client
+                                   sent, as one list (headers_join()), or
+                                   NULL; read only when 'peer_trusted' */
     const char *user_header;    /* identity.user_header, or NULL */
     const char *role_header;    /* identity.role_header, or NULL */
     const struct forwarded_identity *who; /* the identity decided, or NULL:
@@ -63,14 +66,18 @@ struct forward_request {
  * X-Forwarded-* a client sent are kept (For extended with the peer) only
  * from a trusted proxy: anyone else could plant an address. Repeated
  * X-Forwarded-For fields are one list, first field first (RFC 9110 5.3),
- * the list forwarded_client() walks; of the other two the first counts.
+ * 'r->xff', the list forwarded_client() walks; of the other two the
+ * first counts.
  * 'r->in' is what the filters made of the client's fields, so the
  * client's Connection list is not applied again here: it would remove
  * what the gateway added (forward_drop_nominated() applied it before).
  * Every field of 'r->in' called 'r->user_header' or 'r->role_header' is
  * left out, and the identity the gateway decided ('r->who') is written
  * last in those names: the upstream hears of the caller the limiter keyed
- * on, or of none, whatever the client sent or a filter wrote.
+ * on, or of none, whatever the client sent or a filter wrote. So are
+ * those names and the X-Forwarded-* ones spelt with '_' (allowed by
+ * server.underscores_in_headers): a CGI upstream reads X_User_Id as
+ * X-User-Id.
  */
 void forward_request_headers(struct headers *out,
                              const struct forward_request *r);
