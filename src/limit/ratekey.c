@@ -192,11 +192,18 @@ find_query(const char *q, const char *name, struct part_value *v)
     return true;
 }
 
-/* The value of cookie 'name' in the Cookie fields ("a=b; c=d"). */
+/*
+ * The value of cookie 'name' in the Cookie fields ("a=b; c=d"). A cookie
+ * sent twice is ambiguous: it names no one (as find_header()).
+ */
 static bool
 find_cookie(const struct headers *h, const char *name, struct part_value *v)
 {
-    return cookie_find(h, name, &v->p, &v->n) > 0;
+    if (cookie_find(h, name, &v->p, &v->n) > 1) {
+        v->p = NULL;
+        v->n = 0;
+    }
+    return v->p != NULL;
 }
 
 static void
@@ -204,6 +211,20 @@ set_string(struct part_value *v, const char *s)
 {
     v->p = s;
     v->n = s != NULL ? strlen(s) : 0;
+}
+
+/*
+ * A field sent twice is ambiguous: the key would read one while the
+ * upstream, which gets both, may read the other (an API key after a junk
+ * one, each junk value a fresh bucket). It names no one, so the tier does
+ * not apply.
+ */
+static void
+find_header(const struct headers *h, const char *name, struct part_value *v)
+{
+    if (h != NULL && headers_count(h, name) == 1) {
+        set_string(v, headers_get(h, name));
+    }
 }
 
 /* What 'part' names in the request; false if nothing, or empty. */
@@ -226,9 +247,7 @@ resolve(const struct key_part *part, const struct caller *who,
         set_string(v, who->role);
         break;
     case KEY_HEADER:
-        set_string(v, who->headers != NULL
-                          ? headers_get(who->headers, part->name)
-                          : NULL);
+        find_header(who->headers, part->name, v);
         break;
     case KEY_QUERY:
         find_query(who->query, part->name, v);

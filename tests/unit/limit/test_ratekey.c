@@ -169,7 +169,7 @@ Test(ratekey, user_and_role_come_from_the_caller)
     headers_deinit(&r.headers);
 }
 
-Test(ratekey, header_is_the_first_field_of_that_name)
+Test(ratekey, header_is_its_one_field_and_a_repeated_one_names_no_one)
 {
     struct request r;
     char key[RATEKEY_MAX];
@@ -177,9 +177,27 @@ Test(ratekey, header_is_the_first_field_of_that_name)
     load("{key: 'header:X-Api-Key', limiter: l}");
     request_init(&r, NULL);
     headers_add(&r.headers, "x-api-key", "k1");
-    headers_add(&r.headers, "X-Api-Key", "k2");
     key_of(&r, key);
     assert_key(key, "header:x-api-key", "k1");
+    /* The upstream gets both and may read the second: a junk first one
+     * must not buy a fresh bucket. */
+    headers_add(&r.headers, "X-Api-Key", "k2");
+    key_of(&r, key);
+    cr_assert_str_eq(key, "");
+    headers_deinit(&r.headers);
+}
+
+Test(ratekey, a_repeated_cookie_names_no_one)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'cookie:sid', limiter: l}");
+    request_init(&r, NULL);
+    headers_add(&r.headers, "Cookie", "sid=junk");
+    headers_add(&r.headers, "Cookie", "sid=s1");
+    key_of(&r, key);
+    cr_assert_str_eq(key, "");
     headers_deinit(&r.headers);
 }
 
