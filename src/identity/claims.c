@@ -14,8 +14,9 @@ struct claims {
 struct claims *
 claims_parse(const char *json, size_t len)
 {
-    /* Duplicate names are refused: which one would count is ambiguous,
-     * and another reader of the token could pick the other. */
+    /* Duplicate names are refused here, but 'json' comes from libjwt,
+     * which has already read the token's payload keeping the last of
+     * each name (README, identity.jwt): this guards only the text given. */
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
     struct claims *c;
 

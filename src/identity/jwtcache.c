@@ -149,7 +149,7 @@ jwtcache_verify(struct jwtcache *jc, const struct jwtcheck *v,
     if (c == NULL) {
         return NULL;
     }
-    if (until - now_ms > JWTCACHE_MAX_AGE_MS) {
+    if (until > now_ms && until - now_ms > JWTCACHE_MAX_AGE_MS) {
         until = now_ms + JWTCACHE_MAX_AGE_MS;
     }
     /* A free slot, else the one that ends first. */

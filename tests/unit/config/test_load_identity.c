@@ -184,6 +184,9 @@ Test(load_identity, each_mistake_is_reported_at_its_key)
         {xasprintf("{algorithms: [HS256], secret_file: %s, leeway: -1s}",
                    secret),
          "t.yaml:4:", "identity.jwt.leeway: bad duration \"-1s\""},
+        {xasprintf("{algorithms: [HS256], secret_file: %s, leeway: 2h}",
+                   secret),
+         "t.yaml:4:", "identity.jwt.leeway: at most 1h"},
         {xasprintf("{algorithms: [HS256], secret_file: %s, header: X-T, "
                    "cookie: t}",
                    secret),

@@ -32,9 +32,10 @@ check(struct jwtcache *jc, const struct jwtcheck *v, const char *tok,
       int64_t now, bool *hit, const char **why)
 {
     struct claims *c = jwtcache_verify(jc, v, tok, strlen(tok), now, hit, why);
+    bool valid = c != NULL;
 
     claims_unref(c);
-    return c != NULL;
+    return valid;
 }
 
 Test(jwtcache, the_second_sight_of_a_valid_token_is_a_hit)
