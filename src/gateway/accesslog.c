@@ -336,6 +336,7 @@ format_line(enum accesslog_format format, const struct access_entry *e,
         put_i64(o, e->total_ms);
         put_json_str(o, ",\"rl\":", e->decision, FIELD_MAX);
         put_json_str(o, ",\"tier\":", e->tier, FIELD_MAX);
+        put_json_str(o, ",\"user\":", e->user, FIELD_MAX);
         put_str(o, "}\n");
         return path_len;
     }
@@ -364,6 +365,8 @@ format_line(enum accesslog_format format, const struct access_entry *e,
     put_text(o, ESC_TEXT_BARE, e->decision, FIELD_MAX);
     put_str(o, " tier=");
     put_text(o, ESC_TEXT_BARE, e->tier, FIELD_MAX);
+    put_str(o, " user=");
+    put_text(o, ESC_TEXT_BARE, e->user, FIELD_MAX);
     put(o, "\n", 1);
     return path_len;
 }

@@ -1,6 +1,7 @@
 /*
  * accesslog.h - one line per request: time, client, method, path, route,
- * status, bytes, upstream and total time, and the rate-limit decision.
+ * status, bytes, upstream and total time, the rate-limit decision and the
+ * user.
  * Text or JSON, to stdout or a file. Each line is one write(2) on an
  * O_APPEND descriptor, so workers log without a lock and lines never
  * interleave; reopening (SIGUSR1, for log rotation) swaps the file under
@@ -28,6 +29,8 @@ struct access_entry {
     int64_t total_ms;     /* arrival to the last byte */
     const char *decision; /* rate-limit result (see metrics.h), or NULL */
     const char *tier;     /* the deciding tier's label, or NULL */
+    const char *user;     /* the user the gateway decided (Identity in
+                             the README), or NULL: none */
 };
 
 struct accesslog; /* opaque */
@@ -54,9 +57,10 @@ void accesslog_write(struct accesslog *al, const struct access_entry *e);
  * short (but still ending in '\n') if 'len' is too small. Pure.
  *   text: 2026-11-22T10:00:00.123Z 203.0.113.7 "GET /a?b=1" route=users
  *         status=200 bytes=512 upstream_ms=3 total_ms=4 rl=allowed tier=0
+ *         user=alice
  *   json: {"time":"...","client":"...","method":"GET","path":"/a?b=1",
  *         "route":"users","status":200,"bytes":512,"upstream_ms":3,
- *         "total_ms":4,"rl":"allowed","tier":"0"}
+ *         "total_ms":4,"rl":"allowed","tier":"0","user":"alice"}
  * Values are escaped: a path cannot forge a field or a line.
  */
 size_t accesslog_format(enum accesslog_format format,

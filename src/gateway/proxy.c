@@ -134,6 +134,8 @@ struct exchange {
     const char *decision;            /* rate-limit result, or NULL */
     const char *tier;                /* its tier label, or NULL */
     char client[64];                 /* resolved client address */
+    char *user;                      /* the decided user, for the access
+                                        log, or NULL; owned */
 };
 
 struct proxy *
@@ -219,7 +221,7 @@ static void
 record(struct proxy *p, struct evhttp_request *creq, const char *method,
        const char *route, const char *client, int status, uint64_t bytes,
        int64_t wall, int64_t t0, int64_t up_ms, const char *decision,
-       const char *tier)
+       const char *tier, const char *user)
 {
     char code[8];
     const char *labels[3];
@@ -254,6 +256,7 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     e.total_ms = clock_mono_ms() - t0;
     e.decision = decision;
     e.tier = tier;
+    e.user = user;
     accesslog_write(p->log, &e);
 }
 
@@ -313,13 +316,14 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
 
     record(p, creq, evreq_method_name(ex->method), ex->route->id, ex->client,
            ex->status, ex->bytes, ex->wall, ex->t0, ex->up_ms, ex->decision,
-           ex->tier);
+           ex->tier, ex->user);
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
     fields_give(&p->fwd_spare, &ex->fwd);
     headers_deinit(&ex->rl_headers);
     free(ex->target);
+    free(ex->user);
     config_unref(ex->cfg);
     if (ex->prev != NULL) {
         ex->prev->next = ex->next;
@@ -795,7 +799,7 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
 
     evreq_fit_body(creq, body);
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
-           wall, t0, -1, NULL, NULL);
+           wall, t0, -1, NULL, NULL, NULL);
     evhttp_send_reply(creq, status, problem_reason(status), body);
     evbuffer_free(body);
 }
@@ -934,7 +938,8 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     body = evreq_problem_body(creq, 401, detail);
     evreq_fit_body(creq, body);
     record(p, creq, evreq_method_name(evhttp_request_get_command(creq)), NULL,
-           client, 401, evbuffer_get_length(body), wall, t0, -1, NULL, NULL);
+           client, 401, evbuffer_get_length(body), wall, t0, -1, NULL, NULL,
+           NULL);
     evhttp_send_reply(creq, 401, problem_reason(401), body);
     evbuffer_free(body);
     return true;
@@ -1071,6 +1076,9 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     limited = p->rl != NULL && ratelimit_route_limited(route);
 
     ex = exchange_new(p, cfg, route, creq, cc, addr, t0, wall);
+    if (id.user != NULL && p->log != NULL) {
+        ex->user = xstrdup(id.user);
+    }
     if (limited) {
         struct caller who;
 

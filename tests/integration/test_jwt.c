@@ -538,3 +538,65 @@ Test(jwt, cache_false_verifies_every_time_and_never_hits, .timeout = 60)
     free(tok);
     jt_pair_free(&k);
 }
+
+struct log_line {
+    const struct proc *gw;
+    const char *start; /* what the line holds first, "\"GET /api/a\"" */
+    const char *end;   /* what it ends with, " user=alice" */
+};
+
+/* The access log has a line holding 'start' and ending in 'end'. */
+static bool
+log_has_line(void *arg)
+{
+    const struct log_line *l = arg;
+    char *log = proc_log(l->gw);
+    bool found = false;
+
+    for (char *p = strstr(log, l->start); p != NULL && !found;
+         p = strstr(p + 1, l->start)) {
+        char *nl = strchr(p, '\n');
+        size_t n = strlen(l->end);
+
+        found = nl != NULL && (size_t)(nl - p) >= n &&
+                memcmp(nl - n, l->end, n) == 0;
+    }
+    free(log);
+    return found;
+}
+
+Test(jwt, the_access_log_names_the_decided_user, .timeout = 60)
+{
+    struct jt_pair k = jt_keygen("RSA");
+    char *tok = jt_sign_str("RS256", k.priv, "{\"sub\":\"alice\"}");
+    char *auth = harness_strf("Authorization: Bearer %s", tok);
+    const char *with[] = {auth, "X-User-Id: mallory", NULL};
+    const char *without[] = {"X-User-Id: mallory", NULL};
+    struct log_line named = {NULL, "\"GET /api/a\"", " user=alice"};
+    struct log_line none = {NULL, "\"GET /api/b\"", " user=-"};
+    struct http_response resp;
+    struct rig r;
+    char *url;
+
+    rig_start(&r, k.pub, "{ algorithms: [RS256], key_file: @KEY@ }",
+              user_or_ip);
+    named.gw = none.gw = &r.gw;
+    url = harness_strf("http://127.0.0.1:%u/api/a", r.port);
+    http_request(&resp, "GET", url, with, NULL, 0, 10000);
+    cr_assert_eq(resp.status, 200);
+    http_response_free(&resp);
+    free(url);
+    url = harness_strf("http://127.0.0.1:%u/api/b", r.port);
+    http_request(&resp, "GET", url, without, NULL, 0, 10000);
+    cr_assert_eq(resp.status, 200);
+    http_response_free(&resp);
+    free(url);
+    cr_assert(harness_wait_until(log_has_line, &named, 10000),
+              "no access-log line naming alice");
+    cr_assert(harness_wait_until(log_has_line, &none, 10000),
+              "no access-log line without a user for the tokenless request");
+    rig_stop(&r);
+    free(auth);
+    free(tok);
+    jt_pair_free(&k);
+}
