@@ -181,11 +181,23 @@ format_ip(const struct netaddr *client, unsigned prefix, char *buf)
     snprintf(buf + n, IP_TEXT_MAX - n, "/%u", prefix);
 }
 
-/* The first value of query parameter 'name' in 'q' (raw, encoded). */
+/*
+ * The value of query parameter 'name' in 'q' (raw, encoded). A parameter
+ * sent twice names no one (as find_header()): frameworks differ on which
+ * of them the upstream reads.
+ */
 static bool
 find_query(const char *q, const char *name, struct part_value *v)
 {
-    if (!urlcode_query_first(q, name, &v->p, &v->n)) {
+    const char *cursor = q, *again;
+    size_t again_len;
+
+    if (q == NULL || !urlcode_query_next(&cursor, name, &v->p, &v->n)) {
+        return false;
+    }
+    if (urlcode_query_next(&cursor, name, &again, &again_len)) {
+        v->p = NULL;
+        v->n = 0;
         return false;
     }
     v->form_encoded = true;

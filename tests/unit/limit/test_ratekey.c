@@ -208,10 +208,17 @@ Test(ratekey, query_parameter_is_decoded_then_escaped)
 
     load("{key: 'query:api_key', limiter: l}");
     request_init(&r, NULL);
-    r.who.query = "a=1&api_keyx=no&api_key=x%41+y%2&api_key=second";
+    r.who.query = "a=1&api_keyx=no&api_key=x%41+y%2";
     key_of(&r, key);
     /* "%41" is 'A', '+' a space, a stray '%' itself. */
     assert_key(key, "query:api_key", "xA%20y%252");
+    /* Sent twice, it names no one: the upstream may read the second. */
+    r.who.query = "api_key=junk&api_key=k1";
+    key_of(&r, key);
+    cr_assert_str_eq(key, "");
+    r.who.query = "api_key=k1&api%5Fkey=k1";
+    key_of(&r, key);
+    cr_assert_str_eq(key, "");
     /* The name is compared decoded too. */
     r.who.query = "api%5Fkey=v";
     key_of(&r, key);
