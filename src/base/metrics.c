@@ -93,6 +93,12 @@ static const struct metric_def defs[M_COUNT] = {
                           "a signature check.",
                           0,
                           {NULL}},
+    [M_JWT_TOKENS] = {"sluice_jwt_tokens_total",
+                      T_COUNTER,
+                      "Requests by what their token was (identity.jwt): "
+                      "valid, invalid or missing.",
+                      1,
+                      {"result"}},
     [M_CONNECTIONS] = {"sluice_connections_open",
                        T_GAUGE,
                        "Client connections open.",

@@ -36,6 +36,9 @@ enum metric_id {
     /* counter {}: tokens found valid in the token cache (identity.jwt),
        without a signature check */
     M_JWT_CACHE_HITS,
+    /* counter {result}: tokens looked at (identity.jwt); result: valid,
+       invalid, missing */
+    M_JWT_TOKENS,
     /* gauge {}: client connections open */
     M_CONNECTIONS,
     /* gauge {}: requests in flight */

@@ -914,6 +914,13 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
         }
         break;
     }
+    if (p->metrics != NULL) {
+        const char *result[1] = {*claims != NULL ? "valid"
+                                 : why != NULL   ? "invalid"
+                                                 : "missing"};
+
+        metrics_add(p->metrics, M_JWT_TOKENS, result, 1);
+    }
     if (*claims != NULL) {
         return false;
     }

@@ -462,22 +462,32 @@ new_key_in_force(void *arg)
     return ok;
 }
 
+/* The value of the sample 'name' ("x_total{result=\"valid\"}") in
+ * /metrics; -1 when there is none. */
 static long
-cache_hits(struct rig *r)
+metric(struct rig *r, const char *name)
 {
     char *url = harness_strf("http://127.0.0.1:%u/metrics", r->admin);
+    char *want = harness_strf("\n%s ", name);
     struct http_response resp;
     const char *line;
     long n = -1;
 
     http_get(&resp, url, 10000);
-    line = strstr(resp.body, "\nsluice_jwt_cache_hits_total ");
+    line = strstr(resp.body, want);
     if (line != NULL) {
-        n = atol(line + strlen("\nsluice_jwt_cache_hits_total "));
+        n = atol(line + strlen(want));
     }
     http_response_free(&resp);
+    free(want);
     free(url);
     return n;
+}
+
+static long
+cache_hits(struct rig *r)
+{
+    return metric(r, "sluice_jwt_cache_hits_total");
 }
 
 Test(jwt, a_reload_reads_a_rotated_key_and_forgets_cached_tokens,
@@ -534,6 +544,11 @@ Test(jwt, cache_false_verifies_every_time_and_never_hits, .timeout = 60)
     assert_user(&r, tok, "alice", NULL);
     assert_user(&r, tok, "alice", NULL);
     cr_assert_eq(cache_hits(&r), 0, "cache: false remembers nothing");
+    assert_anonymous(&r, "x.y.z", "a token that is not one");
+    assert_anonymous(&r, NULL, "no token");
+    cr_assert_eq(metric(&r, "sluice_jwt_tokens_total{result=\"valid\"}"), 3);
+    cr_assert_eq(metric(&r, "sluice_jwt_tokens_total{result=\"invalid\"}"), 1);
+    cr_assert_eq(metric(&r, "sluice_jwt_tokens_total{result=\"missing\"}"), 1);
     rig_stop(&r);
     free(tok);
     jt_pair_free(&k);

@@ -289,6 +289,7 @@ Test(metrics, empty_registry_declares_every_metric)
         {"sluice_redis_events_total", "counter"},
         {"sluice_ratelimit_deny_cache_hits_total", "counter"},
         {"sluice_jwt_cache_hits_total", "counter"},
+        {"sluice_jwt_tokens_total", "counter"},
         {"sluice_connections_open", "gauge"},
         {"sluice_requests_in_flight", "gauge"},
         {"sluice_requests_held", "gauge"},
@@ -328,6 +329,7 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
     const char *up[] = {"api"};
     const char *kind[] = {"timeout"};
     const char *res[] = {"ok"};
+    const char *tok[] = {"invalid"};
     regex_t sample;
     regex_t comment;
     char *text;
@@ -341,6 +343,7 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
     metrics_add(s, M_REDIS_EVENTS, kind, 1);
     metrics_add(s, M_DENY_CACHE_HITS, NULL, 7);
     metrics_add(s, M_JWT_CACHE_HITS, NULL, 3);
+    metrics_add(s, M_JWT_TOKENS, tok, 1);
     metrics_add(s, M_CONNECTIONS, NULL, 2);
     metrics_add(s, M_IN_FLIGHT, NULL, -1);
     metrics_add(s, M_HELD, NULL, 1);
@@ -372,8 +375,8 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
             samples++;
         }
     }
-    /* 6 counters + 4 gauges + 2 histograms of 15 buckets + 2. */
-    cr_assert_eq(samples, 6 + 4 + 2 * 17);
+    /* 7 counters + 4 gauges + 2 histograms of 15 buckets + 2. */
+    cr_assert_eq(samples, 7 + 4 + 2 * 17);
     regfree(&sample);
     regfree(&comment);
     free(text);
