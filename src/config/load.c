@@ -601,10 +601,13 @@ check_single_document(struct loader *ld, yaml_parser_t *parser)
  * nested flow collections (100,000 '{' take a minute), and an alias
  * stands for a whole node, so that a few kilobytes of aliases to aliases
  * could make the loader walk and build billions of routes, filters or
- * tiers. gateway.yaml itself needs a depth of 9 and a few hundred nodes.
+ * tiers. An alias is looked up among the anchors one by one (here and
+ * in libyaml), so their number is bounded too. gateway.yaml itself needs
+ * a depth of 9, a few hundred nodes and a few anchors at most.
  */
 #define DEPTH_MAX 64
 #define NODES_MAX 100000
+#define ANCHORS_MAX 1000
 
 /* A node with an anchor: how many nodes an alias to it stands for. */
 struct anchor {
@@ -622,6 +625,7 @@ struct shape {
     char *open_anchor[DEPTH_MAX]; /* its anchor or NULL; owned */
     size_t depth;                 /* open collections */
     size_t nodes;                 /* so far, aliases expanded */
+    size_t defined;               /* anchors met so far, open or closed */
 };
 
 static void
@@ -648,6 +652,20 @@ shape_alias(const struct shape *sh, const yaml_char_t *name)
     return 1;
 }
 
+/* Counts an anchor where it is defined; false after reporting one too
+ * many. */
+static bool
+shape_defined(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
+{
+    if (sh->defined == ANCHORS_MAX) {
+        load_report_at(ld, ev->start_mark, NULL, "yaml: more than %d anchors",
+                       ANCHORS_MAX);
+        return false;
+    }
+    sh->defined++;
+    return true;
+}
+
 /* One event; false after reporting that the file is past a bound. */
 static bool
 shape_event(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
@@ -657,6 +675,9 @@ shape_event(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
 
     switch (ev->type) {
     case YAML_SCALAR_EVENT:
+        if (ev->data.scalar.anchor != NULL && !shape_defined(ld, sh, ev)) {
+            return false;
+        }
         if (ev->data.scalar.anchor != NULL) {
             shape_anchor(sh, ev->data.scalar.anchor, 1);
         }
@@ -670,6 +691,9 @@ shape_event(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
         if (sh->depth == DEPTH_MAX) {
             load_report_at(ld, ev->start_mark, NULL,
                            "yaml: nested deeper than %d levels", DEPTH_MAX);
+            return false;
+        }
+        if (anchor != NULL && !shape_defined(ld, sh, ev)) {
             return false;
         }
         sh->open[sh->depth] = sh->nodes;

@@ -390,6 +390,25 @@ Test(config_abuse, aliases_that_multiply_the_document)
     free(yaml);
 }
 
+Test(config_abuse, too_many_anchors)
+{
+    /* Each alias is looked up among the anchors one by one: 30,000 of
+     * each took seconds. */
+    char *yaml = xstrdup("x: [");
+    char *next;
+
+    for (int i = 0; i < 1001; i++) {
+        next = xasprintf("%s%s&a%d 1", yaml, i > 0 ? ", " : "", i);
+        free(yaml);
+        yaml = next;
+    }
+    next = xasprintf("%s]\n" ROUTE, yaml);
+    free(yaml);
+    yaml = next;
+    assert_error(yaml, "t.yaml:1:8895: yaml: more than 1000 anchors");
+    free(yaml);
+}
+
 Test(config_abuse, a_few_aliases_are_fine)
 {
     assert_ok("upstream: &u {keepalive: 8}\n"
