@@ -122,8 +122,9 @@ struct config *config_load(const char *path, struct config_errors *errs);
 
 /*
  * Same, from 'len' bytes of text in memory (any bytes; borrowed); 'name'
- * stands for the file in messages. Nesting past 64 levels and aliases
- * that expand the document past 100,000 nodes are refused.
+ * stands for the file in messages. Nesting past 64 levels, more than
+ * 1,000 anchors and aliases that expand the document past 100,000 nodes
+ * are refused.
  */
 struct config *config_parse(const char *text, size_t len, const char *name,
                             struct config_errors *errs);
