@@ -4,7 +4,8 @@
  * is a request as lines split on LF: the request target (path, then
  * "?query"; any bytes, NUL included), the method, the Host header, the
  * client address, then "Name: value" header lines. Missing lines are left
- * out of the request.
+ * out of the request. Path patterns are also checked against a plain
+ * recursive matcher written from glob.h's definition.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -55,7 +56,11 @@ static const char routes_yaml[] =
     "  - id: trailing\n"
     "    uri: http://127.0.0.1:9000\n"
     "    predicates:\n"
-    "      - Path=/exact/, /{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}\n";
+    "      - Path=/exact/, /{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}\n"
+    "  - id: stars\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    predicates:\n"
+    "      - Path=/**/x/**/{v}/*.y, /a*b*/**/c*, /**/**/{w}\n";
 
 static struct config *cfg; /* loaded once, never freed */
 
@@ -184,6 +189,105 @@ check_normal(const char *path, size_t raw_len)
     }
 }
 
+/* Longest path, in segments, checked against ref_match(). */
+#define REF_SEGMENTS_MAX 48
+
+/* The '/'-separated segments of 's' (a leading '/' gives an empty one). */
+struct segments {
+    const char *v[REF_SEGMENTS_MAX + 1]; /* starts, in 's' */
+    size_t len[REF_SEGMENTS_MAX + 1];    /* lengths */
+    size_t n;                            /* entries */
+};
+
+/* False when 's' has more than REF_SEGMENTS_MAX segments. */
+static bool
+split(const char *s, struct segments *out)
+{
+    out->n = 0;
+    for (;;) {
+        size_t len = strcspn(s, "/");
+
+        if (out->n == REF_SEGMENTS_MAX + 1) {
+            return false;
+        }
+        out->v[out->n] = s;
+        out->len[out->n++] = len;
+        if (s[len] == '\0') {
+            return true;
+        }
+        s += len + 1;
+    }
+}
+
+/* One segment against one with '*', by plain recursion. */
+static bool
+ref_segment(const char *p, size_t pn, const char *s, size_t sn)
+{
+    if (pn == 0) {
+        return sn == 0;
+    }
+    if (*p == '*') {
+        return ref_segment(p + 1, pn - 1, s, sn) ||
+               (sn > 0 && ref_segment(p, pn, s + 1, sn - 1));
+    }
+    return sn > 0 && *p == *s && ref_segment(p + 1, pn - 1, s + 1, sn - 1);
+}
+
+/*
+ * The pattern language of glob.h, written as its definition rather than
+ * as glob.c's backtracking: "**" takes zero or more segments, "{name}"
+ * exactly one non-empty segment, any other segment one segment.
+ */
+static bool
+ref_from(const struct segments *p, size_t i, const struct segments *s, size_t j)
+{
+    size_t pl;
+
+    if (i == p->n) {
+        return j == s->n;
+    }
+    pl = p->len[i];
+    if (pl == 2 && p->v[i][0] == '*' && p->v[i][1] == '*') {
+        return ref_from(p, i + 1, s, j) ||
+               (j < s->n && ref_from(p, i, s, j + 1));
+    }
+    if (j == s->n) {
+        return false;
+    }
+    if (pl >= 2 && p->v[i][0] == '{' && p->v[i][pl - 1] == '}') {
+        return s->len[j] > 0 && ref_from(p, i + 1, s, j + 1);
+    }
+    return ref_segment(p->v[i], pl, s->v[j], s->len[j]) &&
+           ref_from(p, i + 1, s, j + 1);
+}
+
+/* Every Path pattern of every route matches 'path' as the reference
+ * says (paths of more than REF_SEGMENTS_MAX segments are left out). */
+static void
+check_patterns(const char *path)
+{
+    struct segments ps;
+    struct segments ss;
+
+    if (!split(path, &ss)) {
+        return;
+    }
+    for (size_t r = 0; r < cfg->nroutes; r++) {
+        const struct route *route = &cfg->routes[r];
+
+        for (size_t k = 0; k < route->npredicates; k++) {
+            const struct predicate *pr = &route->predicates[k];
+
+            for (size_t i = 0; pr->kind == PREDICATE_PATH && i < pr->nvalues;
+                 i++) {
+                FUZZ_CHECK(split(pr->values[i], &ps));
+                FUZZ_CHECK(glob_match(pr->values[i], path, '/', NULL) ==
+                           ref_from(&ps, 0, &ss, 0));
+            }
+        }
+    }
+}
+
 /* The predicates of 'r' all hold for 'req'. */
 static bool
 route_holds(const struct route *r, const struct request_view *req)
@@ -292,6 +396,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     req.host = in.host;
     req.headers = &in.fields;
     req.client = &client;
+    check_patterns(path);
     check_match(&req);
     free(q);
     free(path);
