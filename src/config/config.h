@@ -105,7 +105,10 @@ struct config {
     size_t nroutes;
 };
 
-/* Every error found in one file, each "file:line:col: key.path: what". */
+/*
+ * Every error found in one file, in file order, each one line
+ * "file:line:col: key.path: what" (control characters escaped).
+ */
 struct config_errors {
     char **v; /* owned */
     size_t n;
@@ -123,7 +126,12 @@ void config_errors_deinit(struct config_errors *e);
  */
 struct config *config_load(const char *path, struct config_errors *errs);
 
-/* Same, from text in memory; 'name' stands for the file in messages. */
+/*
+ * Same, from 'len' bytes of text in memory (any bytes; borrowed); 'name'
+ * stands for the file in messages. Nesting past 64 levels, more than
+ * 1,000 anchors and aliases that expand the document past 100,000 nodes
+ * are refused.
+ */
 struct config *config_parse(const char *text, size_t len, const char *name,
                             struct config_errors *errs);
 

@@ -103,6 +103,40 @@ path_text(const struct load_path *p)
     return s;
 }
 
+/*
+ * 's' with its control characters written as "\n", "\t", "\r" or
+ * "\xNN": a message quotes what the file says, and a key such as
+ * "a\nt.yaml:1:1: x" must not print as a second error. Frees 's'.
+ */
+static char *
+escape_controls(char *s)
+{
+    size_t n = 0;
+    char *out;
+    char *p;
+
+    for (const char *c = s; *c != '\0'; c++) {
+        n += (unsigned char)*c < 0x20 || *c == 0x7f ? 4 : 1;
+    }
+    out = xmalloc(n + 1);
+    p = out;
+    for (const char *c = s; *c != '\0'; c++) {
+        unsigned char b = (unsigned char)*c;
+
+        if (b >= 0x20 && b != 0x7f) {
+            *p++ = (char)b;
+        } else if (b == '\n' || b == '\t' || b == '\r') {
+            *p++ = '\\';
+            *p++ = b == '\n' ? 'n' : b == '\t' ? 't' : 'r';
+        } else {
+            p += sprintf(p, "\\x%02x", b);
+        }
+    }
+    *p = '\0';
+    free(s);
+    return out;
+}
+
 void
 load_report_at(struct loader *ld, yaml_mark_t mark,
                const struct load_path *path, const char *fmt, ...)
@@ -114,7 +148,7 @@ load_report_at(struct loader *ld, yaml_mark_t mark,
     char *msg;
 
     va_start(ap, fmt);
-    msg = xvasprintf(fmt, ap);
+    msg = escape_controls(xvasprintf(fmt, ap));
     va_end(ap);
     text = path_text(path);
     if (text[0] != '\0') {
@@ -421,6 +455,11 @@ load_fields(struct loader *ld, yaml_node_t *node, const struct load_path *path,
                 continue;
             }
             key = (const char *)k->data.scalar.value;
+            if (strlen(key) != k->data.scalar.length) {
+                /* "level\0x" would pass for "level". */
+                report(ld, k, path, "a key contains a NUL character");
+                continue;
+            }
             for (i = 0; i < nfields; i++) {
                 if (strcmp(key, fields[i].key) == 0) {
                     break;
@@ -556,6 +595,183 @@ check_single_document(struct loader *ld, yaml_parser_t *parser)
     yaml_document_delete(&doc);
 }
 
+/*
+ * Bounds on the shape of a file, checked on libyaml's events before it
+ * builds the document. Its scanner takes time quadratic in the depth of
+ * nested flow collections (100,000 '{' take a minute), and an alias
+ * stands for a whole node, so that a few kilobytes of aliases to aliases
+ * could make the loader walk and build billions of routes, filters or
+ * tiers. An alias is looked up among the anchors one by one (here and
+ * in libyaml), so their number is bounded too. gateway.yaml itself needs
+ * a depth of 9, a few hundred nodes and a few anchors at most.
+ */
+#define DEPTH_MAX 64
+#define NODES_MAX 100000
+#define ANCHORS_MAX 1000
+
+/* A node with an anchor: how many nodes an alias to it stands for. */
+struct anchor {
+    char *name;   /* owned */
+    size_t nodes; /* the node and everything under it, aliases expanded */
+};
+
+/* What check_shape() keeps while it reads the events. */
+struct shape {
+    struct anchor *anchors;       /* closed anchors, in document order */
+    size_t nanchors;              /* entries in 'anchors' */
+    size_t cap;                   /* allocated entries in 'anchors' */
+    size_t open[DEPTH_MAX];       /* 'nodes' when each open collection
+                                     started */
+    char *open_anchor[DEPTH_MAX]; /* its anchor or NULL; owned */
+    size_t depth;                 /* open collections */
+    size_t nodes;                 /* so far, aliases expanded */
+    size_t defined;               /* anchors met so far, open or closed */
+};
+
+static void
+shape_anchor(struct shape *sh, const yaml_char_t *name, size_t nodes)
+{
+    sh->anchors =
+        xgrow(sh->anchors, &sh->cap, sh->nanchors + 1, sizeof(*sh->anchors));
+    sh->anchors[sh->nanchors].name = xstrdup((const char *)name);
+    sh->anchors[sh->nanchors].nodes = nodes;
+    sh->nanchors++;
+}
+
+/* What an alias stands for: the last anchor of that name (an anchor
+ * may be redefined). 1 if none is closed yet: yaml_parser_load() then
+ * reports the alias. */
+static size_t
+shape_alias(const struct shape *sh, const yaml_char_t *name)
+{
+    for (size_t i = sh->nanchors; i-- > 0;) {
+        if (strcmp(sh->anchors[i].name, (const char *)name) == 0) {
+            return sh->anchors[i].nodes;
+        }
+    }
+    return 1;
+}
+
+/* Counts an anchor where it is defined; false after reporting one too
+ * many. */
+static bool
+shape_defined(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
+{
+    if (sh->defined == ANCHORS_MAX) {
+        load_report_at(ld, ev->start_mark, NULL, "yaml: more than %d anchors",
+                       ANCHORS_MAX);
+        return false;
+    }
+    sh->defined++;
+    return true;
+}
+
+/* One event; false after reporting that the file is past a bound. */
+static bool
+shape_event(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
+{
+    const yaml_char_t *anchor = NULL;
+    size_t n;
+
+    switch (ev->type) {
+    case YAML_SCALAR_EVENT:
+        if (ev->data.scalar.anchor != NULL && !shape_defined(ld, sh, ev)) {
+            return false;
+        }
+        if (ev->data.scalar.anchor != NULL) {
+            shape_anchor(sh, ev->data.scalar.anchor, 1);
+        }
+        sh->nodes++;
+        return true;
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+        anchor = ev->type == YAML_SEQUENCE_START_EVENT
+                     ? ev->data.sequence_start.anchor
+                     : ev->data.mapping_start.anchor;
+        if (sh->depth == DEPTH_MAX) {
+            load_report_at(ld, ev->start_mark, NULL,
+                           "yaml: nested deeper than %d levels", DEPTH_MAX);
+            return false;
+        }
+        if (anchor != NULL && !shape_defined(ld, sh, ev)) {
+            return false;
+        }
+        sh->open[sh->depth] = sh->nodes;
+        sh->open_anchor[sh->depth] =
+            anchor != NULL ? xstrdup((const char *)anchor) : NULL;
+        sh->depth++;
+        sh->nodes++;
+        return true;
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+        if (sh->depth == 0) {
+            return true;
+        }
+        sh->depth--;
+        if (sh->open_anchor[sh->depth] != NULL) {
+            shape_anchor(sh, (const yaml_char_t *)sh->open_anchor[sh->depth],
+                         sh->nodes - sh->open[sh->depth]);
+            free(sh->open_anchor[sh->depth]);
+            sh->open_anchor[sh->depth] = NULL;
+        }
+        return true;
+    case YAML_ALIAS_EVENT:
+        n = shape_alias(sh, ev->data.alias.anchor);
+        if (sh->nodes > NODES_MAX || n > NODES_MAX - sh->nodes) {
+            load_report_at(ld, ev->start_mark, NULL,
+                           "yaml: aliases expand the document to more than "
+                           "%d nodes",
+                           NODES_MAX);
+            return false;
+        }
+        sh->nodes += n;
+        return true;
+    default:
+        return true;
+    }
+}
+
+/*
+ * Reads the events of the text: false after reporting that it is nested
+ * too deep or that its aliases expand too far. A syntax error is left to
+ * yaml_parser_load(), which meets it again.
+ */
+static bool
+check_shape(struct loader *ld)
+{
+    yaml_parser_t parser;
+    struct shape sh;
+    bool ok = true;
+    bool done = false;
+
+    memset(&sh, 0, sizeof(sh));
+    if (!yaml_parser_initialize(&parser)) {
+        fprintf(stderr, "sluice: out of memory starting the YAML parser\n");
+        abort();
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)ld->text,
+                                 ld->len);
+    while (ok && !done) {
+        yaml_event_t ev;
+
+        if (!yaml_parser_parse(&parser, &ev)) {
+            break;
+        }
+        done = ev.type == YAML_STREAM_END_EVENT;
+        ok = shape_event(ld, &sh, &ev);
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    for (size_t i = 0; i < sh.depth; i++) {
+        free(sh.open_anchor[i]);
+    }
+    for (size_t i = 0; i < sh.nanchors; i++) {
+        free(sh.anchors[i].name);
+    }
+    free(sh.anchors);
+    return ok;
+}
+
 struct config *
 config_parse(const char *text, size_t len, const char *name,
              struct config_errors *errs)
@@ -575,7 +791,9 @@ config_parse(const char *text, size_t len, const char *name,
         abort();
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
+    if (!check_shape(&ld)) {
+        /* Too deep, or too many aliases: reported; nothing is built. */
+    } else if (!yaml_parser_load(&parser, &doc)) {
         report_yaml_error(&ld, &parser);
     } else {
         ld.doc = &doc;

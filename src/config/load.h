@@ -206,6 +206,14 @@ field_ptr(void *base, const struct field *f)
     return (char *)base + f->offset;
 }
 
+/*
+ * The largest duration (in ms), size (in bytes) or count gateway.yaml
+ * takes: 2^53, so that each is exact in the Lua scripts' doubles and in
+ * JSON (GET /routes), and sums and products of them with a clock or a
+ * small factor stay within 64 bits, signed.
+ */
+#define LOAD_NUMBER_MAX (1ULL << 53)
+
 int load_decimal(const char *s, size_t n, uint64_t max, uint64_t *out);
 /* "host[:port]" or "[v6][:port]"; NULL, or why the text is wrong. */
 const char *load_split_host_port(const char *s, size_t n, bool need_port,
@@ -215,12 +223,13 @@ bool load_valid_name(const char *s);
 /* Cuts blanks from both ends of 's', in place. */
 char *load_trim(char *s);
 
+/* Numbers and booleans must be plain scalars: '4' is a string. */
 field_parse_cb load_uint;         /* unsigned in [min, max] */
 field_parse_cb load_uint_or_auto; /* same, or "auto" stored as 0 */
-field_parse_cb load_duration;     /* uint64_t ms, at least min */
-field_parse_cb load_size;         /* uint64_t bytes, at least min */
+field_parse_cb load_duration;     /* uint64_t ms, min to LOAD_NUMBER_MAX */
+field_parse_cb load_size;         /* uint64_t bytes, min to LOAD_NUMBER_MAX */
 field_parse_cb load_node;         /* the node itself, for the caller */
-field_parse_cb load_count;        /* uint64_t, at least min */
+field_parse_cb load_count;        /* uint64_t, min to LOAD_NUMBER_MAX */
 field_parse_cb load_bool;         /* YAML 1.1 booleans */
 field_parse_cb load_enum;         /* int, a word of f->choices */
 field_parse_cb load_table;        /* a struct, by the table f->table */

@@ -523,6 +523,11 @@ load_limiters(struct loader *ld, yaml_node_t *node, const struct field *f,
             continue;
         }
         name = (const char *)k->data.scalar.value;
+        if (strlen(name) != k->data.scalar.length) {
+            /* "a\0b" would pass for "a". */
+            report(ld, k, path, "a key contains a NUL character");
+            continue;
+        }
         if (!load_valid_name(name) || strlen(name) > LIMITER_NAME_MAX) {
             report(ld, k, path,
                    "bad limiter name \"%s\" (use up to %d letters, digits, "

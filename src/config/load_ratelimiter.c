@@ -761,8 +761,10 @@ load_is_rate_limiter(struct loader *ld, yaml_node_t *node)
         yaml_node_t *k = load_node_at(ld, p->key);
         yaml_node_t *v = load_node_at(ld, p->value);
 
+        /* By length too: "RequestRateLimiter\0" is another name. */
         if (k->type == YAML_SCALAR_NODE && v->type == YAML_SCALAR_NODE &&
             strcmp((const char *)k->data.scalar.value, "name") == 0 &&
+            v->data.scalar.length == strlen(RATE_LIMITER_NAME) &&
             strcmp((const char *)v->data.scalar.value, RATE_LIMITER_NAME) ==
                 0) {
             return true;

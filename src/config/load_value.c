@@ -177,6 +177,23 @@ load_trim(char *s)
 /* ------------------------------------------------------------------ */
 /* Field parsers                                                       */
 
+/*
+ * A number or a boolean is a plain scalar: quoted, YAML reads it as a
+ * string, and so does every other YAML reader of the same file. False
+ * after reporting a quoted one; 'what' is what was expected.
+ */
+static bool
+plain_scalar(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+             const char *s, const char *what)
+{
+    if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        return true;
+    }
+    report(ld, node, path, "expected %s, got the quoted string \"%s\"", what,
+           s);
+    return false;
+}
+
 /* An integer in [f->min, f->max], or with 'auto_ok' also "auto" (0). */
 static void
 read_uint(struct loader *ld, yaml_node_t *node, const struct field *f,
@@ -191,6 +208,9 @@ read_uint(struct loader *ld, yaml_node_t *node, const struct field *f,
     }
     if (auto_ok && strcmp(s, "auto") == 0) {
         *out = 0;
+        return;
+    }
+    if (!plain_scalar(ld, node, path, s, "a number")) {
         return;
     }
     if (load_decimal(s, strlen(s), f->max, &v) < 0 || v < f->min) {
@@ -257,7 +277,8 @@ unit_value(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     return true;
 }
 
-/* A duration in milliseconds, at least f->min (0 or 1). */
+/* A duration in milliseconds, at least f->min (0 or 1), at most
+ * LOAD_NUMBER_MAX. */
 void
 load_duration(struct loader *ld, yaml_node_t *node, const struct field *f,
               void *base, const struct load_path *path)
@@ -271,6 +292,11 @@ load_duration(struct loader *ld, yaml_node_t *node, const struct field *f,
                     &v, &s)) {
         return;
     }
+    if (v > LOAD_NUMBER_MAX) {
+        report(ld, node, path, "duration \"%s\" is too large (at most 2^53 ms)",
+               s);
+        return;
+    }
     if (v < f->min) {
         report(ld, node, path, "duration must be greater than 0, got \"%s\"",
                s);
@@ -279,7 +305,7 @@ load_duration(struct loader *ld, yaml_node_t *node, const struct field *f,
     *(uint64_t *)field_ptr(base, f) = v;
 }
 
-/* A size in bytes, at least f->min. */
+/* A size in bytes, at least f->min, at most LOAD_NUMBER_MAX. */
 void
 load_size(struct loader *ld, yaml_node_t *node, const struct field *f,
           void *base, const struct load_path *path)
@@ -292,6 +318,10 @@ load_size(struct loader *ld, yaml_node_t *node, const struct field *f,
                     "bad size \"%s\" (expected a number and a unit: B, "
                     "KiB, MiB or GiB)",
                     &v, &s)) {
+        return;
+    }
+    if (v > LOAD_NUMBER_MAX) {
+        report(ld, node, path, "size \"%s\" is too large (at most 2^53 B)", s);
         return;
     }
     if (v < f->min) {
@@ -312,19 +342,27 @@ load_node(struct loader *ld, yaml_node_t *node, const struct field *f,
     *(yaml_node_t **)field_ptr(base, f) = node;
 }
 
-/* A count of at least f->min (1 for limits, bursts and costs). */
+/* A count of at least f->min (1 for limits, bursts and costs), at most
+ * LOAD_NUMBER_MAX. */
 void
 load_count(struct loader *ld, yaml_node_t *node, const struct field *f,
            void *base, const struct load_path *path)
 {
     uint64_t *out = field_ptr(base, f);
     const char *s = load_scalar(ld, node, path);
+    size_t n;
     uint64_t v;
 
-    if (s == NULL) {
+    if (s == NULL || !plain_scalar(ld, node, path, s, "a number")) {
         return;
     }
-    if (load_decimal(s, strlen(s), UINT64_MAX, &v) < 0 || v < f->min) {
+    n = strlen(s);
+    if (n > 0 && strspn(s, "0123456789") == n &&
+        load_decimal(s, n, LOAD_NUMBER_MAX, &v) < 0) {
+        report(ld, node, path, "integer \"%s\" is too large (at most 2^53)", s);
+        return;
+    }
+    if (load_decimal(s, n, LOAD_NUMBER_MAX, &v) < 0 || v < f->min) {
         report(ld, node, path,
                "bad integer \"%s\" (expected a whole number of at least "
                "%llu)",
@@ -365,7 +403,10 @@ load_bool(struct loader *ld, yaml_node_t *node, const struct field *f,
     bool *out = field_ptr(base, f);
     const char *s = load_scalar(ld, node, path);
 
-    if (s != NULL && bool_value(s, out) < 0) {
+    if (s == NULL || !plain_scalar(ld, node, path, s, "true or false")) {
+        return;
+    }
+    if (bool_value(s, out) < 0) {
         report(ld, node, path, "bad boolean \"%s\" (expected true or false)",
                s);
     }
