@@ -1,0 +1,148 @@
+/*
+ * fuzz_cluster.c - libFuzzer target for cluster_redirect_parse() and
+ * cluster_slot(). The whole input is an error reply and a key. It is also
+ * cut in three (at a third and at two thirds of its length) into a prefix
+ * (its '{' dropped), a tag (its '}' dropped) and a suffix, from which
+ * keys that share that tag are built.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "fuzz.h"
+#include "xmalloc.h"
+
+/* The first word of an error reply and what it says. */
+static const struct {
+    const char *word;
+    enum cluster_reply reply;
+} words[] = {
+    {"MOVED", CLUSTER_REPLY_MOVED},
+    {"ASK", CLUSTER_REPLY_ASK},
+    {"TRYAGAIN", CLUSTER_REPLY_TRYAGAIN},
+    {"CLUSTERDOWN", CLUSTER_REPLY_CLUSTERDOWN},
+    {"READONLY", CLUSTER_REPLY_READONLY},
+};
+
+/* Which word 's' starts with (followed by a space or its end), told
+ * apart with strncmp rather than as cluster.c does. */
+static enum cluster_reply
+first_word(const char *s, size_t len)
+{
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        size_t n = strlen(words[i].word);
+
+        if (len >= n && strncmp(s, words[i].word, n) == 0 &&
+            (len == n || s[n] == ' ')) {
+            return words[i].reply;
+        }
+    }
+    return CLUSTER_REPLY_OTHER;
+}
+
+static const char *
+word_of(enum cluster_reply r)
+{
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        if (words[i].reply == r) {
+            return words[i].word;
+        }
+    }
+    return NULL;
+}
+
+static void
+check_redirect(const char *s, size_t len)
+{
+    struct cluster_redirect r, again, untouched;
+    enum cluster_reply reply, said = first_word(s, len);
+    char *text;
+
+    memset(&untouched, 0xa5, sizeof(untouched));
+    r = untouched;
+    reply = cluster_redirect_parse(s, len, &r);
+    if (reply != CLUSTER_REPLY_MOVED && reply != CLUSTER_REPLY_ASK) {
+        FUZZ_CHECK(memcmp(&r, &untouched, sizeof(r)) == 0);
+        if (reply == CLUSTER_REPLY_MALFORMED) {
+            FUZZ_CHECK(said == CLUSTER_REPLY_MOVED ||
+                       said == CLUSTER_REPLY_ASK);
+        } else {
+            FUZZ_CHECK(reply == said);
+        }
+        return;
+    }
+    FUZZ_CHECK(reply == said);
+    FUZZ_CHECK(r.slot < CLUSTER_SLOTS && r.port > 0);
+    FUZZ_CHECK(memchr(r.host, '\0', sizeof(r.host)) != NULL);
+    for (const char *p = r.host; *p; p++) {
+        FUZZ_CHECK((unsigned char)*p > 0x20 && *p != 0x7f);
+    }
+
+    /* Written out again, it is the same reply: the parser accepts one
+     * spelling only, and what it read is all there was. */
+    text = xasprintf("%s %u %s:%u", word_of(reply), r.slot, r.host,
+                     (unsigned)r.port);
+
+    FUZZ_CHECK(strlen(text) == len && memcmp(text, s, len) == 0);
+    FUZZ_CHECK(cluster_redirect_parse(text, strlen(text), &again) == reply);
+    FUZZ_CHECK(again.slot == r.slot && again.port == r.port &&
+               strcmp(again.host, r.host) == 0);
+    free(text);
+}
+
+/* 'len' bytes of 's' without the byte 'drop', appended to 'out' at
+ * '*n'. */
+static void
+append_without(char *out, size_t *n, const char *s, size_t len, char drop)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != drop) {
+            out[(*n)++] = s[i];
+        }
+    }
+}
+
+static void
+check_tags(const char *s, size_t len)
+{
+    size_t a = len / 3, b = 2 * len / 3;
+    char *key = xmalloc(len + 3), *tag = xmalloc(len + 3);
+    size_t nkey = 0, ntag = 0, tag_only;
+    unsigned slot;
+
+    FUZZ_CHECK(cluster_slot(s, len) < CLUSTER_SLOTS);
+
+    /* prefix "{" tag "}" suffix, and "{" tag "}" alone. */
+    append_without(key, &nkey, s, a, '{');
+    key[nkey++] = '{';
+    tag[ntag++] = '{';
+    append_without(key, &nkey, s + a, b - a, '}');
+    append_without(tag, &ntag, s + a, b - a, '}');
+    tag_only = ntag - 1;
+    key[nkey++] = '}';
+    tag[ntag++] = '}';
+    memcpy(key + nkey, s + b, len - b);
+    nkey += len - b;
+
+    slot = cluster_slot(key, nkey);
+    FUZZ_CHECK(slot < CLUSTER_SLOTS);
+    if (tag_only > 0) {
+        /* The same non-empty tag: the same slot, and the slot of the
+         * tag's bytes alone (they hold no '}', so no tag of their own). */
+        FUZZ_CHECK(cluster_slot(tag, ntag) == slot);
+        FUZZ_CHECK(cluster_slot(tag + 1, tag_only) == slot);
+    }
+    free(key);
+    free(tag);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *s = (const char *)data;
+
+    check_redirect(s, size);
+    check_tags(s, size);
+    return 0;
+}
