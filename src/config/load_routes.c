@@ -526,6 +526,39 @@ parse_predicates(struct loader *ld, yaml_node_t *node, const struct field *f,
 }
 
 /*
+ * A filter that would write or remove an identity field (identity.
+ * user_header, role_header): the gateway writes those last, from the
+ * identity it decided (README, Identity), so the filter could never take
+ * effect. Reported rather than left to do nothing.
+ */
+static void
+check_identity_field(struct loader *ld, yaml_node_t *node,
+                     const struct load_path *path, const struct filter *flt)
+{
+    const struct identity_conf *ic = &ld->cfg->identity;
+    const char *field = NULL;
+
+    if (flt->kind != FILTER_ADD_REQUEST_HEADER &&
+        flt->kind != FILTER_SET_REQUEST_HEADER &&
+        flt->kind != FILTER_REMOVE_REQUEST_HEADER) {
+        return;
+    }
+    if (ic->user_header != NULL &&
+        strcasecmp(flt->name, ic->user_header) == 0) {
+        field = "identity.user_header";
+    } else if (ic->role_header != NULL &&
+               strcasecmp(flt->name, ic->role_header) == 0) {
+        field = "identity.role_header";
+    }
+    if (field != NULL) {
+        report(ld, node, path,
+               "%s is %s: the gateway writes it from the identity it "
+               "decided, so this filter would do nothing",
+               flt->name, field);
+    }
+}
+
+/*
  * parse_list(), but a RequestRateLimiter goes to the route's rate
  * limiters, built by load_ratelimiter.c; messages still name its index in
  * filters:.
@@ -555,6 +588,8 @@ parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
         if (!load_is_rate_limiter(ld, item)) {
             if (parse_element(ld, item, sub, &filter_kinds,
                               &route->filters[route->nfilters])) {
+                check_identity_field(ld, item, sub,
+                                     &route->filters[route->nfilters]);
                 route->nfilters++;
             }
         } else if ((rl = load_rate_limiter(ld, item, sub, route)) != NULL) {

@@ -340,14 +340,12 @@ Test(forgery, upstream_gets_the_identity_the_gateway_decided)
                          "    uri: http://@ECHO@\n"
                          "    predicates: [Path=/**]\n"
                          "    filters:\n"
-                         "      - SetRequestHeader=X-User-Id, from-filter\n"
-                         "      - AddRequestHeader=X-User-Role, admin\n"
                          "      - name: RequestRateLimiter\n"
                          "        args: { key: user, limiter: one, "
                          "empty_key: allow }\n";
 
-    /* A trusted proxy's assertion is what both see; a filter cannot
-     * replace it. */
+    /* A trusted proxy's assertion is what both see. (A filter on these
+     * fields is a config error: test_config.) */
     stack_start(&st, TRUSTING, ONE_PER_HOUR, routes);
     cr_assert_eq(get(&st, "/x", u1, &r), 200);
     assert_upstream_saw(&r, "X-User-Id", "u1");
@@ -357,7 +355,7 @@ Test(forgery, upstream_gets_the_identity_the_gateway_decided)
     stack_stop(&st);
 
     /* From anyone else there is no identity, and the upstream hears of
-     * none, whatever a filter writes. */
+     * none. */
     stack_start(&st, "", ONE_PER_HOUR, routes);
     cr_assert_eq(get(&st, "/x", u1, &r), 200);
     assert_upstream_saw(&r, "X-User-Id", NULL);

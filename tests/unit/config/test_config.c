@@ -1999,3 +1999,28 @@ Test(config, bad_access_settings_are_errors)
                  "t.yaml:2:7: log: unknown key \"acces\" (did you mean "
                  "\"access\"?)");
 }
+
+Test(config, a_filter_on_an_identity_field_is_an_error)
+{
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['SetRequestHeader=x-user-id, admin']\n",
+                 "t.yaml:4:15: routes[0].filters[0]: x-user-id is "
+                 "identity.user_header: the gateway writes it from the "
+                 "identity it decided, so this filter would do nothing");
+    assert_error("identity: {role_header: X-Role}\n"
+                 "routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['AddRequestHeader=X-Usr, u', "
+                 "RemoveRequestHeader=X-Role]\n",
+                 "t.yaml:5:44: routes[0].filters[1]: X-Role is "
+                 "identity.role_header: the gateway writes it from the "
+                 "identity it decided, so this filter would do nothing");
+    /* Response fields are the upstream's to set. */
+    config_unref(parse_ok("routes:\n"
+                          "  - id: a\n"
+                          "    uri: http://u\n"
+                          "    filters: ['SetResponseHeader=X-User-Id, u']\n"));
+}
