@@ -67,6 +67,7 @@
 
 enum conn_state {
     CONN_WAITING,    /* nothing open; the retry timer is armed */
+    CONN_ASKING,     /* asking the sentinels where the primary is */
     CONN_RESOLVING,  /* host name lookup on the resolver thread */
     CONN_CONNECTING, /* TCP connect in progress */
     CONN_HANDSHAKE,  /* AUTH, SELECT and SCRIPT LOAD sent */
@@ -168,6 +169,8 @@ struct redis_client {
 
 static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata);
 static void start_attempt(struct redis_client *c);
+static void connect_host(struct redis_client *c);
+static bool is_numeric_host(const char *host);
 
 static uint64_t
 next_random(struct redis_client *c)
@@ -485,9 +488,8 @@ static void
 on_sentinel_answer(const char *ip, uint16_t port, void *arg)
 {
     struct redis_client *c = arg;
-    struct timeval tv = clock_tv(c->connect_timeout_ms);
 
-    if (c->state != CONN_RESOLVING) {
+    if (c->state != CONN_ASKING) {
         return;
     }
     if (ip == NULL) {
@@ -509,8 +511,9 @@ on_sentinel_answer(const char *ip, uint16_t port, void *arg)
     c->host = xstrdup(ip);
     c->port = port;
     c->addr_known = true;
-    evtimer_add(c->connect_timer, &tv);
-    connect_to(c, ip);
+    /* Sentinels configured with "announce-hostnames" give names. */
+    c->numeric_host = is_numeric_host(ip);
+    connect_host(c);
 }
 
 /*
@@ -542,17 +545,26 @@ on_sentinel_switch(const char *ip, uint16_t port, void *arg)
 static void
 start_attempt(struct redis_client *c)
 {
-    struct timeval tv = clock_tv(c->connect_timeout_ms);
-
     c->addr[0] = '\0';
     if (c->sentinel != NULL) {
         /* Asked on every attempt: after a failover, or a ROLE that was
          * not "master", they may name another server. Each sentinel has
-         * its own deadline; the connect timer starts with the connect. */
-        c->state = CONN_RESOLVING;
+         * its own deadline; the connect timer starts with the connect. A
+         * lookup left from an earlier answer is not waited for. */
+        lookup_abandon(c);
+        c->state = CONN_ASKING;
         sentinel_ask(c->sentinel, on_sentinel_answer, c);
         return;
     }
+    connect_host(c);
+}
+
+/* Connects to c->host, looking it up first unless it is an address. */
+static void
+connect_host(struct redis_client *c)
+{
+    struct timeval tv = clock_tv(c->connect_timeout_ms);
+
     evtimer_add(c->connect_timer, &tv);
     if (c->numeric_host) {
         connect_to(c, c->host);
