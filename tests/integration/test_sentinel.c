@@ -3,7 +3,9 @@
  * (redis-server --sentinel) on free ports of loopback, the echo upstream
  * and a gateway that finds the primary through the sentinels. What the
  * gateway did is read in Redis itself: keys, INFO commandstats and ROLE.
- * Every wait is a condition polled against a deadline.
+ * The servers and the sentinels want passwords, each their own, so the
+ * gateway's AUTH to either is tested too. Every wait is a condition
+ * polled against a deadline.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -26,6 +28,9 @@
 #define REDIS_TIMEOUT_MS 200
 #define MARGIN_MS 400
 #define LIMIT 3
+/* Two passwords, so that one given in the wrong place fails. */
+#define PRIMARY_PW "pw-data"
+#define SENTINEL_PW "pw-sentinel"
 
 struct rig {
     struct proc primary;                /* the first primary */
@@ -46,15 +51,30 @@ struct rig {
                                            syncs from there */
 };
 
+/* The rig of the test running (each test runs in a process of its own):
+ * which ports are sentinels, for the password. */
+static const struct rig *the_rig;
+
 static redisContext *
 sync_to(uint16_t port)
 {
     struct timeval tv = {2, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    const char *pw = PRIMARY_PW;
+    redisReply *r;
 
     cr_assert(c != NULL && c->err == 0, "cannot connect to 127.0.0.1:%u",
               (unsigned)port);
     redisSetTimeout(c, tv);
+    for (size_t i = 0; the_rig != NULL && i < NSENTINELS; i++) {
+        if (the_rig->sentinel_port[i] == port) {
+            pw = SENTINEL_PW;
+        }
+    }
+    r = redisCommand(c, "AUTH %s", pw);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "AUTH on %u",
+              (unsigned)port);
+    freeReplyObject(r);
     return c;
 }
 
@@ -79,7 +99,7 @@ ask_text(uint16_t port, const char *cmd)
     return text;
 }
 
-/* What ROLE's first element says on 'port', into 'out'. */
+/* True if ROLE's first element on 'port' is 'want'. */
 static bool
 role_is(uint16_t port, const char *want)
 {
@@ -135,7 +155,7 @@ start_server(struct proc *p, uint16_t port, const char *dir,
              const char *replica_of)
 {
     char portstr[8];
-    char *argv[16];
+    char *argv[24];
     size_t n = 0;
     char *master_port = NULL;
 
@@ -149,6 +169,10 @@ start_server(struct proc *p, uint16_t port, const char *dir,
     argv[n++] = "";
     argv[n++] = "--appendonly";
     argv[n++] = "no";
+    argv[n++] = "--requirepass";
+    argv[n++] = PRIMARY_PW;
+    argv[n++] = "--masterauth"; /* for either, once a replica */
+    argv[n++] = PRIMARY_PW;
     argv[n++] = "--dir";
     argv[n++] = (char *)dir;
     if (replica_of != NULL) {
@@ -171,7 +195,9 @@ start_sentinel(struct rig *r, size_t i)
         harness_strf("port %u\n"
                      "bind 127.0.0.1\n"
                      "sentinel resolve-hostnames no\n"
+                     "requirepass " SENTINEL_PW "\n"
                      "sentinel monitor mymaster 127.0.0.1 %u 2\n"
+                     "sentinel auth-pass mymaster " PRIMARY_PW "\n"
                      "sentinel down-after-milliseconds mymaster 1000\n"
                      "sentinel failover-timeout mymaster 5000\n",
                      (unsigned)r->sentinel_port[i], (unsigned)r->primary_port);
@@ -245,6 +271,7 @@ rig_start_servers(struct rig *r)
     const char *tmp = getenv("TMPDIR");
 
     memset(r, 0, sizeof(*r));
+    the_rig = r;
     snprintf(r->dir, sizeof(r->dir), "%s/sentinel-test-XXXXXX",
              tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     cr_assert_not_null(mkdtemp(r->dir));
@@ -270,37 +297,40 @@ rig_start_sentinels(struct rig *r)
 
 /* The echo and a gateway whose redis.sentinel.nodes are 'nodes'. */
 static void
-rig_start_gateway(struct rig *r, const char *nodes)
+rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
 {
     char *yaml;
 
     echo_start(&r->echo, &r->echo_port);
     r->gw_port = harness_free_port();
     r->admin_port = harness_free_port();
-    yaml = harness_strf("server:\n"
-                        "  listen: 127.0.0.1:%u\n"
-                        "  workers: 1\n"
-                        "admin:\n"
-                        "  listen: 127.0.0.1:%u\n"
-                        "redis:\n"
-                        "  sentinel:\n"
-                        "    master: mymaster\n"
-                        "    nodes: [%s]\n"
-                        "  timeout: %ums\n"
-                        "limiters:\n"
-                        "  lim: { algorithm: fixed_window, limit: %u, "
-                        "window: 1h }\n"
-                        "routes:\n"
-                        "  - id: api\n"
-                        "    uri: http://127.0.0.1:%u\n"
-                        "    predicates: [Path=/**]\n"
-                        "    filters:\n"
-                        "      - name: RequestRateLimiter\n"
-                        "        args: { key: \"header:X-Key\", limiter: lim,\n"
-                        "                on_redis_error: deny }\n",
-                        (unsigned)r->gw_port, (unsigned)r->admin_port, nodes,
-                        (unsigned)REDIS_TIMEOUT_MS, (unsigned)LIMIT,
-                        (unsigned)r->echo_port);
+    yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "  workers: 1\n"
+        "admin:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "redis:\n"
+        "  sentinel:\n"
+        "    master: mymaster\n"
+        "    nodes: [%s]\n"
+        "    password: " PRIMARY_PW "\n"
+        "%s"
+        "  timeout: %ums\n"
+        "limiters:\n"
+        "  lim: { algorithm: fixed_window, limit: %u, "
+        "window: 1h }\n"
+        "routes:\n"
+        "  - id: api\n"
+        "    uri: http://127.0.0.1:%u\n"
+        "    predicates: [Path=/**]\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: \"header:X-Key\", limiter: lim,\n"
+        "                on_redis_error: deny }\n",
+        (unsigned)r->gw_port, (unsigned)r->admin_port, nodes,
+        sentinel_auth ? "    sentinel_password: " SENTINEL_PW "\n" : "",
+        (unsigned)REDIS_TIMEOUT_MS, (unsigned)LIMIT, (unsigned)r->echo_port);
     r->gw_conf = harness_write_temp(yaml);
     free(yaml);
     gateway_start(&r->gw, r->gw_conf, r->gw_port);
@@ -318,7 +348,7 @@ rig_start(struct rig *r)
                          (unsigned)r->sentinel_port[0],
                          (unsigned)r->sentinel_port[1],
                          (unsigned)r->sentinel_port[2]);
-    rig_start_gateway(r, nodes);
+    rig_start_gateway(r, nodes, true);
     free(nodes);
     cr_assert(harness_wait_until(gateway_connected, &r->gw, 15000),
               "the gateway never connected to the primary:\n%s",
@@ -659,7 +689,8 @@ Test(sentinel, a_server_that_is_not_the_primary_is_never_used, .timeout = 120)
     /* The first sentinel listed is not there: the next one answers. */
     nodes = harness_strf("'127.0.0.1:%u', '127.0.0.1:%u'",
                          (unsigned)harness_free_port(), (unsigned)fs.port);
-    rig_start_gateway(&r, nodes);
+    /* The stand-in takes no AUTH. */
+    rig_start_gateway(&r, nodes, false);
     free(nodes);
     cr_assert(harness_wait_until(role_refused, &r.gw, 10000),
               "ROLE of the replica was not refused:\n%s", proc_log(&r.gw));
