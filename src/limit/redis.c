@@ -70,7 +70,8 @@ enum conn_state {
     CONN_ASKING,     /* asking the sentinels where the primary is */
     CONN_RESOLVING,  /* host name lookup on the resolver thread */
     CONN_CONNECTING, /* TCP connect in progress */
-    CONN_HANDSHAKE,  /* AUTH, SELECT and SCRIPT LOAD sent */
+    CONN_HANDSHAKE,  /* AUTH, ROLE (Sentinel), SELECT and SCRIPT LOAD
+                        sent */
     CONN_READY,      /* calls go out */
 };
 

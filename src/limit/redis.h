@@ -17,8 +17,8 @@
  * starts with ROLE: a server that does not say "master" is dropped and
  * the attempt retried with backoff. A '+switch-master' from the sentinel
  * the client subscribes to, a READONLY reply or a lost connection make it
- * ask again; calls meanwhile are answered REDIS_CALL_DOWN or
- * REDIS_CALL_TIMEOUT, never later than the timeout.
+ * ask again; calls meanwhile get a failure status (DOWN, TIMEOUT, or
+ * ERROR for the READONLY itself), never later than the timeout.
  */
 #ifndef SLUICE_REDIS_H
 #define SLUICE_REDIS_H
