@@ -3,8 +3,8 @@
 # - a module includes headers of its own layer or of the layers below it,
 #     base < http < identity < limit < route < config < ratelimit < gateway
 #     < main
-#   (limit/ratelimit.*, redis.* and resolve.* are the ratelimit layer: I/O
-#   beside the pure limiter model);
+#   (limit/ratelimit.*, redis.*, resolve.* and sentinel.* are the
+#   ratelimit layer: I/O beside the pure limiter model);
 # - each library's headers are included by the one place that wraps it.
 # The build already refuses most upward includes (a library sees only the
 # folders below it); this also covers the two layers that share limit/,
@@ -21,7 +21,9 @@ layer_of() {
     base/*) echo 0 ;;
     http/*) echo 1 ;;
     identity/*) echo 2 ;;
-    limit/ratelimit.* | limit/redis.* | limit/resolve.*) echo 6 ;;
+    limit/ratelimit.* | limit/redis.* | limit/resolve.* | limit/sentinel.*)
+        echo 6
+        ;;
     limit/*) echo 3 ;;
     route/*) echo 4 ;;
     config/*) echo 5 ;;
@@ -76,7 +78,7 @@ only() {
 }
 
 only 'yaml\.h' 'config/*'
-only 'hiredis/' 'limit/redis.c'
+only 'hiredis/' 'limit/redis.c' 'limit/sentinel.c'
 only 'http_parser\.h' 'http/resparse.c'
 only 'pcre2\.h' 'route/regexp.c'
 only 'openssl/' 'limit/ratekey.c' 'identity/*'
@@ -84,7 +86,8 @@ only 'jwt\.h' 'identity/*'
 only 'jansson\.h' 'identity/*'
 only 'event2/http' 'gateway/*'
 only 'event2/keyvalq_struct\.h' 'gateway/*'
-only 'event2/' 'gateway/*' 'limit/redis.c' 'limit/resolve.c'
+only 'event2/' 'gateway/*' 'limit/redis.c' 'limit/resolve.c' \
+    'limit/sentinel.c'
 
 if [ $fail = 0 ]; then
     echo "layers: every include follows the rules"

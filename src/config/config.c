@@ -78,6 +78,12 @@ config_free(struct config *cfg)
     free(cfg->redis.user);
     free(cfg->redis.password);
     free(cfg->redis.key_prefix);
+    free(cfg->redis.sentinel_master);
+    for (size_t i = 0; i < cfg->redis.nsentinels; i++) {
+        free(cfg->redis.sentinels[i].host);
+    }
+    free(cfg->redis.sentinels);
+    free(cfg->redis.sentinel_password);
     free(cfg->identity.user_header);
     free(cfg->identity.role_header);
     jwtcheck_conf_free(cfg->identity.jwt);

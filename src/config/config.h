@@ -50,9 +50,15 @@ struct admin_conf {
     struct listen_addr listen; /* default 127.0.0.1:9090 */
 };
 
+/* One host:port of redis.sentinel.nodes. */
+struct redis_node {
+    char *host;    /* a name or an address; owned */
+    uint16_t port; /* TCP port */
+};
+
 struct redis_conf {
     bool enabled;           /* false when the section is absent */
-    char *host;             /* owned */
+    char *host;             /* from the url; NULL with Sentinel; owned */
     uint16_t port;          /* default 6379 */
     unsigned db;            /* SELECT index; default 0 */
     char *user;             /* ACL user or NULL; owned */
@@ -61,6 +67,14 @@ struct redis_conf {
     char *key_prefix;       /* before every key; default "sluice:"; owned */
     unsigned max_in_flight; /* commands awaiting a reply, per worker;
                                default 1024 */
+    char *sentinel_master;  /* redis.sentinel.master, or NULL: no
+                               Sentinel, host and port name the server;
+                               owned */
+    struct redis_node *sentinels; /* redis.sentinel.nodes, asked in this
+                                     order; owned */
+    size_t nsentinels;            /* entries in 'sentinels' */
+    char *sentinel_password;      /* AUTH to the sentinels, or NULL;
+                                     owned */
 };
 
 struct jwtcheck_conf;

@@ -18,6 +18,23 @@ same_listen(const struct listen_addr *a, const struct listen_addr *b)
     return same_str(a->host, b->host) && a->port == b->port;
 }
 
+static bool
+same_sentinel(const struct redis_conf *a, const struct redis_conf *b)
+{
+    if (!same_str(a->sentinel_master, b->sentinel_master) ||
+        !same_str(a->sentinel_password, b->sentinel_password) ||
+        a->nsentinels != b->nsentinels) {
+        return false;
+    }
+    for (size_t i = 0; i < a->nsentinels; i++) {
+        if (!same_str(a->sentinels[i].host, b->sentinels[i].host) ||
+            a->sentinels[i].port != b->sentinels[i].port) {
+            return false;
+        }
+    }
+    return true;
+}
+
 unsigned
 config_restart_only(const struct config *cur, const struct config *next)
 {
@@ -33,7 +50,7 @@ config_restart_only(const struct config *cur, const struct config *next)
     if (a->enabled != b->enabled || !same_str(a->host, b->host) ||
         a->port != b->port || a->db != b->db || !same_str(a->user, b->user) ||
         !same_str(a->password, b->password) || a->timeout_ms != b->timeout_ms ||
-        a->max_in_flight != b->max_in_flight) {
+        a->max_in_flight != b->max_in_flight || !same_sentinel(a, b)) {
         groups |= CONFIG_RESTART_REDIS;
     }
     if (cur->admin.enabled != next->admin.enabled ||

@@ -1,6 +1,8 @@
 /*
  * load_redis.c - the redis: section of gateway.yaml: the URL (user,
- * password, host, port, database), the timeout and the key prefix. Pure.
+ * password, host, port, database) or, instead, the Sentinel setup that
+ * names the primary (master name, sentinels, and the same user, password
+ * and database), the timeout and the key prefix. Pure.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +124,131 @@ parse_redis_url(struct loader *ld, yaml_node_t *node, const struct field *f,
     }
 }
 
+/* A non-empty string. */
+static void
+parse_text(struct loader *ld, yaml_node_t *node, const struct field *f,
+           void *base, const struct load_path *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (s[0] == '\0') {
+        report(ld, node, path, "empty value");
+        return;
+    }
+    free(*out);
+    *out = xstrdup(s);
+}
+
+/* The sentinels: host:port each, at least one. */
+static void
+parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
+                     const struct field *f, void *base,
+                     const struct load_path *path)
+{
+    struct redis_conf *r = base;
+    size_t n;
+
+    (void)f;
+    if (!load_expect_sequence(ld, node, path)) {
+        return;
+    }
+    n = load_sequence_length(node);
+    if (n == 0) {
+        report(ld, node, path, "at least one sentinel, as host:port");
+        return;
+    }
+    r->sentinels = xcalloc(n, sizeof(*r->sentinels));
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = load_sequence_item(ld, node, i);
+        const struct load_path *sub = PATH_INDEX(path, i);
+        struct redis_node *rn = &r->sentinels[r->nsentinels];
+        const char *s = load_scalar(ld, item, sub);
+        const char *why;
+
+        if (s == NULL) {
+            continue;
+        }
+        why = load_split_host_port(s, strlen(s), true, &rn->host, &rn->port);
+        if (why != NULL) {
+            report(ld, item, sub, "bad sentinel address \"%s\": %s", s, why);
+            continue;
+        }
+        r->nsentinels++;
+    }
+}
+
+static const struct field sentinel_fields[] = {
+    {.key = "master",
+     .parse = parse_text,
+     .offset = offsetof(struct redis_conf, sentinel_master),
+     .required = true},
+    {.key = "nodes", .parse = parse_sentinel_nodes, .required = true},
+    {.key = "db",
+     .parse = load_uint,
+     .offset = offsetof(struct redis_conf, db),
+     .max = 1000000},
+    {.key = "user",
+     .parse = parse_text,
+     .offset = offsetof(struct redis_conf, user)},
+    {.key = "password",
+     .parse = parse_text,
+     .offset = offsetof(struct redis_conf, password)},
+    {.key = "sentinel_password",
+     .parse = parse_text,
+     .offset = offsetof(struct redis_conf, sentinel_password)},
+};
+
+static const struct table sentinel_table = TABLE(sentinel_fields);
+
+/* The sentinel: mapping fills the redis_conf itself. */
+static void
+parse_sentinel(struct loader *ld, yaml_node_t *node, const struct field *f,
+               void *base, const struct load_path *path)
+{
+    (void)f;
+    load_fields(ld, node, path, &sentinel_table, base);
+}
+
+/* The key node 'key' of the mapping 'node', or 'node' if absent. */
+static yaml_node_t *
+key_node(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         node->type == YAML_MAPPING_NODE && p < node->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, key) == 0) {
+            return k;
+        }
+    }
+    return node;
+}
+
+/* One way to name the server: the url, or the sentinels. */
+static void
+check_redis(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            void *base)
+{
+    struct redis_conf *r = base;
+
+    if (r->host != NULL && r->sentinel_master != NULL) {
+        report(ld, key_node(ld, node, "sentinel"), PATH_KEY(path, "sentinel"),
+               "url and sentinel are exclusive: with Sentinel, the "
+               "sentinels name the primary");
+    } else if (r->host == NULL && r->sentinel_master == NULL) {
+        report(ld, node, PATH_KEY(path, "url"), "required (or sentinel)");
+    }
+}
+
 static const struct field redis_fields[] = {
-    {.key = "url", .parse = parse_redis_url, .required = true},
+    {.key = "url", .parse = parse_redis_url},
+    {.key = "sentinel", .parse = parse_sentinel},
     {.key = "timeout",
      .parse = load_duration,
      .offset = offsetof(struct redis_conf, timeout_ms),
@@ -143,4 +268,5 @@ const struct table load_redis_table = {
     .n = NELEMS(redis_fields),
     .flag_given = true,
     .given = offsetof(struct redis_conf, enabled),
+    .check = check_redis,
 };

@@ -135,6 +135,7 @@ ratelimit_publish(struct ratelimit *rl)
     publish_one(rl, "down", st->down, &rl->published.down);
     publish_one(rl, "reconnect", st->reconnects, &rl->published.reconnects);
     publish_one(rl, "noscript", st->noscript, &rl->published.noscript);
+    publish_one(rl, "failover", st->failovers, &rl->published.failovers);
 }
 
 const char *

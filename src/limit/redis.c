@@ -25,6 +25,7 @@
 #include "log.h"
 #include "resolve.h"
 #include "scripts.h"
+#include "sentinel.h"
 #include "strbuf.h"
 #include "xmalloc.h"
 
@@ -66,9 +67,11 @@
 
 enum conn_state {
     CONN_WAITING,    /* nothing open; the retry timer is armed */
+    CONN_ASKING,     /* asking the sentinels where the primary is */
     CONN_RESOLVING,  /* host name lookup on the resolver thread */
     CONN_CONNECTING, /* TCP connect in progress */
-    CONN_HANDSHAKE,  /* AUTH, SELECT and SCRIPT LOAD sent */
+    CONN_HANDSHAKE,  /* AUTH, ROLE (Sentinel), SELECT and SCRIPT LOAD
+                        sent */
     CONN_READY,      /* calls go out */
 };
 
@@ -76,6 +79,7 @@ enum conn_state {
  * STEP_LOAD + i. Passed to hiredis as the privdata. */
 enum handshake_step {
     STEP_AUTH,
+    STEP_ROLE, /* with Sentinel: is this the primary still? */
     STEP_SELECT,
     STEP_LOAD,
 };
@@ -111,8 +115,16 @@ struct redis_client {
     struct event_base *base;          /* borrowed */
     unsigned unflushed;               /* calls queued since the last early
                                          write (FLUSH_EVERY) */
-    char *host;                       /* owned */
+    char *host;                       /* the url's, or the address the
+                                         sentinels gave; owned */
     uint16_t port;                    /* TCP port */
+    struct sentinel *sentinel;        /* asks where the primary is, or
+                                         NULL: 'host' names the server;
+                                         owned */
+    char *master;                     /* Sentinel's master name, or NULL;
+                                         owned */
+    bool addr_known;                  /* with Sentinel: 'host' and 'port'
+                                         hold an answer */
     unsigned db;                      /* SELECT index */
     char *user;                       /* ACL user or NULL; owned */
     char *password;                   /* or NULL; owned */
@@ -157,6 +169,9 @@ struct redis_client {
 };
 
 static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata);
+static void start_attempt(struct redis_client *c);
+static void connect_host(struct redis_client *c);
+static bool is_numeric_host(const char *host);
 
 static uint64_t
 next_random(struct redis_client *c)
@@ -261,8 +276,26 @@ on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (reply == NULL || ac != c->ac) {
         return;
     }
-    if (step >= STEP_LOAD && reply->type == REDIS_REPLY_STRING &&
-        reply->len == SHA1_HEX) {
+    if (step == STEP_ROLE && reply->type != REDIS_REPLY_ERROR) {
+        /* ROLE: ["master", ...], ["slave", ...], ["sentinel", ...]. A
+         * primary just demoted, or a sentinel not yet told: not ours. */
+        const redisReply *role =
+            reply->type == REDIS_REPLY_ARRAY && reply->elements > 0
+                ? reply->element[0]
+                : NULL;
+
+        if (role == NULL || role->type != REDIS_REPLY_STRING ||
+            strcmp(role->str, "master") != 0) {
+            snprintf(why, sizeof(why), "not the primary (role %s)",
+                     role != NULL && role->type == REDIS_REPLY_STRING
+                         ? role->str
+                         : "unknown");
+            drop_connection(c);
+            attempt_failed(c, "ROLE", why);
+            return;
+        }
+    } else if (step >= STEP_LOAD && reply->type == REDIS_REPLY_STRING &&
+               reply->len == SHA1_HEX) {
         memcpy(c->shas[step - STEP_LOAD], reply->str, SHA1_HEX + 1);
     } else if (reply->type == REDIS_REPLY_ERROR ||
                (step >= STEP_LOAD && reply->type != REDIS_REPLY_STRING)) {
@@ -270,6 +303,7 @@ on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata)
          * server still loading its data, a script that does not compile:
          * this connection cannot serve; a later one may. */
         what = step == STEP_AUTH     ? "AUTH"
+               : step == STEP_ROLE   ? "ROLE"
                : step == STEP_SELECT ? "SELECT"
                                      : "SCRIPT LOAD";
         snprintf(why, sizeof(why), "%s%s%s",
@@ -309,6 +343,16 @@ send_handshake(struct redis_client *c)
         }
         rc = redisAsyncCommandArgv(ac, on_handshake_reply,
                                    (void *)(uintptr_t)STEP_AUTH, n, argv, len);
+        if (rc == REDIS_ERR) {
+            return false;
+        }
+        c->handshake_left++;
+    }
+    if (c->sentinel != NULL) {
+        argv[0] = "ROLE";
+        len[0] = 4;
+        rc = redisAsyncCommandArgv(ac, on_handshake_reply,
+                                   (void *)(uintptr_t)STEP_ROLE, 1, argv, len);
         if (rc == REDIS_ERR) {
             return false;
         }
@@ -440,12 +484,88 @@ on_resolved(const struct resolve_result *r, void *arg)
     connect_to(c, ip);
 }
 
+/* The sentinels answered the ask of start_attempt(). */
+static void
+on_sentinel_answer(const char *ip, uint16_t port, void *arg)
+{
+    struct redis_client *c = arg;
+
+    if (c->state != CONN_ASKING) {
+        return;
+    }
+    if (ip == NULL) {
+        log_msg(c->failing ? LOG_DEBUG : LOG_WARN,
+                "redis: sentinel: no sentinel named the primary of %s",
+                c->master);
+        c->failing = true;
+        c->failures++;
+        schedule_retry(c);
+        return;
+    }
+    if (c->addr_known && (strcmp(ip, c->host) != 0 || port != c->port)) {
+        c->stats.failovers++;
+        log_info("redis: sentinel: the primary of %s is now %s:%u (was "
+                 "%s:%u)",
+                 c->master, ip, (unsigned)port, c->host, (unsigned)c->port);
+    }
+    free(c->host);
+    c->host = xstrdup(ip);
+    c->port = port;
+    c->addr_known = true;
+    /* Sentinels configured with "announce-hostnames" give names. */
+    c->numeric_host = is_numeric_host(ip);
+    connect_host(c);
+}
+
+/*
+ * A sentinel announced a failover of our master. Whatever is open or
+ * under way goes: calls in flight are answered REDIS_CALL_DOWN, and the
+ * sentinels are asked again at once (they answer the new address now).
+ */
+static void
+on_sentinel_switch(const char *ip, uint16_t port, void *arg)
+{
+    struct redis_client *c = arg;
+
+    (void)ip;
+    (void)port;
+    if (c->state == CONN_READY) {
+        log_warn("redis: %s:%u: the sentinels moved the primary: "
+                 "reconnecting",
+                 c->host, (unsigned)c->port);
+    }
+    evtimer_del(c->retry_timer);
+    evtimer_del(c->connect_timer);
+    drop_connection(c);
+    c->state = CONN_WAITING;
+    c->backoff_ms = BACKOFF_MIN_MS;
+    c->readonly = false;
+    start_attempt(c);
+}
+
 static void
 start_attempt(struct redis_client *c)
 {
+    c->addr[0] = '\0';
+    if (c->sentinel != NULL) {
+        /* Asked on every attempt: after a failover, or a ROLE that was
+         * not "master", they may name another server. Each sentinel has
+         * its own deadline; the connect timer starts with the connect. A
+         * lookup left from an earlier answer is not waited for. */
+        lookup_abandon(c);
+        c->state = CONN_ASKING;
+        sentinel_ask(c->sentinel, on_sentinel_answer, c);
+        return;
+    }
+    connect_host(c);
+}
+
+/* Connects to c->host, looking it up first unless it is an address. */
+static void
+connect_host(struct redis_client *c)
+{
     struct timeval tv = clock_tv(c->connect_timeout_ms);
 
-    c->addr[0] = '\0';
     evtimer_add(c->connect_timer, &tv);
     if (c->numeric_host) {
         connect_to(c, c->host);
@@ -839,8 +959,14 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
     struct redis_client *c = xcalloc(1, sizeof(*c));
 
     c->base = base;
-    c->host = xstrdup(conf->host != NULL ? conf->host : "127.0.0.1");
-    c->port = conf->port;
+    if (conf->sentinel_master != NULL) {
+        c->master = xstrdup(conf->sentinel_master);
+        c->host = xstrdup(conf->sentinel_master); /* until an answer */
+        c->port = 0;
+    } else {
+        c->host = xstrdup(conf->host != NULL ? conf->host : "127.0.0.1");
+        c->port = conf->port;
+    }
     c->db = conf->db;
     c->user = conf->user != NULL ? xstrdup(conf->user) : NULL;
     c->password = conf->password != NULL ? xstrdup(conf->password) : NULL;
@@ -861,6 +987,10 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
               (uint64_t)getpid() << 40) |
              1;
     TAILQ_INIT(&c->calls);
+    if (c->master != NULL) {
+        c->sentinel = sentinel_new(base, conf, c->connect_timeout_ms,
+                                   on_sentinel_switch, c);
+    }
     start_attempt(c);
     return c;
 }
@@ -890,6 +1020,7 @@ redis_client_free(struct redis_client *c)
      * c->ac is no longer theirs. */
     drop_connection(c);
     lookup_abandon(c);
+    sentinel_free(c->sentinel);
     while ((call = TAILQ_FIRST(&c->calls)) != NULL) {
         TAILQ_REMOVE(&c->calls, call, link);
         event_free(call->ev);
@@ -901,6 +1032,7 @@ redis_client_free(struct redis_client *c)
     event_free(c->retry_timer);
     free(c->shas);
     free(c->host);
+    free(c->master);
     free(c->user);
     free(c->password);
     free(c);

@@ -11,6 +11,14 @@
  * reply (after a restart, a failover or SCRIPT FLUSH) is answered by
  * resending the script with EVAL, which also caches it, so no caller ever
  * sees NOSCRIPT.
+ *
+ * With Sentinel (conf->sentinel_master), every attempt first asks the
+ * sentinels for the primary's address (sentinel.h), and the handshake
+ * starts with ROLE: a server that does not say "master" is dropped and
+ * the attempt retried with backoff. A '+switch-master' from the sentinel
+ * the client subscribes to, a READONLY reply or a lost connection make it
+ * ask again; calls meanwhile get a failure status (DOWN, TIMEOUT, or
+ * ERROR for the READONLY itself), never later than the timeout.
  */
 #ifndef SLUICE_REDIS_H
 #define SLUICE_REDIS_H
@@ -52,6 +60,7 @@ struct redis_stats {
     uint64_t down;       /* REDIS_CALL_DOWN and REDIS_CALL_OVERLOADED answers */
     uint64_t reconnects; /* connections re-established */
     uint64_t noscript;   /* NOSCRIPT replies recovered by EVAL */
+    uint64_t failovers;  /* with Sentinel: the primary's address changed */
 };
 
 /*

@@ -594,7 +594,52 @@ Test(config, bad_cidr_is_an_error)
 Test(config, redis_section_needs_a_url)
 {
     assert_error("redis:\n  timeout: 10ms\nroutes: []\n",
-                 "t.yaml:2:3: redis.url: required");
+                 "t.yaml:2:3: redis.url: required (or sentinel)");
+}
+
+Test(config, redis_sentinel_names_the_master_and_the_sentinels)
+{
+    struct config *cfg = parse_ok("redis:\n"
+                                  "  sentinel:\n"
+                                  "    master: mymaster\n"
+                                  "    nodes: [10.0.0.1:26379, 's2:26380']\n"
+                                  "    db: 3\n"
+                                  "    user: app\n"
+                                  "    password: pw\n"
+                                  "    sentinel_password: spw\n"
+                                  "routes: []\n");
+
+    cr_assert(cfg->redis.enabled);
+    cr_assert_null(cfg->redis.host);
+    cr_assert_str_eq(cfg->redis.sentinel_master, "mymaster");
+    cr_assert_eq(cfg->redis.nsentinels, 2);
+    cr_assert_str_eq(cfg->redis.sentinels[0].host, "10.0.0.1");
+    cr_assert_eq(cfg->redis.sentinels[0].port, 26379);
+    cr_assert_str_eq(cfg->redis.sentinels[1].host, "s2");
+    cr_assert_eq(cfg->redis.sentinels[1].port, 26380);
+    cr_assert_eq(cfg->redis.db, 3);
+    cr_assert_str_eq(cfg->redis.user, "app");
+    cr_assert_str_eq(cfg->redis.password, "pw");
+    cr_assert_str_eq(cfg->redis.sentinel_password, "spw");
+    config_unref(cfg);
+}
+
+Test(config, redis_sentinel_errors_name_the_key)
+{
+    assert_error("redis:\n"
+                 "  url: redis://r\n"
+                 "  sentinel: {master: m, nodes: ['a:1']}\n"
+                 "routes: []\n",
+                 "t.yaml:3:3: redis.sentinel: url and sentinel are exclusive: "
+                 "with Sentinel, the sentinels name the primary");
+    assert_error("redis:\n  sentinel: {nodes: ['a:1']}\nroutes: []\n",
+                 "t.yaml:2:13: redis.sentinel.master: required");
+    assert_error("redis:\n  sentinel: {master: m, nodes: []}\nroutes: []\n",
+                 "t.yaml:2:32: redis.sentinel.nodes: at least one sentinel, "
+                 "as host:port");
+    assert_error("redis:\n  sentinel: {master: m, nodes: [a]}\nroutes: []\n",
+                 "t.yaml:2:33: redis.sentinel.nodes[0]: bad sentinel address "
+                 "\"a\": missing port (expected host:port or [ipv6]:port)");
 }
 
 Test(config, bad_redis_url_is_an_error_that_hides_the_password)

@@ -94,3 +94,22 @@ Test(diff, every_group_has_its_sentence)
     cr_assert(strstr(config_restart_only_str(CONFIG_RESTART_ADMIN), "admin:") !=
               NULL);
 }
+
+Test(diff, a_change_of_sentinels_needs_a_restart)
+{
+    const char *a = "redis:\n  sentinel: {master: m, nodes: ['s1:26379']}\n"
+                    "routes: []\n";
+    const char *b = "redis:\n  sentinel: {master: m, nodes: ['s1:26380']}\n"
+                    "routes: []\n";
+    const char *c = "redis:\n  sentinel: {master: n, nodes: ['s1:26379']}\n"
+                    "routes: []\n";
+    struct config *ca = load(a), *ca2 = load(a), *cb = load(b), *cc = load(c);
+
+    cr_assert_eq(config_restart_only(ca, ca2), 0);
+    cr_assert_eq(config_restart_only(ca, cb), CONFIG_RESTART_REDIS);
+    cr_assert_eq(config_restart_only(ca, cc), CONFIG_RESTART_REDIS);
+    config_unref(ca);
+    config_unref(ca2);
+    config_unref(cb);
+    config_unref(cc);
+}

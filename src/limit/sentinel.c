@@ -1,0 +1,481 @@
+/*
+ * sentinel.c - the two conversations the Redis client has with Redis
+ * Sentinel, each on a "link" (one connection at a time to one sentinel):
+ * the ask (SENTINEL GET-MASTER-ADDR-BY-NAME, sentinel after sentinel until
+ * one answers) and the watch (SUBSCRIBE +switch-master, kept open).
+ *
+ * Lifetimes follow redis.c: a link lets go of its context by setting
+ * l->ac to NULL first, so that what the context still runs (NULL replies,
+ * its disconnect callback) sees it is stale; redisAsyncFree() is never
+ * called from the connect or disconnect callbacks, only from our timers,
+ * from sentinel_ask/cancel/free and from reply callbacks (where hiredis
+ * defers the free until the callback returns). The ask's answer is
+ * delivered from the link's timer, never from inside hiredis.
+ */
+#include "sentinel.h"
+#include "clock.h"
+#include "config.h"
+#include "log.h"
+#include "resolve.h"
+#include "xmalloc.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+/* Between two rounds of the watch over every sentinel. */
+#define WATCH_PAUSE_MS 1000
+
+enum link_state {
+    LINK_IDLE,       /* nothing open, nothing armed */
+    LINK_LOOKUP,     /* the node's name is being looked up */
+    LINK_OPEN,       /* connecting, or waiting for the answer */
+    LINK_SUBSCRIBED, /* the watch: subscribed, waiting for messages */
+    LINK_DONE,       /* the ask: answered; delivery is due from the timer */
+    LINK_PAUSED,     /* the watch: every node failed; next round on timer */
+};
+
+struct link {
+    struct sentinel *s;     /* the owner; borrowed */
+    bool watch;             /* the subscription, else the ask */
+    enum link_state state;  /* of this link */
+    size_t node;            /* index into s->nodes being tried */
+    redisAsyncContext *ac;  /* NULL unless LINK_OPEN or LINK_SUBSCRIBED */
+    struct resolve *lookup; /* while LINK_LOOKUP, or NULL */
+    struct event *timer;    /* deadline, pause, or delivery; owned */
+    bool failing;           /* a failure was logged since the last
+                               success: later ones are debug */
+};
+
+struct sentinel {
+    struct event_base *base;     /* borrowed */
+    char *master;                /* master name; owned */
+    struct redis_node *nodes;    /* the sentinels; owned, hosts too */
+    size_t nnodes;               /* entries in 'nodes' */
+    char *password;              /* AUTH to the sentinels, or NULL; owned */
+    uint64_t timeout_ms;         /* per connection and answer */
+    struct link ask;             /* GET-MASTER-ADDR-BY-NAME */
+    struct link watch;           /* SUBSCRIBE +switch-master */
+    sentinel_addr_cb *ask_cb;    /* the pending ask's, or NULL */
+    void *ask_arg;               /* for ask_cb; borrowed */
+    char ip[INET6_ADDRSTRLEN];   /* LINK_DONE: the answer, "" for none */
+    uint16_t port;               /* LINK_DONE: with 'ip' */
+    sentinel_addr_cb *on_switch; /* the owner's */
+    void *switch_arg;            /* for on_switch; borrowed */
+};
+
+static void link_open(struct link *l);
+
+static bool
+is_numeric(const char *host)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    return inet_pton(AF_INET, host, buf) == 1 ||
+           inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* Lets go of whatever the link has open; not from the connect or
+ * disconnect callbacks (there: set l->ac to NULL only). */
+static void
+link_close(struct link *l)
+{
+    redisAsyncContext *ac = l->ac;
+
+    l->ac = NULL;
+    if (ac != NULL) {
+        redisAsyncFree(ac);
+    }
+    if (l->lookup != NULL) {
+        resolve_cancel(l->lookup);
+        l->lookup = NULL;
+    }
+    evtimer_del(l->timer);
+    l->state = LINK_IDLE;
+}
+
+/* The ask is over: 'ip' NULL if no sentinel answered. Delivered from the
+ * timer, so that the owner may ask again or free from its callback. */
+static void
+ask_finish(struct sentinel *s, const char *ip, uint16_t port)
+{
+    struct link *l = &s->ask;
+
+    link_close(l);
+    snprintf(s->ip, sizeof(s->ip), "%s", ip != NULL ? ip : "");
+    s->port = port;
+    l->state = LINK_DONE;
+    event_active(l->timer, EV_TIMEOUT, 1);
+}
+
+/* The node being tried failed ('why'): the next one. The link's context
+ * is already let go of. */
+static void
+link_failed(struct link *l, const char *why)
+{
+    struct sentinel *s = l->s;
+    const struct redis_node *n = &s->nodes[l->node];
+
+    log_msg(l->failing ? LOG_DEBUG : LOG_WARN, "redis: sentinel %s:%u: %s: %s",
+            n->host, (unsigned)n->port, l->watch ? "subscribe" : "ask", why);
+    l->failing = true;
+    l->state = LINK_IDLE;
+    if (++l->node < s->nnodes) {
+        link_open(l);
+        return;
+    }
+    l->node = 0;
+    if (!l->watch) {
+        ask_finish(s, NULL, 0);
+        return;
+    }
+    {
+        struct timeval tv = clock_tv(WATCH_PAUSE_MS);
+
+        l->state = LINK_PAUSED;
+        evtimer_add(l->timer, &tv);
+    }
+}
+
+static void
+on_auth_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct link *l = privdata;
+    redisReply *reply = r;
+    char why[256];
+
+    if (reply == NULL || ac != l->ac || reply->type != REDIS_REPLY_ERROR) {
+        return;
+    }
+    snprintf(why, sizeof(why), "AUTH: %s", reply->str);
+    link_close(l); /* hiredis frees it once this returns */
+    link_failed(l, why);
+}
+
+static void
+on_ask_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct link *l = privdata;
+    redisReply *reply = r;
+    char ip[INET6_ADDRSTRLEN];
+    unsigned long port;
+    char *end;
+
+    if (reply == NULL || ac != l->ac) {
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+        link_close(l); /* hiredis frees it once this returns */
+        link_failed(l, reply->str);
+        return;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[1]->type != REDIS_REPLY_STRING ||
+        reply->element[0]->len >= sizeof(ip)) {
+        /* A nil: this sentinel does not monitor that name. */
+        link_close(l);
+        link_failed(l, reply->type == REDIS_REPLY_NIL
+                           ? "does not know the master name"
+                           : "unexpected reply");
+        return;
+    }
+    memcpy(ip, reply->element[0]->str, reply->element[0]->len + 1);
+    port = strtoul(reply->element[1]->str, &end, 10);
+    if (*end != '\0' || port == 0 || port > 65535) {
+        link_close(l);
+        link_failed(l, "unexpected port");
+        return;
+    }
+    l->failing = false;
+    l->node = 0;
+    ask_finish(l->s, ip, (uint16_t)port);
+}
+
+/* '+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>'. */
+static void
+watch_message(struct sentinel *s, const char *text)
+{
+    char name[256], old_ip[INET6_ADDRSTRLEN], new_ip[INET6_ADDRSTRLEN];
+    unsigned old_port, new_port;
+
+    if (sscanf(text, "%255s %45s %u %45s %u", name, old_ip, &old_port, new_ip,
+               &new_port) != 5 ||
+        strcmp(name, s->master) != 0 || new_port == 0 || new_port > 65535) {
+        return;
+    }
+    log_info("redis: sentinel: %s switched from %s:%u to %s:%u", name, old_ip,
+             old_port, new_ip, new_port);
+    s->on_switch(new_ip, (uint16_t)new_port, s->switch_arg);
+}
+
+static void
+on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct link *l = privdata;
+    redisReply *reply = r;
+    const redisReply *kind;
+
+    if (reply == NULL || ac != l->ac) {
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+        char why[256];
+
+        snprintf(why, sizeof(why), "%s", reply->str);
+        link_close(l);
+        link_failed(l, why);
+        return;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+        reply->element[0]->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    kind = reply->element[0];
+    if (strcmp(kind->str, "subscribe") == 0) {
+        /* Messages may be hours apart: no deadline any more. */
+        evtimer_del(l->timer);
+        l->state = LINK_SUBSCRIBED;
+        l->failing = false;
+        log_debug("redis: sentinel %s:%u: watching %s",
+                  l->s->nodes[l->node].host,
+                  (unsigned)l->s->nodes[l->node].port, l->s->master);
+    } else if (strcmp(kind->str, "message") == 0 &&
+               reply->element[2]->type == REDIS_REPLY_STRING) {
+        watch_message(l->s, reply->element[2]->str);
+    }
+}
+
+static void
+on_link_connect(const redisAsyncContext *cac, int status)
+{
+    struct link *l = cac->data;
+
+    if (cac != l->ac || status != REDIS_ERR) {
+        return;
+    }
+    /* hiredis frees the context when this returns; the reason is in the
+     * inner context. */
+    l->ac = NULL;
+    link_failed(l, cac->c.errstr);
+}
+
+static void
+on_link_disconnect(const redisAsyncContext *cac, int status)
+{
+    struct link *l = cac->data;
+
+    (void)status;
+    if (cac != l->ac) {
+        return;
+    }
+    l->ac = NULL;
+    evtimer_del(l->timer);
+    if (l->state == LINK_SUBSCRIBED) {
+        /* A watch that worked: start the round again, at its first. */
+        log_warn("redis: sentinel %s:%u: subscription lost: %s",
+                 l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
+                 cac->errstr != NULL ? cac->errstr : "closed");
+        l->node = 0;
+        l->failing = false;
+        l->state = LINK_IDLE;
+        link_open(l);
+        return;
+    }
+    link_failed(l, cac->errstr != NULL ? cac->errstr : "closed");
+}
+
+/* Connects to 'ip' (the current node's) and queues the link's commands:
+ * hiredis sends them once connected. */
+static void
+link_connect(struct link *l, const char *ip)
+{
+    struct sentinel *s = l->s;
+    redisAsyncContext *ac = redisAsyncConnect(ip, s->nodes[l->node].port);
+    const char *argv[3];
+    int rc;
+
+    if (ac == NULL || ac->err != 0) {
+        char why[128];
+
+        snprintf(why, sizeof(why), "%s",
+                 ac != NULL ? ac->errstr : "cannot allocate a context");
+        if (ac != NULL) {
+            redisAsyncFree(ac);
+        }
+        link_failed(l, why);
+        return;
+    }
+    ac->data = l;
+    l->ac = ac;
+    l->state = LINK_OPEN;
+    redisEnableKeepAlive(&ac->c);
+    redisLibeventAttach(ac, s->base);
+    redisAsyncSetConnectCallback(ac, on_link_connect);
+    redisAsyncSetDisconnectCallback(ac, on_link_disconnect);
+    rc = REDIS_OK;
+    if (s->password != NULL) {
+        argv[0] = "AUTH";
+        argv[1] = s->password;
+        rc = redisAsyncCommandArgv(ac, on_auth_reply, l, 2, argv, NULL);
+    }
+    if (rc == REDIS_OK && l->watch) {
+        argv[0] = "SUBSCRIBE";
+        argv[1] = "+switch-master";
+        rc = redisAsyncCommandArgv(ac, on_watch_reply, l, 2, argv, NULL);
+    } else if (rc == REDIS_OK) {
+        argv[0] = "SENTINEL";
+        argv[1] = "GET-MASTER-ADDR-BY-NAME";
+        argv[2] = s->master;
+        rc = redisAsyncCommandArgv(ac, on_ask_reply, l, 3, argv, NULL);
+    }
+    if (rc != REDIS_OK) {
+        /* Cannot happen on a fresh context; the deadline takes it down. */
+        log_error("redis: sentinel: cannot queue a command");
+    }
+}
+
+static void
+on_link_resolved(const struct resolve_result *r, void *arg)
+{
+    struct link *l = arg;
+
+    l->lookup = NULL; /* freed when this returns */
+    if (r->naddrs == 0) {
+        link_failed(l, r->err != 0 ? gai_strerror(r->err) : "no address");
+        return;
+    }
+    link_connect(l, r->addrs[0]);
+}
+
+/* Tries the current node, within the deadline. */
+static void
+link_open(struct link *l)
+{
+    struct sentinel *s = l->s;
+    const char *host = s->nodes[l->node].host;
+    struct timeval tv = clock_tv(s->timeout_ms);
+
+    evtimer_add(l->timer, &tv);
+    if (is_numeric(host)) {
+        link_connect(l, host);
+        return;
+    }
+    l->state = LINK_LOOKUP;
+    l->lookup = resolve_start(s->base, host, on_link_resolved, l);
+    if (l->lookup == NULL) {
+        /* No thread: look up in line, blocking this worker for once. */
+        link_connect(l, host);
+    }
+}
+
+static void
+on_ask_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct sentinel *s = arg;
+    sentinel_addr_cb *cb = s->ask_cb;
+    char ip[INET6_ADDRSTRLEN];
+
+    (void)fd;
+    (void)what;
+    if (s->ask.state != LINK_DONE) {
+        link_close(&s->ask);
+        link_failed(&s->ask, "timed out");
+        return;
+    }
+    s->ask.state = LINK_IDLE;
+    s->ask_cb = NULL;
+    memcpy(ip, s->ip, sizeof(ip));
+    if (cb != NULL) {
+        cb(ip[0] != '\0' ? ip : NULL, s->port, s->ask_arg);
+    }
+}
+
+static void
+on_watch_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct sentinel *s = arg;
+
+    (void)fd;
+    (void)what;
+    if (s->watch.state == LINK_PAUSED) {
+        s->watch.state = LINK_IDLE;
+        link_open(&s->watch);
+        return;
+    }
+    link_close(&s->watch);
+    link_failed(&s->watch, "timed out");
+}
+
+struct sentinel *
+sentinel_new(struct event_base *base, const struct redis_conf *conf,
+             uint64_t timeout_ms, sentinel_addr_cb *on_switch, void *arg)
+{
+    struct sentinel *s = xcalloc(1, sizeof(*s));
+
+    s->base = base;
+    s->master = xstrdup(conf->sentinel_master);
+    s->nnodes = conf->nsentinels;
+    s->nodes = xcalloc(s->nnodes, sizeof(*s->nodes));
+    for (size_t i = 0; i < s->nnodes; i++) {
+        s->nodes[i].host = xstrdup(conf->sentinels[i].host);
+        s->nodes[i].port = conf->sentinels[i].port;
+    }
+    s->password = conf->sentinel_password != NULL
+                      ? xstrdup(conf->sentinel_password)
+                      : NULL;
+    s->timeout_ms = timeout_ms;
+    s->on_switch = on_switch;
+    s->switch_arg = arg;
+    s->ask.s = s;
+    s->ask.timer = evtimer_new(base, on_ask_timer, s);
+    s->watch.s = s;
+    s->watch.watch = true;
+    s->watch.timer = evtimer_new(base, on_watch_timer, s);
+    link_open(&s->watch);
+    return s;
+}
+
+void
+sentinel_free(struct sentinel *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    link_close(&s->ask);
+    link_close(&s->watch);
+    event_free(s->ask.timer);
+    event_free(s->watch.timer);
+    for (size_t i = 0; i < s->nnodes; i++) {
+        free(s->nodes[i].host);
+    }
+    free(s->nodes);
+    free(s->master);
+    free(s->password);
+    free(s);
+}
+
+void
+sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg)
+{
+    link_close(&s->ask);
+    s->ask.node = 0;
+    s->ask_cb = cb;
+    s->ask_arg = arg;
+    link_open(&s->ask);
+}
+
+void
+sentinel_cancel(struct sentinel *s)
+{
+    link_close(&s->ask);
+    s->ask_cb = NULL;
+}

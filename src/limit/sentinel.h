@@ -1,0 +1,50 @@
+/*
+ * sentinel.h - Redis Sentinel for the Redis client: asks the sentinels
+ * where the primary of a master name is, and listens on one of them for
+ * '+switch-master'. hiredis async on a worker's event_base, with the same
+ * timers as redis.c (hiredis 0.14 has none). One per Redis client, never
+ * shared; does I/O (and host name lookups through resolve.h).
+ */
+#ifndef SLUICE_SENTINEL_H
+#define SLUICE_SENTINEL_H
+
+#include <stdint.h>
+
+struct event_base;
+struct redis_conf;
+struct sentinel; /* opaque */
+
+/*
+ * The primary's address as a sentinel gave it: 'ip' and 'port', or 'ip'
+ * NULL when no sentinel answered. 'ip' is borrowed for the call.
+ */
+typedef void sentinel_addr_cb(const char *ip, uint16_t port, void *arg);
+
+/*
+ * Creates the client for conf->sentinel_master and conf->sentinels (both
+ * copied) on 'base' (borrowed). 'timeout_ms' bounds each connection to a
+ * sentinel and each answer. It subscribes at once, on the first sentinel
+ * that takes it (the next one when that fails, forever, with a pause
+ * between rounds), and runs 'on_switch' with the new address whenever
+ * that sentinel announces a failover of our master. 'on_switch' may call
+ * sentinel_ask(), never sentinel_free().
+ */
+struct sentinel *sentinel_new(struct event_base *base,
+                              const struct redis_conf *conf,
+                              uint64_t timeout_ms, sentinel_addr_cb *on_switch,
+                              void *arg);
+/* Closes every connection; a pending ask is not answered. NULL: no-op. */
+void sentinel_free(struct sentinel *s);
+
+/*
+ * Asks the sentinels, in their order, for the primary's address: each gets
+ * 'timeout_ms' to connect and answer, and the first answer wins. 'cb' runs
+ * exactly once, later from the loop, never inside this call, unless
+ * sentinel_cancel() or sentinel_free() comes first. An ask still pending
+ * is cancelled by the next.
+ */
+void sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg);
+/* The pending ask, if any, is dropped: its 'cb' will not run. */
+void sentinel_cancel(struct sentinel *s);
+
+#endif

@@ -1,0 +1,713 @@
+/*
+ * redis.sentinel end to end: a primary, one replica and three sentinels
+ * (redis-server --sentinel) on free ports of loopback, the echo upstream
+ * and a gateway that finds the primary through the sentinels. What the
+ * gateway did is read in Redis itself: keys, INFO commandstats and ROLE.
+ * The servers and the sentinels want passwords, each their own, so the
+ * gateway's AUTH to either is tested too. Every wait is a condition
+ * polled against a deadline.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define NSENTINELS 3
+/* redis.timeout in the gateway's config, and what a request may take on
+ * top of it (the proxy and the echo, on a busy or sanitized run). */
+#define REDIS_TIMEOUT_MS 200
+#define MARGIN_MS 400
+#define LIMIT 3
+/* Two passwords, so that one given in the wrong place fails. */
+#define PRIMARY_PW "pw-data"
+#define SENTINEL_PW "pw-sentinel"
+
+struct rig {
+    struct proc primary;                /* the first primary */
+    uint16_t primary_port;              /* its port */
+    struct proc replica;                /* its replica */
+    uint16_t replica_port;              /* its port */
+    struct proc sentinel[NSENTINELS];   /* the sentinels */
+    uint16_t sentinel_port[NSENTINELS]; /* their ports */
+    char *sentinel_conf[NSENTINELS];    /* their files; owned */
+    struct proc echo;                   /* the upstream */
+    uint16_t echo_port;                 /* its port */
+    struct proc gw;                     /* the gateway */
+    uint16_t gw_port;                   /* its port */
+    uint16_t admin_port;                /* its admin port */
+    char *gw_conf;                      /* its config; owned */
+    char dir[256];                      /* the servers' working directory:
+                                           a replica writes the RDB it
+                                           syncs from there */
+};
+
+/* The rig of the test running (each test runs in a process of its own):
+ * which ports are sentinels, for the password. */
+static const struct rig *the_rig;
+
+static redisContext *
+sync_to(uint16_t port)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    const char *pw = PRIMARY_PW;
+    redisReply *r;
+
+    cr_assert(c != NULL && c->err == 0, "cannot connect to 127.0.0.1:%u",
+              (unsigned)port);
+    redisSetTimeout(c, tv);
+    for (size_t i = 0; the_rig != NULL && i < NSENTINELS; i++) {
+        if (the_rig->sentinel_port[i] == port) {
+            pw = SENTINEL_PW;
+        }
+    }
+    r = redisCommand(c, "AUTH %s", pw);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "AUTH on %u",
+              (unsigned)port);
+    freeReplyObject(r);
+    return c;
+}
+
+/* The reply to 'cmd' on 'port' as a new string ("" for a non-string,
+ * NULL if the server did not answer). */
+static char *
+ask_text(uint16_t port, const char *cmd)
+{
+    redisContext *c = sync_to(port);
+    redisReply *r = redisCommand(c, cmd);
+    char *text = NULL;
+
+    if (r != NULL) {
+        text = strdup(r->type == REDIS_REPLY_STRING ||
+                              r->type == REDIS_REPLY_STATUS ||
+                              r->type == REDIS_REPLY_ERROR
+                          ? r->str
+                          : "");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return text;
+}
+
+/* True if ROLE's first element on 'port' is 'want'. */
+static bool
+role_is(uint16_t port, const char *want)
+{
+    redisContext *c = sync_to(port);
+    redisReply *r = redisCommand(c, "ROLE");
+    bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+              r->element[0]->type == REDIS_REPLY_STRING &&
+              strcmp(r->element[0]->str, want) == 0;
+
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return ok;
+}
+
+/* Script calls (EVALSHA and EVAL) that the server on 'port' has run. */
+static long
+script_calls(uint16_t port)
+{
+    char *info = ask_text(port, "INFO commandstats");
+    long n = 0;
+
+    cr_assert_not_null(info);
+    for (size_t i = 0; i < 2; i++) {
+        const char *stat =
+            i == 0 ? "cmdstat_evalsha:calls=" : "cmdstat_eval:calls=";
+        const char *p = strstr(info, stat);
+
+        n += p != NULL ? atol(p + strlen(stat)) : 0;
+    }
+    free(info);
+    return n;
+}
+
+/* Keys matching 'pattern' on 'port'. */
+static size_t
+keys_matching(uint16_t port, const char *pattern)
+{
+    redisContext *c = sync_to(port);
+    redisReply *r = redisCommand(c, "KEYS %s", pattern);
+    size_t n = r != NULL && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return n;
+}
+
+static void
+start_server(struct proc *p, uint16_t port, const char *dir,
+             const char *replica_of)
+{
+    char portstr[8];
+    char *argv[24];
+    size_t n = 0;
+    char *master_port = NULL;
+
+    snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
+    argv[n++] = "redis-server";
+    argv[n++] = "--port";
+    argv[n++] = portstr;
+    argv[n++] = "--bind";
+    argv[n++] = "127.0.0.1";
+    argv[n++] = "--save";
+    argv[n++] = "";
+    argv[n++] = "--appendonly";
+    argv[n++] = "no";
+    argv[n++] = "--requirepass";
+    argv[n++] = PRIMARY_PW;
+    argv[n++] = "--masterauth"; /* for either, once a replica */
+    argv[n++] = PRIMARY_PW;
+    argv[n++] = "--dir";
+    argv[n++] = (char *)dir;
+    if (replica_of != NULL) {
+        master_port = strdup(replica_of);
+        argv[n++] = "--replicaof";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = master_port;
+    }
+    argv[n] = NULL;
+    cr_assert_eq(proc_start(p, argv), 0, "cannot start redis-server");
+    cr_assert(proc_wait_port(p, port, 10000), "redis-server on %u:\n%s",
+              (unsigned)port, proc_log(p));
+    free(master_port);
+}
+
+static void
+start_sentinel(struct rig *r, size_t i)
+{
+    char *conf =
+        harness_strf("port %u\n"
+                     "bind 127.0.0.1\n"
+                     "sentinel resolve-hostnames no\n"
+                     "requirepass " SENTINEL_PW "\n"
+                     "sentinel monitor mymaster 127.0.0.1 %u 2\n"
+                     "sentinel auth-pass mymaster " PRIMARY_PW "\n"
+                     "sentinel down-after-milliseconds mymaster 1000\n"
+                     "sentinel failover-timeout mymaster 5000\n",
+                     (unsigned)r->sentinel_port[i], (unsigned)r->primary_port);
+    /* A file of its own: a sentinel rewrites it. */
+    char *argv[] = {"redis-server", NULL, "--sentinel", NULL};
+
+    r->sentinel_conf[i] = harness_write_temp(conf);
+    argv[1] = r->sentinel_conf[i];
+    cr_assert_eq(proc_start(&r->sentinel[i], argv), 0);
+    cr_assert(proc_wait_port(&r->sentinel[i], r->sentinel_port[i], 10000),
+              "sentinel on %u:\n%s", (unsigned)r->sentinel_port[i],
+              proc_log(&r->sentinel[i]));
+    free(conf);
+}
+
+static bool
+replica_in_sync(void *arg)
+{
+    const struct rig *r = arg;
+    char *info = ask_text(r->replica_port, "INFO replication");
+    bool up = info != NULL && strstr(info, "master_link_status:up") != NULL;
+
+    free(info);
+    return up;
+}
+
+/* Every sentinel knows the replica and the two other sentinels. */
+static bool
+sentinels_settled(void *arg)
+{
+    const struct rig *r = arg;
+
+    for (size_t i = 0; i < NSENTINELS; i++) {
+        redisContext *c = sync_to(r->sentinel_port[i]);
+        redisReply *m = redisCommand(c, "SENTINEL MASTER mymaster");
+        redisReply *s = redisCommand(c, "SENTINEL REPLICAS mymaster");
+        bool ok = m != NULL && m->type == REDIS_REPLY_ARRAY && s != NULL &&
+                  s->type == REDIS_REPLY_ARRAY && s->elements == 1;
+
+        for (size_t k = 0; ok && k + 1 < m->elements; k += 2) {
+            if (strcmp(m->element[k]->str, "num-other-sentinels") == 0) {
+                ok = strcmp(m->element[k + 1]->str, "2") == 0;
+            }
+        }
+        if (m != NULL) {
+            freeReplyObject(m);
+        }
+        if (s != NULL) {
+            freeReplyObject(s);
+        }
+        redisFree(c);
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+gateway_connected(void *arg)
+{
+    return proc_log_contains(arg, "redis: connected");
+}
+
+/* The primary and its replica, in sync. */
+static void
+rig_start_servers(struct rig *r)
+{
+    char p[8];
+
+    const char *tmp = getenv("TMPDIR");
+
+    memset(r, 0, sizeof(*r));
+    the_rig = r;
+    snprintf(r->dir, sizeof(r->dir), "%s/sentinel-test-XXXXXX",
+             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+    cr_assert_not_null(mkdtemp(r->dir));
+    r->primary_port = harness_free_port();
+    start_server(&r->primary, r->primary_port, r->dir, NULL);
+    r->replica_port = harness_free_port();
+    snprintf(p, sizeof(p), "%u", (unsigned)r->primary_port);
+    start_server(&r->replica, r->replica_port, r->dir, p);
+    cr_assert(harness_wait_until(replica_in_sync, r, 15000),
+              "the replica never synced");
+}
+
+static void
+rig_start_sentinels(struct rig *r)
+{
+    for (size_t i = 0; i < NSENTINELS; i++) {
+        r->sentinel_port[i] = harness_free_port();
+        start_sentinel(r, i);
+    }
+    cr_assert(harness_wait_until(sentinels_settled, r, 30000),
+              "the sentinels never found the replica and each other");
+}
+
+/* The echo and a gateway whose redis.sentinel.nodes are 'nodes'. */
+static void
+rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
+{
+    char *yaml;
+
+    echo_start(&r->echo, &r->echo_port);
+    r->gw_port = harness_free_port();
+    r->admin_port = harness_free_port();
+    yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "  workers: 1\n"
+        "admin:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "redis:\n"
+        "  sentinel:\n"
+        "    master: mymaster\n"
+        "    nodes: [%s]\n"
+        "    password: " PRIMARY_PW "\n"
+        "%s"
+        "  timeout: %ums\n"
+        "limiters:\n"
+        "  lim: { algorithm: fixed_window, limit: %u, "
+        "window: 1h }\n"
+        "routes:\n"
+        "  - id: api\n"
+        "    uri: http://127.0.0.1:%u\n"
+        "    predicates: [Path=/**]\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: \"header:X-Key\", limiter: lim,\n"
+        "                on_redis_error: deny }\n",
+        (unsigned)r->gw_port, (unsigned)r->admin_port, nodes,
+        sentinel_auth ? "    sentinel_password: " SENTINEL_PW "\n" : "",
+        (unsigned)REDIS_TIMEOUT_MS, (unsigned)LIMIT, (unsigned)r->echo_port);
+    r->gw_conf = harness_write_temp(yaml);
+    free(yaml);
+    gateway_start(&r->gw, r->gw_conf, r->gw_port);
+}
+
+/* Everything, the gateway connected through the three sentinels. */
+static void
+rig_start(struct rig *r)
+{
+    char *nodes;
+
+    rig_start_servers(r);
+    rig_start_sentinels(r);
+    nodes = harness_strf("'127.0.0.1:%u', '127.0.0.1:%u', '127.0.0.1:%u'",
+                         (unsigned)r->sentinel_port[0],
+                         (unsigned)r->sentinel_port[1],
+                         (unsigned)r->sentinel_port[2]);
+    rig_start_gateway(r, nodes, true);
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r->gw, 15000),
+              "the gateway never connected to the primary:\n%s",
+              proc_log(&r->gw));
+}
+
+static void
+rig_stop(struct rig *r)
+{
+    int st = proc_stop(&r->gw, SIGTERM, 15000);
+
+    unlink(r->gw_conf);
+    free(r->gw_conf);
+    proc_stop(&r->echo, SIGTERM, 5000);
+    for (size_t i = 0; i < NSENTINELS && r->sentinel_conf[i] != NULL; i++) {
+        proc_stop(&r->sentinel[i], SIGTERM, 5000);
+        unlink(r->sentinel_conf[i]);
+        free(r->sentinel_conf[i]);
+    }
+    proc_stop(&r->replica, SIGTERM, 5000);
+    proc_stop(&r->primary, SIGTERM, 5000);
+    {
+        char *rdb = harness_strf("%s/dump.rdb", r->dir);
+
+        unlink(rdb);
+        free(rdb);
+        rmdir(r->dir);
+    }
+    cr_assert_eq(st, 0, "the gateway exited with %d", st);
+}
+
+/* One GET with 'key' as X-Key: its status, and its duration in '*ms'. */
+static long
+get_key(const struct rig *r, const char *key, int64_t *ms)
+{
+    char *url = harness_strf("http://127.0.0.1:%u/x", (unsigned)r->gw_port);
+    char *hdr = harness_strf("X-Key: %s", key);
+    const char *headers[] = {hdr, NULL};
+    struct http_response resp;
+    int64_t t0 = harness_now_ms();
+    long st;
+
+    http_request(&resp, "GET", url, headers, NULL, 0, 10000);
+    if (ms != NULL) {
+        *ms = harness_now_ms() - t0;
+    }
+    st = resp.status;
+    http_response_free(&resp);
+    free(hdr);
+    free(url);
+    return st;
+}
+
+/* LIMIT + 2 requests with 'key' are decided by the Redis on 'port': the
+ * first LIMIT pass, the rest are refused, and the counter is there. */
+static void
+assert_decided_on(const struct rig *r, uint16_t port, const char *key)
+{
+    long before = script_calls(port);
+    char *pattern = harness_strf("*%s*", key);
+
+    for (int i = 0; i < LIMIT + 2; i++) {
+        long st = get_key(r, key, NULL);
+
+        cr_assert_eq(st, i < LIMIT ? 200 : 429, "request %d for %s: %ld", i,
+                     key, st);
+    }
+    /* The first refusal comes from Redis; later ones may come from the
+     * over-limit cache. */
+    cr_assert_geq(script_calls(port) - before, LIMIT + 1,
+                  "Redis on %u ran %ld scripts for %d requests", (unsigned)port,
+                  script_calls(port) - before, LIMIT + 2);
+    cr_assert_geq(keys_matching(port, pattern), 1, "no key %s on %u", pattern,
+                  (unsigned)port);
+    free(pattern);
+}
+
+static long
+failover_count(const struct rig *r)
+{
+    char *url = harness_strf("http://127.0.0.1:%u/metrics", r->admin_port);
+    const char *series = "sluice_redis_events_total{kind=\"failover\"} ";
+    struct http_response resp;
+    const char *p;
+    long n = -1;
+
+    http_get(&resp, url, 10000);
+    p = resp.body != NULL ? strstr(resp.body, series) : NULL;
+    if (p != NULL) {
+        n = atol(p + strlen(series));
+    }
+    http_response_free(&resp);
+    free(url);
+    return n;
+}
+
+static bool
+failover_counted(void *arg)
+{
+    return failover_count(arg) >= 1;
+}
+
+Test(sentinel, decisions_land_on_the_primary_the_sentinels_name, .timeout = 120)
+{
+    struct rig r;
+
+    rig_start(&r);
+    assert_decided_on(&r, r.primary_port, "before");
+    /* The replica holds the key by replication, but ran no script. */
+    cr_assert_eq(script_calls(r.replica_port), 0);
+    rig_stop(&r);
+}
+
+/* While the sentinels fail over: requests, one after another. */
+struct under_load {
+    struct rig *r;        /* borrowed */
+    unsigned sent;        /* requests made */
+    unsigned status[600]; /* by status */
+    int64_t max_ms;       /* the slowest */
+};
+
+/* One more request; true once the former replica is the primary and has
+ * run a script of ours. */
+static bool
+switched(void *arg)
+{
+    struct under_load *u = arg;
+    char key[32];
+    int64_t ms;
+    long st;
+
+    snprintf(key, sizeof(key), "during%u", u->sent);
+    st = get_key(u->r, key, &ms);
+    u->sent++;
+    u->status[st >= 0 && st < 600 ? st : 0]++;
+    if (ms > u->max_ms) {
+        u->max_ms = ms;
+    }
+    return role_is(u->r->replica_port, "master") &&
+           script_calls(u->r->replica_port) > 0;
+}
+
+static bool
+switch_heard(void *arg)
+{
+    return proc_log_contains(arg, "redis: sentinel: mymaster switched from");
+}
+
+static bool
+former_primary_demoted(void *arg)
+{
+    const struct rig *r = arg;
+
+    return role_is(r->primary_port, "slave");
+}
+
+Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
+     .timeout = 180)
+{
+    struct rig r;
+    struct under_load u = {.r = &r};
+    char *reply = NULL;
+    int64_t deadline;
+
+    rig_start(&r);
+    assert_decided_on(&r, r.primary_port, "before");
+    cr_assert_eq(script_calls(r.replica_port), 0);
+
+    /* A sentinel may refuse while it still checks the replica. */
+    deadline = harness_now_ms() + 20000;
+    do {
+        free(reply);
+        reply = ask_text(r.sentinel_port[0], "SENTINEL FAILOVER mymaster");
+        if (reply != NULL && strcmp(reply, "OK") == 0) {
+            break;
+        }
+        usleep(200 * 1000);
+    } while (harness_now_ms() < deadline);
+    cr_assert(reply != NULL && strcmp(reply, "OK") == 0,
+              "SENTINEL FAILOVER: %s", reply != NULL ? reply : "no answer");
+    free(reply);
+
+    cr_assert(harness_wait_until(switched, &u, 60000),
+              "after %u requests the former replica (%s) has not run a "
+              "script; statuses 200: %u, 503: %u; gateway log:\n%s",
+              u.sent, role_is(r.replica_port, "master") ? "master" : "replica",
+              u.status[200], u.status[503], proc_log(&r.gw));
+    fprintf(stderr,
+            "sentinel: %u requests during the failover: %u decided (200), "
+            "%u by the failure policy (503), slowest %lld ms\n",
+            u.sent, u.status[200], u.status[503], (long long)u.max_ms);
+    /* Fresh keys: never over the limit, so only 200 or the policy. */
+    cr_assert_eq(u.status[200] + u.status[503], u.sent,
+                 "statuses other than 200 and 503 during the failover");
+    cr_assert_leq(u.max_ms, REDIS_TIMEOUT_MS + MARGIN_MS,
+                  "a request waited %lld ms", (long long)u.max_ms);
+
+    assert_decided_on(&r, r.replica_port, "after");
+    cr_assert(harness_wait_until(former_primary_demoted, &r, 20000),
+              "the former primary was never demoted");
+    /* Now it refuses writes: decisions must not go there. */
+    assert_decided_on(&r, r.replica_port, "later");
+    /* Told by the subscription, not only found out by a READONLY. */
+    cr_assert(harness_wait_until(switch_heard, &r.gw, 5000),
+              "no +switch-master reached the gateway:\n%s", proc_log(&r.gw));
+    cr_assert(harness_wait_until(failover_counted, &r, 5000),
+              "sluice_redis_events_total{kind=\"failover\"} stayed 0");
+    rig_stop(&r);
+}
+
+/*
+ * A stand-in sentinel on its own thread, for what real ones will not do:
+ * name a replica as the primary. It answers GET-MASTER-ADDR-BY-NAME with
+ * 127.0.0.1 and 'answer_port', and confirms a SUBSCRIBE.
+ */
+struct fake_sentinel {
+    int fd;                       /* listening socket */
+    uint16_t port;                /* where */
+    _Atomic unsigned answer_port; /* the port it names */
+    atomic_bool stop;             /* set to end the thread */
+    pthread_t thread;             /* serving */
+};
+
+static void
+fake_reply(int fd, const char *req, struct fake_sentinel *fs)
+{
+    char out[128];
+    int n = 0;
+    ssize_t w;
+
+    if (strstr(req, "SUBSCRIBE") != NULL) {
+        n = snprintf(out, sizeof(out),
+                     "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
+                     ":1\r\n");
+    } else if (strstr(req, "GET-MASTER-ADDR-BY-NAME") != NULL) {
+        char port[8];
+
+        snprintf(port, sizeof(port), "%u", atomic_load(&fs->answer_port));
+        n = snprintf(out, sizeof(out),
+                     "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
+                     port);
+    }
+    if (n > 0) {
+        w = write(fd, out, (size_t)n);
+        (void)w;
+    }
+}
+
+static void *
+fake_main(void *arg)
+{
+    struct fake_sentinel *fs = arg;
+    struct pollfd pfd[16];
+    nfds_t n = 1;
+
+    pfd[0].fd = fs->fd;
+    pfd[0].events = POLLIN;
+    while (!atomic_load(&fs->stop)) {
+        if (poll(pfd, n, 20) <= 0) {
+            continue;
+        }
+        if ((pfd[0].revents & POLLIN) != 0) {
+            int c = accept(fs->fd, NULL, NULL);
+
+            if (c >= 0 && n < 16) {
+                pfd[n].fd = c;
+                pfd[n].events = POLLIN;
+                pfd[n].revents = 0;
+                n++;
+            } else if (c >= 0) {
+                close(c);
+            }
+        }
+        for (nfds_t i = 1; i < n; i++) {
+            char buf[4096];
+            ssize_t k;
+
+            if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+                continue;
+            }
+            k = read(pfd[i].fd, buf, sizeof(buf) - 1);
+            if (k <= 0) {
+                close(pfd[i].fd);
+                pfd[i--] = pfd[--n];
+                continue;
+            }
+            buf[k] = '\0';
+            fake_reply(pfd[i].fd, buf, fs);
+        }
+    }
+    for (nfds_t i = 0; i < n; i++) {
+        close(pfd[i].fd);
+    }
+    return NULL;
+}
+
+static void
+fake_start(struct fake_sentinel *fs, uint16_t answer_port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    atomic_store(&fs->answer_port, answer_port);
+    atomic_store(&fs->stop, false);
+    fs->fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fs->fd >= 0);
+    cr_assert_eq(bind(fs->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fs->fd, 16), 0);
+    cr_assert_eq(getsockname(fs->fd, (struct sockaddr *)&sa, &len), 0);
+    fs->port = ntohs(sa.sin_port);
+    cr_assert_eq(pthread_create(&fs->thread, NULL, fake_main, fs), 0);
+}
+
+static void
+fake_stop(struct fake_sentinel *fs)
+{
+    atomic_store(&fs->stop, true);
+    pthread_join(fs->thread, NULL);
+}
+
+static bool
+role_refused(void *arg)
+{
+    return proc_log_contains(arg, "not the primary (role slave)");
+}
+
+Test(sentinel, a_server_that_is_not_the_primary_is_never_used, .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs;
+    char *nodes;
+    int64_t ms;
+    long st;
+
+    rig_start_servers(&r);
+    fake_start(&fs, r.replica_port);
+    /* The first sentinel listed is not there: the next one answers. */
+    nodes = harness_strf("'127.0.0.1:%u', '127.0.0.1:%u'",
+                         (unsigned)harness_free_port(), (unsigned)fs.port);
+    /* The stand-in takes no AUTH. */
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(role_refused, &r.gw, 10000),
+              "ROLE of the replica was not refused:\n%s", proc_log(&r.gw));
+    st = get_key(&r, "meanwhile", &ms);
+    cr_assert_eq(st, 503, "without a primary: %ld, not the policy's 503", st);
+    cr_assert_leq(ms, REDIS_TIMEOUT_MS + MARGIN_MS, "it took %lld ms",
+                  (long long)ms);
+    cr_assert(!proc_log_contains(&r.gw, "redis: connected"),
+              "connected to a replica:\n%s", proc_log(&r.gw));
+    cr_assert_eq(script_calls(r.replica_port), 0);
+
+    /* The sentinel names the primary now: the next attempt asks again. */
+    atomic_store(&fs.answer_port, r.primary_port);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 10000),
+              "never connected to the primary named later:\n%s",
+              proc_log(&r.gw));
+    assert_decided_on(&r, r.primary_port, "good");
+    rig_stop(&r);
+    fake_stop(&fs);
+}
