@@ -37,7 +37,7 @@ crc16(const unsigned char *p, size_t len)
 unsigned
 cluster_slot(const char *key, size_t len)
 {
-    const char *open = memchr(key, '{', len);
+    const char *open = len > 0 ? memchr(key, '{', len) : NULL;
 
     if (open != NULL) {
         size_t rest = len - (size_t)(open - key) - 1;

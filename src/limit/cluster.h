@@ -19,7 +19,7 @@
  * The slot of the key 'key' ('len' bytes, any bytes), as Redis Cluster
  * computes it: CRC16 (XMODEM) mod CLUSTER_SLOTS of the hash tag, the
  * bytes between the first '{' and the first '}' after it when there are
- * any, else of the whole key.
+ * any, else of the whole key. 'key' may be NULL when 'len' is 0.
  */
 unsigned cluster_slot(const char *key, size_t len);
 

@@ -537,3 +537,10 @@ Test(cluster, moved_to_one_node_too_many_is_refused)
     cluster_map_free(m);
     free(r);
 }
+
+Test(cluster, the_empty_key_has_slot_0_even_without_a_buffer)
+{
+    /* CRC16 of nothing is 0; memchr() must not see a NULL pointer. */
+    cr_assert_eq(cluster_slot(NULL, 0), 0);
+    cr_assert_eq(cluster_slot("", 0), 0);
+}
