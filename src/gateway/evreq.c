@@ -3,11 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
 
+#include "clock.h"
 #include "headers.h"
 #include "netaddr.h"
 #include "problem.h"
@@ -81,11 +83,68 @@ evreq_problem_body(struct evhttp_request *req, int status, const char *detail)
 }
 
 void
-evreq_fit_body(struct evhttp_request *req, struct evbuffer *body)
+evreq_reply_prepare(struct evhttp_request *req, struct evbuffer *body)
 {
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
         evbuffer_drain(body, evbuffer_get_length(body));
     }
+    evreq_add_date(req);
+}
+
+/* Two decimal digits of 'v' (0..99) at 'p'. */
+static char *
+put2(char *p, int v)
+{
+    p[0] = (char)('0' + v / 10);
+    p[1] = (char)('0' + v % 10);
+    return p + 2;
+}
+
+void
+evreq_http_date(time_t sec, char *out)
+{
+    static const char days[] = "SunMonTueWedThuFriSat";
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    struct tm tm;
+    char *p = out;
+
+    gmtime_r(&sec, &tm);
+    memcpy(p, days + 3 * tm.tm_wday, 3);
+    p += 3;
+    memcpy(p, ", ", 2);
+    p = put2(p + 2, tm.tm_mday);
+    *p++ = ' ';
+    memcpy(p, months + 3 * tm.tm_mon, 3);
+    p += 3;
+    *p++ = ' ';
+    p = put2(p, (tm.tm_year + 1900) / 100 % 100);
+    p = put2(p, (tm.tm_year + 1900) % 100);
+    *p++ = ' ';
+    p = put2(p, tm.tm_hour);
+    *p++ = ':';
+    p = put2(p, tm.tm_min);
+    *p++ = ':';
+    p = put2(p, tm.tm_sec);
+    memcpy(p, " GMT", 5);
+}
+
+void
+evreq_add_date(struct evhttp_request *req)
+{
+    /* This thread's Date text and the second it is for. */
+    static _Thread_local time_t cached_sec = -1;
+    static _Thread_local char cached[32];
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    time_t now = (time_t)(clock_wall_ms() / 1000);
+
+    if (evhttp_find_header(h, "Date") != NULL) {
+        return;
+    }
+    if (now != cached_sec) {
+        evreq_http_date(now, cached);
+        cached_sec = now;
+    }
+    evhttp_add_header(h, "Date", cached);
 }
 
 void

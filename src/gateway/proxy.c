@@ -307,7 +307,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         event_free(ex->timer);
     }
     if (how == END_REPLY) {
-        evreq_fit_body(creq, reply);
+        evreq_reply_prepare(creq, reply);
         ex->status = status;
         ex->bytes = evbuffer_get_length(reply);
     } else if (how == END_ABANDON || how == END_CLOSED) {
@@ -537,6 +537,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
      * re-added now, and the reply's start enables both with these.
      */
     clientconn_stream_timeouts(ex->cc);
+    evreq_add_date(ex->creq);
     evhttp_send_reply_start(ex->creq, head->status, head->reason);
 }
 
@@ -797,7 +798,7 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
     const char *method = evreq_method_name(evhttp_request_get_command(creq));
     struct evbuffer *body = evreq_problem_body(creq, status, detail);
 
-    evreq_fit_body(creq, body);
+    evreq_reply_prepare(creq, body);
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
            wall, t0, -1, NULL, NULL, NULL);
     evhttp_send_reply(creq, status, problem_reason(status), body);
@@ -943,7 +944,7 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     evhttp_add_header(evhttp_request_get_output_headers(creq),
                       "WWW-Authenticate", challenge);
     body = evreq_problem_body(creq, 401, detail);
-    evreq_fit_body(creq, body);
+    evreq_reply_prepare(creq, body);
     record(p, creq, evreq_method_name(evhttp_request_get_command(creq)), NULL,
            client, 401, evbuffer_get_length(body), wall, t0, -1, NULL, NULL,
            NULL);

@@ -4,12 +4,14 @@
  * on free ports and stops the gateway with SIGTERM, which must exit 0 (so
  * that, under ASan, a leak fails the test).
  */
+#define _GNU_SOURCE /* strptime, timegm */
 #include <criterion/criterion.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -170,6 +172,39 @@ Test(proxy, unmatched_request_gets_404_problem)
               r.body);
     free(ct);
     http_response_free(&r);
+    stack_stop(&st);
+}
+
+/* The Date of the gateway's own answers comes from a per-thread cache:
+ * one field, the current second, in the RFC 9110 form; a proxied answer
+ * keeps the upstream's. */
+Test(proxy, answers_carry_one_current_date)
+{
+    struct stack st;
+    struct http_response r;
+    struct tm tm;
+    char *date;
+    time_t before, after, t;
+
+    stack_start(&st, "", "",
+                "  - id: a\n"
+                "    uri: http://@ECHO@\n"
+                "    predicates: [Path=/a/**]\n");
+    for (int i = 0; i < 2; i++) {
+        before = time(NULL);
+        cr_assert_eq(get(&st, i == 0 ? "/nothing" : "/a/x", NULL, &r),
+                     i == 0 ? 404 : 200);
+        after = time(NULL);
+        cr_assert_eq(http_response_header_count(&r, "Date"), 1);
+        date = http_response_header(&r, "Date");
+        memset(&tm, 0, sizeof(tm));
+        cr_assert_not_null(strptime(date, "%a, %d %b %Y %H:%M:%S GMT", &tm),
+                           "Date: %s", date);
+        t = timegm(&tm);
+        cr_assert(t >= before - 1 && t <= after + 1, "Date: %s", date);
+        free(date);
+        http_response_free(&r);
+    }
     stack_stop(&st);
 }
 
