@@ -17,6 +17,7 @@
 #include "config.h"
 #include "log.h"
 #include "resolve.h"
+#include "sentinel_parse.h"
 #include "xmalloc.h"
 
 #include <arpa/inet.h>
@@ -66,7 +67,9 @@ struct sentinel {
     struct link watch;           /* SUBSCRIBE +switch-master */
     sentinel_addr_cb *ask_cb;    /* the pending ask's, or NULL */
     void *ask_arg;               /* for ask_cb; borrowed */
-    char ip[INET6_ADDRSTRLEN];   /* LINK_DONE: the answer, "" for none */
+    char ip[SENTINEL_HOST_MAX];  /* LINK_DONE: the answer (an address or,
+                                    with announce-hostnames, a name), ""
+                                    for none */
     uint16_t port;               /* LINK_DONE: with 'ip' */
     sentinel_addr_cb *on_switch; /* the owner's */
     void *switch_arg;            /* for on_switch; borrowed */
@@ -165,9 +168,7 @@ on_ask_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct link *l = privdata;
     redisReply *reply = r;
-    char ip[INET6_ADDRSTRLEN];
-    unsigned long port;
-    char *end;
+    struct sentinel_addr addr;
 
     if (reply == NULL || ac != l->ac) {
         return;
@@ -177,44 +178,39 @@ on_ask_reply(redisAsyncContext *ac, void *r, void *privdata)
         link_failed(l, reply->str);
         return;
     }
+    if (reply->type == REDIS_REPLY_NIL) {
+        /* This sentinel does not monitor that name. */
+        link_close(l);
+        link_failed(l, "does not know the master name");
+        return;
+    }
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_STRING ||
         reply->element[1]->type != REDIS_REPLY_STRING ||
-        reply->element[0]->len >= sizeof(ip)) {
-        /* A nil: this sentinel does not monitor that name. */
+        !sentinel_parse_addr(reply->element[0]->str, reply->element[0]->len,
+                             reply->element[1]->str, reply->element[1]->len,
+                             &addr)) {
         link_close(l);
-        link_failed(l, reply->type == REDIS_REPLY_NIL
-                           ? "does not know the master name"
-                           : "unexpected reply");
-        return;
-    }
-    memcpy(ip, reply->element[0]->str, reply->element[0]->len + 1);
-    port = strtoul(reply->element[1]->str, &end, 10);
-    if (*end != '\0' || port == 0 || port > 65535) {
-        link_close(l);
-        link_failed(l, "unexpected port");
+        link_failed(l, "unexpected reply");
         return;
     }
     l->failing = false;
     l->node = 0;
-    ask_finish(l->s, ip, (uint16_t)port);
+    ask_finish(l->s, addr.host, addr.port);
 }
 
-/* '+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>'. */
+/* '+switch-master <name> <old-host> <old-port> <new-host> <new-port>'. */
 static void
-watch_message(struct sentinel *s, const char *text)
+watch_message(struct sentinel *s, const char *text, size_t len)
 {
-    char name[256], old_ip[INET6_ADDRSTRLEN], new_ip[INET6_ADDRSTRLEN];
-    unsigned old_port, new_port;
+    struct sentinel_addr from, to;
 
-    if (sscanf(text, "%255s %45s %u %45s %u", name, old_ip, &old_port, new_ip,
-               &new_port) != 5 ||
-        strcmp(name, s->master) != 0 || new_port == 0 || new_port > 65535) {
+    if (!sentinel_parse_switch(text, len, s->master, &from, &to)) {
         return;
     }
-    log_info("redis: sentinel: %s switched from %s:%u to %s:%u", name, old_ip,
-             old_port, new_ip, new_port);
-    s->on_switch(new_ip, (uint16_t)new_port, s->switch_arg);
+    log_info("redis: sentinel: %s switched from %s:%u to %s:%u", s->master,
+             from.host, (unsigned)from.port, to.host, (unsigned)to.port);
+    s->on_switch(to.host, to.port, s->switch_arg);
 }
 
 static void
@@ -250,7 +246,7 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
                   (unsigned)l->s->nodes[l->node].port, l->s->master);
     } else if (strcmp(kind->str, "message") == 0 &&
                reply->element[2]->type == REDIS_REPLY_STRING) {
-        watch_message(l->s, reply->element[2]->str);
+        watch_message(l->s, reply->element[2]->str, reply->element[2]->len);
     }
 }
 
@@ -382,7 +378,7 @@ on_ask_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct sentinel *s = arg;
     sentinel_addr_cb *cb = s->ask_cb;
-    char ip[INET6_ADDRSTRLEN];
+    char ip[SENTINEL_HOST_MAX];
 
     (void)fd;
     (void)what;
