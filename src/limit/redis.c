@@ -484,6 +484,26 @@ on_resolved(const struct resolve_result *r, void *arg)
     connect_to(c, ip);
 }
 
+/* 'ip' and 'port' are where the sentinels say the primary is now. */
+static void
+set_primary(struct redis_client *c, const char *ip, uint16_t port)
+{
+    if (c->addr_known && (strcmp(ip, c->host) != 0 || port != c->port)) {
+        c->stats.failovers++;
+        log_info("redis: sentinel: the primary of %s is now %s:%u (was "
+                 "%s:%u)",
+                 c->master, ip, (unsigned)port, c->host, (unsigned)c->port);
+    }
+    if (ip != c->host) {
+        free(c->host);
+        c->host = xstrdup(ip);
+    }
+    c->port = port;
+    c->addr_known = true;
+    /* Sentinels configured with "announce-hostnames" give names. */
+    c->numeric_host = is_numeric_host(ip);
+}
+
 /* The sentinels answered the ask of start_attempt(). */
 static void
 on_sentinel_answer(const char *ip, uint16_t port, void *arg)
@@ -502,33 +522,28 @@ on_sentinel_answer(const char *ip, uint16_t port, void *arg)
         schedule_retry(c);
         return;
     }
-    if (c->addr_known && (strcmp(ip, c->host) != 0 || port != c->port)) {
-        c->stats.failovers++;
-        log_info("redis: sentinel: the primary of %s is now %s:%u (was "
-                 "%s:%u)",
-                 c->master, ip, (unsigned)port, c->host, (unsigned)c->port);
-    }
-    free(c->host);
-    c->host = xstrdup(ip);
-    c->port = port;
-    c->addr_known = true;
-    /* Sentinels configured with "announce-hostnames" give names. */
-    c->numeric_host = is_numeric_host(ip);
+    set_primary(c, ip, port);
     connect_host(c);
 }
 
 /*
- * A sentinel announced a failover of our master. Whatever is open or
- * under way goes: calls in flight are answered REDIS_CALL_DOWN, and the
- * sentinels are asked again at once (they answer the new address now).
+ * A sentinel announced a failover of our master to 'ip':'port'. Unless
+ * that is where we are already (a late or repeated message), whatever is
+ * open or under way goes: calls in flight are answered REDIS_CALL_DOWN,
+ * and the new address is tried at once, ROLE still confirming it. Not
+ * asked again first: a sentinel that has not heard yet would name the
+ * old primary, which answers ROLE "master" until it is converted.
  */
 static void
 on_sentinel_switch(const char *ip, uint16_t port, void *arg)
 {
     struct redis_client *c = arg;
+    bool here = c->addr_known && strcmp(ip, c->host) == 0 && port == c->port;
 
-    (void)ip;
-    (void)port;
+    if (here && (c->state == CONN_RESOLVING || c->state == CONN_CONNECTING ||
+                 c->state == CONN_HANDSHAKE || c->state == CONN_READY)) {
+        return;
+    }
     if (c->state == CONN_READY) {
         log_warn("redis: %s:%u: the sentinels moved the primary: "
                  "reconnecting",
@@ -537,10 +552,13 @@ on_sentinel_switch(const char *ip, uint16_t port, void *arg)
     evtimer_del(c->retry_timer);
     evtimer_del(c->connect_timer);
     drop_connection(c);
-    c->state = CONN_WAITING;
+    sentinel_cancel(c->sentinel);
+    lookup_abandon(c);
+    c->addr[0] = '\0';
     c->backoff_ms = BACKOFF_MIN_MS;
     c->readonly = false;
-    start_attempt(c);
+    set_primary(c, ip, port);
+    connect_host(c);
 }
 
 static void

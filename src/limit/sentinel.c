@@ -49,6 +49,7 @@ struct link {
     bool watch;             /* the subscription, else the ask */
     enum link_state state;  /* of this link */
     size_t node;            /* index into s->nodes being tried */
+    size_t tried;           /* nodes tried in this round, before 'node' */
     redisAsyncContext *ac;  /* NULL unless LINK_OPEN or LINK_SUBSCRIBED */
     struct resolve *lookup; /* while LINK_LOOKUP, or NULL */
     struct event *timer;    /* deadline, pause, or delivery; owned */
@@ -63,6 +64,8 @@ struct sentinel {
     size_t nnodes;               /* entries in 'nodes' */
     char *password;              /* AUTH to the sentinels, or NULL; owned */
     uint64_t timeout_ms;         /* per connection and answer */
+    size_t answered;             /* the node that last answered an ask:
+                                    the next ask starts there */
     struct link ask;             /* GET-MASTER-ADDR-BY-NAME */
     struct link watch;           /* SUBSCRIBE +switch-master */
     sentinel_addr_cb *ask_cb;    /* the pending ask's, or NULL */
@@ -131,11 +134,12 @@ link_failed(struct link *l, const char *why)
             n->host, (unsigned)n->port, l->watch ? "subscribe" : "ask", why);
     l->failing = true;
     l->state = LINK_IDLE;
-    if (++l->node < s->nnodes) {
+    l->node = (l->node + 1) % s->nnodes;
+    if (++l->tried < s->nnodes) {
         link_open(l);
         return;
     }
-    l->node = 0;
+    l->tried = 0;
     if (!l->watch) {
         ask_finish(s, NULL, 0);
         return;
@@ -195,7 +199,7 @@ on_ask_reply(redisAsyncContext *ac, void *r, void *privdata)
         return;
     }
     l->failing = false;
-    l->node = 0;
+    l->s->answered = l->node;
     ask_finish(l->s, addr.host, addr.port);
 }
 
@@ -463,7 +467,10 @@ void
 sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg)
 {
     link_close(&s->ask);
-    s->ask.node = 0;
+    /* A sentinel that answered before was told of the last failover
+     * too; the first listed may still be catching up. */
+    s->ask.node = s->answered;
+    s->ask.tried = 0;
     s->ask_cb = cb;
     s->ask_arg = arg;
     link_open(&s->ask);

@@ -561,28 +561,37 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
 
 /*
  * A stand-in sentinel on its own thread, for what real ones will not do:
- * name a replica as the primary. It answers GET-MASTER-ADDR-BY-NAME with
- * 127.0.0.1 and 'answer_port', and confirms a SUBSCRIBE.
+ * name a replica as the primary, or announce a switch on cue. It answers
+ * GET-MASTER-ADDR-BY-NAME with 127.0.0.1 and 'answer_port', confirms a
+ * SUBSCRIBE, and sends 'publish' to its subscribers when asked to.
  */
 struct fake_sentinel {
     int fd;                       /* listening socket */
     uint16_t port;                /* where */
     _Atomic unsigned answer_port; /* the port it names */
+    atomic_uint subscribes;       /* SUBSCRIBEs confirmed */
+    atomic_uint asks;             /* GET-MASTER-ADDR-BY-NAMEs answered */
+    pthread_mutex_t mu;           /* guards 'publish' */
+    char publish[512];            /* a +switch-master text to send, or "" */
     atomic_bool stop;             /* set to end the thread */
     pthread_t thread;             /* serving */
 };
 
-static void
+/* Answers 'req' on 'fd'; true if it was a SUBSCRIBE. */
+static bool
 fake_reply(int fd, const char *req, struct fake_sentinel *fs)
 {
     char out[128];
     int n = 0;
     ssize_t w;
+    bool sub = false;
 
     if (strstr(req, "SUBSCRIBE") != NULL) {
         n = snprintf(out, sizeof(out),
                      "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
                      ":1\r\n");
+        sub = true;
+        atomic_fetch_add(&fs->subscribes, 1);
     } else if (strstr(req, "GET-MASTER-ADDR-BY-NAME") != NULL) {
         char port[8];
 
@@ -590,11 +599,41 @@ fake_reply(int fd, const char *req, struct fake_sentinel *fs)
         n = snprintf(out, sizeof(out),
                      "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
                      port);
+        atomic_fetch_add(&fs->asks, 1);
     }
     if (n > 0) {
         w = write(fd, out, (size_t)n);
         (void)w;
     }
+    return sub;
+}
+
+/* Sends the pending message, if any, to every subscriber. */
+static void
+fake_flush_publish(struct fake_sentinel *fs, const struct pollfd *pfd,
+                   const bool *subscribed, nfds_t n)
+{
+    char text[512];
+    char *out;
+    ssize_t w;
+
+    pthread_mutex_lock(&fs->mu);
+    memcpy(text, fs->publish, sizeof(text));
+    fs->publish[0] = '\0';
+    pthread_mutex_unlock(&fs->mu);
+    if (text[0] == '\0') {
+        return;
+    }
+    out = harness_strf("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
+                       "$%zu\r\n%s\r\n",
+                       strlen(text), text);
+    for (nfds_t i = 1; i < n; i++) {
+        if (subscribed[i]) {
+            w = write(pfd[i].fd, out, strlen(out));
+            (void)w;
+        }
+    }
+    free(out);
 }
 
 static void *
@@ -602,11 +641,13 @@ fake_main(void *arg)
 {
     struct fake_sentinel *fs = arg;
     struct pollfd pfd[16];
+    bool subscribed[16] = {false};
     nfds_t n = 1;
 
     pfd[0].fd = fs->fd;
     pfd[0].events = POLLIN;
     while (!atomic_load(&fs->stop)) {
+        fake_flush_publish(fs, pfd, subscribed, n);
         if (poll(pfd, n, 20) <= 0) {
             continue;
         }
@@ -617,6 +658,7 @@ fake_main(void *arg)
                 pfd[n].fd = c;
                 pfd[n].events = POLLIN;
                 pfd[n].revents = 0;
+                subscribed[n] = false;
                 n++;
             } else if (c >= 0) {
                 close(c);
@@ -632,17 +674,31 @@ fake_main(void *arg)
             k = read(pfd[i].fd, buf, sizeof(buf) - 1);
             if (k <= 0) {
                 close(pfd[i].fd);
-                pfd[i--] = pfd[--n];
+                n--;
+                pfd[i] = pfd[n];
+                subscribed[i] = subscribed[n];
+                i--;
                 continue;
             }
             buf[k] = '\0';
-            fake_reply(pfd[i].fd, buf, fs);
+            if (fake_reply(pfd[i].fd, buf, fs)) {
+                subscribed[i] = true;
+            }
         }
     }
     for (nfds_t i = 0; i < n; i++) {
         close(pfd[i].fd);
     }
     return NULL;
+}
+
+/* Has the stand-in send '+switch-master' with 'text' to its subscribers. */
+static void
+fake_publish(struct fake_sentinel *fs, const char *text)
+{
+    pthread_mutex_lock(&fs->mu);
+    snprintf(fs->publish, sizeof(fs->publish), "%s", text);
+    pthread_mutex_unlock(&fs->mu);
 }
 
 static void
@@ -653,7 +709,11 @@ fake_start(struct fake_sentinel *fs, uint16_t answer_port)
 
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     atomic_store(&fs->answer_port, answer_port);
+    atomic_store(&fs->subscribes, 0);
+    atomic_store(&fs->asks, 0);
     atomic_store(&fs->stop, false);
+    pthread_mutex_init(&fs->mu, NULL);
+    fs->publish[0] = '\0';
     fs->fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(fs->fd >= 0);
     cr_assert_eq(bind(fs->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -668,6 +728,7 @@ fake_stop(struct fake_sentinel *fs)
 {
     atomic_store(&fs->stop, true);
     pthread_join(fs->thread, NULL);
+    pthread_mutex_destroy(&fs->mu);
 }
 
 static bool
@@ -709,5 +770,102 @@ Test(sentinel, a_server_that_is_not_the_primary_is_never_used, .timeout = 120)
               proc_log(&r.gw));
     assert_decided_on(&r, r.primary_port, "good");
     rig_stop(&r);
+    fake_stop(&fs);
+}
+
+static bool
+fake_subscribed(void *arg)
+{
+    struct fake_sentinel *fs = arg;
+
+    return atomic_load(&fs->subscribes) > 0;
+}
+
+/* How many times 'needle' is in the log of 'p'. */
+static size_t
+log_count(const struct proc *p, const char *needle)
+{
+    char *log = proc_log(p);
+    size_t n = 0;
+
+    for (const char *q = log; (q = strstr(q, needle)) != NULL;
+         q += strlen(needle)) {
+        n++;
+    }
+    free(log);
+    return n;
+}
+
+struct log_wait {
+    const struct proc *p; /* borrowed */
+    const char *needle;   /* borrowed */
+    size_t n;             /* at least this many */
+};
+
+static bool
+log_reached(void *arg)
+{
+    const struct log_wait *w = arg;
+
+    return log_count(w->p, w->needle) >= w->n;
+}
+
+/*
+ * The stand-in keeps naming the first primary, as a sentinel that has not
+ * heard of the failover would; the switch message names a second one. The
+ * gateway goes where the message says, and a repeat of the same message
+ * does not drop the good connection.
+ */
+Test(sentinel, a_switch_goes_to_the_announced_address_and_a_repeat_is_ignored,
+     .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs;
+    struct proc second;
+    uint16_t second_port;
+    char *nodes;
+    char *msg;
+    struct log_wait heard = {.p = &r.gw,
+                             .needle = "redis: sentinel: mymaster switched "
+                                       "from",
+                             .n = 1};
+    struct log_wait moved = {.p = &r.gw, .n = 1};
+
+    rig_start_servers(&r);
+    second_port = harness_free_port();
+    start_server(&second, second_port, r.dir, NULL);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
+              "never connected:\n%s", proc_log(&r.gw));
+    cr_assert(harness_wait_until(fake_subscribed, &fs, 10000),
+              "never subscribed:\n%s", proc_log(&r.gw));
+    assert_decided_on(&r, r.primary_port, "first");
+
+    msg = harness_strf("mymaster 127.0.0.1 %u 127.0.0.1 %u",
+                       (unsigned)r.primary_port, (unsigned)second_port);
+    fake_publish(&fs, msg);
+    moved.needle = harness_strf("the primary of mymaster is now 127.0.0.1:%u",
+                                (unsigned)second_port);
+    cr_assert(harness_wait_until(log_reached, &moved, 10000),
+              "the switch did not move the gateway to %u:\n%s",
+              (unsigned)second_port, proc_log(&r.gw));
+    assert_decided_on(&r, second_port, "second");
+
+    /* The same message again, late: nothing to do. */
+    fake_publish(&fs, msg);
+    heard.n = 2;
+    cr_assert(harness_wait_until(log_reached, &heard, 10000),
+              "the repeat was not heard:\n%s", proc_log(&r.gw));
+    assert_decided_on(&r, second_port, "third");
+    cr_assert_eq(log_count(&r.gw, "the sentinels moved the primary"), 1,
+                 "a repeated switch dropped the connection:\n%s",
+                 proc_log(&r.gw));
+    free((char *)moved.needle);
+    free(msg);
+    rig_stop(&r);
+    proc_stop(&second, SIGTERM, 5000);
     fake_stop(&fs);
 }
