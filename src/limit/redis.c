@@ -561,6 +561,35 @@ on_sentinel_switch(const char *ip, uint16_t port, void *arg)
     connect_host(c);
 }
 
+/* The answer to the check of on_sentinel_watching(). */
+static void
+on_sentinel_check(const char *ip, uint16_t port, void *arg)
+{
+    struct redis_client *c = arg;
+
+    if (ip == NULL || c->state == CONN_ASKING || c->state == CONN_WAITING) {
+        return; /* the next attempt asks anyway */
+    }
+    on_sentinel_switch(ip, port, c);
+}
+
+/*
+ * The watch subscribed (again): a +switch-master may have gone by while
+ * it was down, so the sentinels are asked, and a new address is followed
+ * as a switch would be. An attempt that is asking, or about to, needs no
+ * check.
+ */
+static void
+on_sentinel_watching(void *arg)
+{
+    struct redis_client *c = arg;
+
+    if (c->state == CONN_ASKING || c->state == CONN_WAITING) {
+        return;
+    }
+    sentinel_ask(c->sentinel, on_sentinel_check, c);
+}
+
 static void
 start_attempt(struct redis_client *c)
 {
@@ -1007,7 +1036,7 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
     TAILQ_INIT(&c->calls);
     if (c->master != NULL) {
         c->sentinel = sentinel_new(base, conf, c->connect_timeout_ms,
-                                   on_sentinel_switch, c);
+                                   on_sentinel_switch, on_sentinel_watching, c);
     }
     start_attempt(c);
     return c;

@@ -32,8 +32,12 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-/* Between two rounds of the watch over every sentinel. */
-#define WATCH_PAUSE_MS 1000
+/* Before the watch tries again, after a round in which every sentinel
+ * failed or after losing a subscription: doubling from the first to the
+ * second, half of it plus up to as much again at random (as redis.c's
+ * backoff). A subscription that lasted WATCH_PAUSE_MAX_MS resets it. */
+#define WATCH_PAUSE_MIN_MS 100
+#define WATCH_PAUSE_MAX_MS 2000
 
 enum link_state {
     LINK_IDLE,       /* nothing open, nothing armed */
@@ -41,7 +45,8 @@ enum link_state {
     LINK_OPEN,       /* connecting, or waiting for the answer */
     LINK_SUBSCRIBED, /* the watch: subscribed, waiting for messages */
     LINK_DONE,       /* the ask: answered; delivery is due from the timer */
-    LINK_PAUSED,     /* the watch: every node failed; next round on timer */
+    LINK_PAUSED,     /* the watch: every node failed, or the subscription
+                        was lost; next try on the timer */
 };
 
 struct link {
@@ -55,6 +60,8 @@ struct link {
     struct event *timer;    /* deadline, pause, or delivery; owned */
     bool failing;           /* a failure was logged since the last
                                success: later ones are debug */
+    uint64_t pause_ms;      /* the watch: next pause, before jitter */
+    int64_t subscribed_ms;  /* the watch: when the subscription began */
 };
 
 struct sentinel {
@@ -75,6 +82,8 @@ struct sentinel {
                                     for none */
     uint16_t port;               /* LINK_DONE: with 'ip' */
     sentinel_addr_cb *on_switch; /* the owner's */
+    sentinel_watch_cb *on_watch; /* the owner's */
+    uint64_t rng;                /* xorshift state for jitter */
     void *switch_arg;            /* for on_switch; borrowed */
 };
 
@@ -122,6 +131,30 @@ ask_finish(struct sentinel *s, const char *ip, uint16_t port)
     event_active(l->timer, EV_TIMEOUT, 1);
 }
 
+/* The watch waits before its next try; see WATCH_PAUSE_MIN_MS. */
+static void
+watch_pause(struct link *l)
+{
+    struct sentinel *s = l->s;
+    uint64_t half;
+    struct timeval tv;
+
+    if (l->pause_ms < WATCH_PAUSE_MIN_MS) {
+        l->pause_ms = WATCH_PAUSE_MIN_MS;
+    }
+    half = l->pause_ms / 2;
+    s->rng ^= s->rng << 13;
+    s->rng ^= s->rng >> 7;
+    s->rng ^= s->rng << 17;
+    tv = clock_tv(half + s->rng % (half + 1));
+    l->pause_ms *= 2;
+    if (l->pause_ms > WATCH_PAUSE_MAX_MS) {
+        l->pause_ms = WATCH_PAUSE_MAX_MS;
+    }
+    l->state = LINK_PAUSED;
+    evtimer_add(l->timer, &tv);
+}
+
 /* The node being tried failed ('why'): the next one. The link's context
  * is already let go of. */
 static void
@@ -144,12 +177,7 @@ link_failed(struct link *l, const char *why)
         ask_finish(s, NULL, 0);
         return;
     }
-    {
-        struct timeval tv = clock_tv(WATCH_PAUSE_MS);
-
-        l->state = LINK_PAUSED;
-        evtimer_add(l->timer, &tv);
-    }
+    watch_pause(l);
 }
 
 static void
@@ -244,10 +272,13 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
         /* Messages may be hours apart: no deadline any more. */
         evtimer_del(l->timer);
         l->state = LINK_SUBSCRIBED;
-        l->failing = false;
+        l->tried = 0;
+        l->subscribed_ms = clock_mono_ms();
         log_debug("redis: sentinel %s:%u: watching %s",
                   l->s->nodes[l->node].host,
                   (unsigned)l->s->nodes[l->node].port, l->s->master);
+        /* A switch may have gone by while nobody listened. */
+        l->s->on_watch(l->s->switch_arg);
     } else if (strcmp(kind->str, "message") == 0 &&
                reply->element[2]->type == REDIS_REPLY_STRING) {
         watch_message(l->s, reply->element[2]->str, reply->element[2]->len);
@@ -280,14 +311,24 @@ on_link_disconnect(const redisAsyncContext *cac, int status)
     l->ac = NULL;
     evtimer_del(l->timer);
     if (l->state == LINK_SUBSCRIBED) {
-        /* A watch that worked: start the round again, at its first. */
-        log_warn("redis: sentinel %s:%u: subscription lost: %s",
-                 l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
-                 cac->errstr != NULL ? cac->errstr : "closed");
-        l->node = 0;
-        l->failing = false;
-        l->state = LINK_IDLE;
-        link_open(l);
+        /* Only a subscription that lasted counts as working: one that a
+         * sentinel confirms and then closes at once must not make a busy
+         * loop, nor a warning each time. Not from here (see top): the
+         * next try is on the timer, on the same node first. */
+        bool lasted =
+            clock_mono_ms() - l->subscribed_ms >= (int64_t)WATCH_PAUSE_MAX_MS;
+
+        if (lasted) {
+            l->failing = false;
+            l->pause_ms = WATCH_PAUSE_MIN_MS;
+        }
+        log_msg(l->failing ? LOG_DEBUG : LOG_WARN,
+                "redis: sentinel %s:%u: subscription lost: %s",
+                l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
+                cac->errstr != NULL ? cac->errstr : "closed");
+        l->failing = true;
+        l->tried = 0;
+        watch_pause(l);
         return;
     }
     link_failed(l, cac->errstr != NULL ? cac->errstr : "closed");
@@ -417,7 +458,8 @@ on_watch_timer(evutil_socket_t fd, short what, void *arg)
 
 struct sentinel *
 sentinel_new(struct event_base *base, const struct redis_conf *conf,
-             uint64_t timeout_ms, sentinel_addr_cb *on_switch, void *arg)
+             uint64_t timeout_ms, sentinel_addr_cb *on_switch,
+             sentinel_watch_cb *on_watch, void *arg)
 {
     struct sentinel *s = xcalloc(1, sizeof(*s));
 
@@ -434,7 +476,9 @@ sentinel_new(struct event_base *base, const struct redis_conf *conf,
                       : NULL;
     s->timeout_ms = timeout_ms;
     s->on_switch = on_switch;
+    s->on_watch = on_watch;
     s->switch_arg = arg;
+    s->rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)clock_mono_ms() << 20) | 1;
     s->ask.s = s;
     s->ask.timer = evtimer_new(base, on_ask_timer, s);
     s->watch.s = s;

@@ -571,6 +571,8 @@ struct fake_sentinel {
     _Atomic unsigned answer_port; /* the port it names */
     atomic_uint subscribes;       /* SUBSCRIBEs confirmed */
     atomic_uint asks;             /* GET-MASTER-ADDR-BY-NAMEs answered */
+    atomic_bool close_subscribed; /* close a subscriber once confirmed */
+    atomic_bool drop_subscribers; /* set: close them once, then clear */
     pthread_mutex_t mu;           /* guards 'publish' */
     char publish[512];            /* a +switch-master text to send, or "" */
     atomic_bool stop;             /* set to end the thread */
@@ -647,7 +649,18 @@ fake_main(void *arg)
     pfd[0].fd = fs->fd;
     pfd[0].events = POLLIN;
     while (!atomic_load(&fs->stop)) {
+        bool drop = atomic_exchange(&fs->drop_subscribers, false);
+
         fake_flush_publish(fs, pfd, subscribed, n);
+        for (nfds_t i = 1; i < n; i++) {
+            if (subscribed[i] && (drop || atomic_load(&fs->close_subscribed))) {
+                close(pfd[i].fd);
+                n--;
+                pfd[i] = pfd[n];
+                subscribed[i] = subscribed[n];
+                i--;
+            }
+        }
         if (poll(pfd, n, 20) <= 0) {
             continue;
         }
@@ -711,6 +724,8 @@ fake_start(struct fake_sentinel *fs, uint16_t answer_port)
     atomic_store(&fs->answer_port, answer_port);
     atomic_store(&fs->subscribes, 0);
     atomic_store(&fs->asks, 0);
+    atomic_store(&fs->close_subscribed, false);
+    atomic_store(&fs->drop_subscribers, false);
     atomic_store(&fs->stop, false);
     pthread_mutex_init(&fs->mu, NULL);
     fs->publish[0] = '\0';
@@ -865,6 +880,71 @@ Test(sentinel, a_switch_goes_to_the_announced_address_and_a_repeat_is_ignored,
                  proc_log(&r.gw));
     free((char *)moved.needle);
     free(msg);
+    rig_stop(&r);
+    proc_stop(&second, SIGTERM, 5000);
+    fake_stop(&fs);
+}
+
+static bool
+fake_subscribed_twice(void *arg)
+{
+    struct fake_sentinel *fs = arg;
+
+    return atomic_load(&fs->subscribes) >= 2;
+}
+
+/*
+ * The stand-in switches to a second primary while the watch is down and
+ * says nothing: the gateway finds out when it subscribes again. Then it
+ * closes every subscription as soon as it confirms it: the gateway tries
+ * again at a measured pace, not in a loop, and warns once.
+ */
+Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
+     .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs;
+    struct proc second;
+    uint16_t second_port;
+    char *nodes;
+    unsigned before, during;
+    struct log_wait moved = {.p = &r.gw, .n = 1};
+
+    rig_start_servers(&r);
+    second_port = harness_free_port();
+    start_server(&second, second_port, r.dir, NULL);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
+              "never connected:\n%s", proc_log(&r.gw));
+    cr_assert(harness_wait_until(fake_subscribed, &fs, 10000),
+              "never subscribed:\n%s", proc_log(&r.gw));
+
+    /* A failover that the watch does not hear of. */
+    atomic_store(&fs.answer_port, second_port);
+    atomic_store(&fs.drop_subscribers, true);
+    cr_assert(harness_wait_until(fake_subscribed_twice, &fs, 10000),
+              "never subscribed again:\n%s", proc_log(&r.gw));
+    moved.needle = harness_strf("the primary of mymaster is now 127.0.0.1:%u",
+                                (unsigned)second_port);
+    cr_assert(harness_wait_until(log_reached, &moved, 10000),
+              "the new subscription did not find the new primary:\n%s",
+              proc_log(&r.gw));
+    assert_decided_on(&r, second_port, "after");
+
+    /* Confirmed, then closed, over and over. The measure is a rate over a
+     * fixed window: without a pause this is thousands a second. */
+    before = atomic_load(&fs.subscribes);
+    atomic_store(&fs.close_subscribed, true);
+    usleep(2000 * 1000);
+    during = atomic_load(&fs.subscribes) - before;
+    cr_assert_leq(during, 30, "%u subscriptions in 2 s", during);
+    cr_assert_geq(during, 1, "never tried again:\n%s", proc_log(&r.gw));
+    cr_assert_leq(log_count(&r.gw, "subscription lost"), 2,
+                  "a warning per lost subscription:\n%s", proc_log(&r.gw));
+    free((char *)moved.needle);
     rig_stop(&r);
     proc_stop(&second, SIGTERM, 5000);
     fake_stop(&fs);
