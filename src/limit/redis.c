@@ -158,6 +158,7 @@ struct redis_client {
                                          backing off */
     bool was_ready;                   /* ready once: the next ready is a
                                          reconnect */
+    bool role_unverified_told;        /* the NOPERM on ROLE was logged */
     struct resolve *lookup;           /* name lookup in progress, or
                                          NULL */
     uint64_t rng;                     /* xorshift state for jitter */
@@ -276,7 +277,18 @@ on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (reply == NULL || ac != c->ac) {
         return;
     }
-    if (step == STEP_ROLE && reply->type != REDIS_REPLY_ERROR) {
+    if (step == STEP_ROLE && reply->type == REDIS_REPLY_ERROR &&
+        strncmp(reply->str, "NOPERM", 6) == 0) {
+        /* ROLE is in @admin: a least-privilege ACL user may not run it.
+         * The sentinels' word stands alone then; READONLY still catches
+         * a replica at the first script. */
+        if (!c->role_unverified_told) {
+            log_warn("redis: ROLE %s:%u: %s: the primary is not verified "
+                     "(grant the user +role)",
+                     c->host, (unsigned)c->port, reply->str);
+            c->role_unverified_told = true;
+        }
+    } else if (step == STEP_ROLE && reply->type != REDIS_REPLY_ERROR) {
         /* ROLE: ["master", ...], ["slave", ...], ["sentinel", ...]. A
          * primary just demoted, or a sentinel not yet told: not ours. */
         const redisReply *role =

@@ -295,9 +295,11 @@ rig_start_sentinels(struct rig *r)
               "the sentinels never found the replica and each other");
 }
 
-/* The echo and a gateway whose redis.sentinel.nodes are 'nodes'. */
+/* The echo and a gateway whose redis.sentinel.nodes are 'nodes', with
+ * 'auth' (lines of redis.sentinel) for the primary. */
 static void
-rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
+rig_start_gateway_auth(struct rig *r, const char *nodes, bool sentinel_auth,
+                       const char *auth)
 {
     char *yaml;
 
@@ -314,7 +316,7 @@ rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
         "  sentinel:\n"
         "    master: mymaster\n"
         "    nodes: [%s]\n"
-        "    password: " PRIMARY_PW "\n"
+        "%s"
         "%s"
         "  timeout: %ums\n"
         "limiters:\n"
@@ -328,12 +330,19 @@ rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
         "      - name: RequestRateLimiter\n"
         "        args: { key: \"header:X-Key\", limiter: lim,\n"
         "                on_redis_error: deny }\n",
-        (unsigned)r->gw_port, (unsigned)r->admin_port, nodes,
+        (unsigned)r->gw_port, (unsigned)r->admin_port, nodes, auth,
         sentinel_auth ? "    sentinel_password: " SENTINEL_PW "\n" : "",
         (unsigned)REDIS_TIMEOUT_MS, (unsigned)LIMIT, (unsigned)r->echo_port);
     r->gw_conf = harness_write_temp(yaml);
     free(yaml);
     gateway_start(&r->gw, r->gw_conf, r->gw_port);
+}
+
+static void
+rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
+{
+    rig_start_gateway_auth(r, nodes, sentinel_auth,
+                           "    password: " PRIMARY_PW "\n");
 }
 
 /* Everything, the gateway connected through the three sentinels. */
@@ -947,5 +956,37 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
     free((char *)moved.needle);
     rig_stop(&r);
     proc_stop(&second, SIGTERM, 5000);
+    fake_stop(&fs);
+}
+
+/*
+ * ROLE is in @admin: an ACL user without it gets NOPERM. The gateway
+ * connects anyway, on the sentinels' word, and says once that it could
+ * not verify.
+ */
+Test(sentinel, a_user_without_role_connects_unverified, .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs;
+    char *nodes;
+    char *reply;
+
+    rig_start_servers(&r);
+    reply = ask_text(r.primary_port,
+                     "ACL SETUSER app on >pw-app ~* &* +@all -role");
+    cr_assert(reply != NULL && strcmp(reply, "OK") == 0, "ACL SETUSER: %s",
+              reply != NULL ? reply : "no answer");
+    free(reply);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway_auth(&r, nodes, false,
+                           "    user: app\n    password: pw-app\n");
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
+              "never connected as a user without ROLE:\n%s", proc_log(&r.gw));
+    assert_decided_on(&r, r.primary_port, "norole");
+    cr_assert_eq(log_count(&r.gw, "the primary is not verified"), 1,
+                 "the NOPERM on ROLE is told once:\n%s", proc_log(&r.gw));
+    rig_stop(&r);
     fake_stop(&fs);
 }
