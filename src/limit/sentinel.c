@@ -69,6 +69,8 @@ struct sentinel {
     char *master;                /* master name; owned */
     struct redis_node *nodes;    /* the sentinels; owned, hosts too */
     size_t nnodes;               /* entries in 'nodes' */
+    unsigned *node_failures;     /* per node, failures so far: picks which
+                                    of a name's addresses to try; owned */
     char *password;              /* AUTH to the sentinels, or NULL; owned */
     uint64_t timeout_ms;         /* per connection and answer */
     size_t answered;             /* the node that last answered an ask:
@@ -167,6 +169,7 @@ link_failed(struct link *l, const char *why)
             n->host, (unsigned)n->port, l->watch ? "subscribe" : "ask", why);
     l->failing = true;
     l->state = LINK_IDLE;
+    s->node_failures[l->node]++;
     l->node = (l->node + 1) % s->nnodes;
     if (++l->tried < s->nnodes) {
         link_open(l);
@@ -394,7 +397,10 @@ on_link_resolved(const struct resolve_result *r, void *arg)
         link_failed(l, r->err != 0 ? gai_strerror(r->err) : "no address");
         return;
     }
-    link_connect(l, r->addrs[0]);
+    /* Rotate through the addresses as attempts fail, as redis.c does: a
+     * name with an IPv6 and an IPv4 address reaches a sentinel on
+     * either. */
+    link_connect(l, r->addrs[l->s->node_failures[l->node] % r->naddrs]);
 }
 
 /* Tries the current node, within the deadline. */
@@ -467,6 +473,7 @@ sentinel_new(struct event_base *base, const struct redis_conf *conf,
     s->master = xstrdup(conf->sentinel_master);
     s->nnodes = conf->nsentinels;
     s->nodes = xcalloc(s->nnodes, sizeof(*s->nodes));
+    s->node_failures = xcalloc(s->nnodes, sizeof(*s->node_failures));
     for (size_t i = 0; i < s->nnodes; i++) {
         s->nodes[i].host = xstrdup(conf->sentinels[i].host);
         s->nodes[i].port = conf->sentinels[i].port;
@@ -502,6 +509,7 @@ sentinel_free(struct sentinel *s)
         free(s->nodes[i].host);
     }
     free(s->nodes);
+    free(s->node_failures);
     free(s->master);
     free(s->password);
     free(s);
