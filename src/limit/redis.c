@@ -222,10 +222,18 @@ static void
 attempt_failed(struct redis_client *c, const char *what, const char *why)
 {
     const char *via = c->numeric_host || c->addr[0] == '\0' ? "" : c->addr;
+    char where[300];
 
-    log_msg(c->failing ? LOG_DEBUG : LOG_WARN, "redis: %s %s:%u%s%s%s: %s",
-            what, c->host, (unsigned)c->port, *via ? " (" : "", via,
-            *via ? ")" : "", why);
+    /* With Sentinel, before any answer, 'host' is the master name and
+     * there is no port: "mymaster:0" would read as an address. */
+    if (c->master != NULL && !c->addr_known) {
+        snprintf(where, sizeof(where), "primary of %s (not named yet)",
+                 c->master);
+    } else {
+        snprintf(where, sizeof(where), "%s:%u", c->host, (unsigned)c->port);
+    }
+    log_msg(c->failing ? LOG_DEBUG : LOG_WARN, "redis: %s %s%s%s%s: %s", what,
+            where, *via ? " (" : "", via, *via ? ")" : "", why);
     c->failing = true;
     c->failures++;
     schedule_retry(c);

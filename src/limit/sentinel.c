@@ -259,6 +259,10 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
         return;
     }
     if (reply->type == REDIS_REPLY_ERROR) {
+        /* Never in hiredis 0.14.1: SUBSCRIBE's callback is not queued
+         * with the others, so hiredis takes an error to it (NOAUTH,
+         * NOPERM) as unasked for and disconnects, and on_link_disconnect
+         * reports the text. Kept for hiredis versions that deliver it. */
         char why[256];
 
         snprintf(why, sizeof(why), "%s", reply->str);

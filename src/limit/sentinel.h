@@ -39,15 +39,21 @@ struct sentinel *sentinel_new(struct event_base *base,
                               const struct redis_conf *conf,
                               uint64_t timeout_ms, sentinel_addr_cb *on_switch,
                               sentinel_watch_cb *on_watch, void *arg);
-/* Closes every connection; a pending ask is not answered. NULL: no-op. */
+/*
+ * Closes every connection; a pending ask is not answered. NULL: no-op.
+ * Never from inside a callback that runs within hiredis: not from
+ * 'on_switch' or 'on_watch', nor from anything they call. From an ask's
+ * 'cb' it is allowed: that one runs from a timer.
+ */
 void sentinel_free(struct sentinel *s);
 
 /*
- * Asks the sentinels, in their order, for the primary's address: each gets
- * 'timeout_ms' to connect and answer, and the first answer wins. 'cb' runs
- * exactly once, later from the loop, never inside this call, unless
- * sentinel_cancel() or sentinel_free() comes first. An ask still pending
- * is cancelled by the next.
+ * Asks the sentinels for the primary's address, in their order but
+ * starting at the one that answered last: each gets 'timeout_ms' to
+ * connect and answer, and the first answer wins. 'cb' runs exactly once,
+ * later from the loop (a timer), never inside this call, unless
+ * sentinel_cancel() or sentinel_free() comes first; it may ask again,
+ * cancel or free. An ask still pending is cancelled by the next.
  */
 void sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg);
 /* The pending ask, if any, is dropped: its 'cb' will not run. */
