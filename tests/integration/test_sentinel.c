@@ -63,16 +63,21 @@ struct rig {
  * which ports are sentinels, for the password. */
 static const struct rig *the_rig;
 
+/* A connection to 'port', authenticated; NULL if that failed (a sentinel
+ * kills the clients of a server it reconfigures). */
 static redisContext *
-sync_to(uint16_t port)
+sync_try(uint16_t port)
 {
     struct timeval tv = {2, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     const char *pw = PRIMARY_PW;
     redisReply *r;
+    bool ok;
 
-    cr_assert(c != NULL && c->err == 0, "cannot connect to 127.0.0.1:%u",
-              (unsigned)port);
+    if (c == NULL || c->err != 0) {
+        redisFree(c);
+        return NULL;
+    }
     redisSetTimeout(c, tv);
     for (size_t i = 0; the_rig != NULL && i < NSENTINELS; i++) {
         if (the_rig->sentinel_port[i] == port) {
@@ -80,9 +85,24 @@ sync_to(uint16_t port)
         }
     }
     r = redisCommand(c, "AUTH %s", pw);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "AUTH on %u",
-              (unsigned)port);
-    freeReplyObject(r);
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    if (!ok) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+static redisContext *
+sync_to(uint16_t port)
+{
+    redisContext *c = sync_try(port);
+
+    cr_assert_not_null(c, "cannot connect and AUTH to 127.0.0.1:%u",
+                       (unsigned)port);
     return c;
 }
 
@@ -107,15 +127,23 @@ ask_text(uint16_t port, const char *cmd)
     return text;
 }
 
-/* True if ROLE's first element on 'port' is 'want'. */
+/* True if ROLE's first element on 'port' is 'want'; false too if the
+ * server could not be asked (it is polled while a sentinel reconfigures
+ * it and kills its clients). */
 static bool
 role_is(uint16_t port, const char *want)
 {
-    redisContext *c = sync_to(port);
-    redisReply *r = redisCommand(c, "ROLE");
-    bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-              r->element[0]->type == REDIS_REPLY_STRING &&
-              strcmp(r->element[0]->str, want) == 0;
+    redisContext *c = sync_try(port);
+    redisReply *r;
+    bool ok;
+
+    if (c == NULL) {
+        return false;
+    }
+    r = redisCommand(c, "ROLE");
+    ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+         r->element[0]->type == REDIS_REPLY_STRING &&
+         strcmp(r->element[0]->str, want) == 0;
 
     if (r != NULL) {
         freeReplyObject(r);
@@ -124,14 +152,12 @@ role_is(uint16_t port, const char *want)
     return ok;
 }
 
-/* Script calls (EVALSHA and EVAL) that the server on 'port' has run. */
+/* Script calls (EVALSHA and EVAL) in the text of INFO commandstats. */
 static long
-script_calls(uint16_t port)
+calls_in(const char *info)
 {
-    char *info = ask_text(port, "INFO commandstats");
     long n = 0;
 
-    cr_assert_not_null(info);
     for (size_t i = 0; i < 2; i++) {
         const char *stat =
             i == 0 ? "cmdstat_evalsha:calls=" : "cmdstat_eval:calls=";
@@ -139,6 +165,18 @@ script_calls(uint16_t port)
 
         n += p != NULL ? atol(p + strlen(stat)) : 0;
     }
+    return n;
+}
+
+/* Script calls (EVALSHA and EVAL) that the server on 'port' has run. */
+static long
+script_calls(uint16_t port)
+{
+    char *info = ask_text(port, "INFO commandstats");
+    long n;
+
+    cr_assert_not_null(info);
+    n = calls_in(info);
     free(info);
     return n;
 }
@@ -574,14 +612,33 @@ client_main(void *arg)
 }
 
 /* True once the former replica is the primary and has run a script of
- * ours. */
+ * ours. Polled while the sentinels reconfigure the servers, killing their
+ * clients: a connection that fails is a "not yet". */
 static bool
 switched(void *arg)
 {
     const struct rig *r = arg;
+    redisContext *c = sync_try(r->replica_port);
+    redisReply *role, *info;
+    bool yes;
 
-    return role_is(r->replica_port, "master") &&
-           script_calls(r->replica_port) > 0;
+    if (c == NULL) {
+        return false;
+    }
+    role = redisCommand(c, "ROLE");
+    info = redisCommand(c, "INFO commandstats");
+    yes = role != NULL && role->type == REDIS_REPLY_ARRAY &&
+          role->elements > 0 && role->element[0]->type == REDIS_REPLY_STRING &&
+          strcmp(role->element[0]->str, "master") == 0 && info != NULL &&
+          info->type == REDIS_REPLY_STRING && calls_in(info->str) > 0;
+    if (role != NULL) {
+        freeReplyObject(role);
+    }
+    if (info != NULL) {
+        freeReplyObject(info);
+    }
+    redisFree(c);
+    return yes;
 }
 
 static bool
