@@ -743,6 +743,8 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
 struct fake_sentinel {
     int fd;                       /* listening socket */
     uint16_t port;                /* where */
+    char answer_host[128];        /* the host it names; set before
+                                     fake_start() */
     _Atomic unsigned answer_port; /* the port it names */
     atomic_uint subscribes;       /* SUBSCRIBEs confirmed */
     atomic_uint asks;             /* GET-MASTER-ADDR-BY-NAMEs answered */
@@ -758,7 +760,7 @@ struct fake_sentinel {
 static bool
 fake_reply(int fd, const char *req, struct fake_sentinel *fs)
 {
-    char out[128];
+    char out[256];
     int n = 0;
     ssize_t w;
     bool sub = false;
@@ -773,8 +775,8 @@ fake_reply(int fd, const char *req, struct fake_sentinel *fs)
         char port[8];
 
         snprintf(port, sizeof(port), "%u", atomic_load(&fs->answer_port));
-        n = snprintf(out, sizeof(out),
-                     "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
+        n = snprintf(out, sizeof(out), "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+                     strlen(fs->answer_host), fs->answer_host, strlen(port),
                      port);
         atomic_fetch_add(&fs->asks, 1);
     }
@@ -896,6 +898,9 @@ fake_start(struct fake_sentinel *fs, uint16_t answer_port)
     socklen_t len = sizeof(sa);
 
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fs->answer_host[0] == '\0') {
+        snprintf(fs->answer_host, sizeof(fs->answer_host), "127.0.0.1");
+    }
     atomic_store(&fs->answer_port, answer_port);
     atomic_store(&fs->subscribes, 0);
     atomic_store(&fs->asks, 0);
@@ -930,7 +935,7 @@ role_refused(void *arg)
 Test(sentinel, a_server_that_is_not_the_primary_is_never_used, .timeout = 120)
 {
     struct rig r;
-    struct fake_sentinel fs;
+    struct fake_sentinel fs = {.fd = -1};
     char *nodes;
     int64_t ms;
     long st;
@@ -1010,7 +1015,7 @@ Test(sentinel, a_switch_goes_to_the_announced_address_and_a_repeat_is_ignored,
      .timeout = 120)
 {
     struct rig r;
-    struct fake_sentinel fs;
+    struct fake_sentinel fs = {.fd = -1};
     uint16_t second_port;
     char *nodes;
     char *msg;
@@ -1075,7 +1080,7 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
      .timeout = 120)
 {
     struct rig r;
-    struct fake_sentinel fs;
+    struct fake_sentinel fs = {.fd = -1};
     uint16_t second_port;
     char *nodes;
     unsigned before, during;
@@ -1127,7 +1132,7 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
 Test(sentinel, a_user_without_role_connects_unverified, .timeout = 120)
 {
     struct rig r;
-    struct fake_sentinel fs;
+    struct fake_sentinel fs = {.fd = -1};
     char *nodes;
     char *reply;
 
@@ -1147,6 +1152,41 @@ Test(sentinel, a_user_without_role_connects_unverified, .timeout = 120)
     assert_decided_on(&r, r.primary_port, "norole");
     cr_assert_eq(log_count(&r.gw, "the primary is not verified"), 1,
                  "the NOPERM on ROLE is told once:\n%s", proc_log(&r.gw));
+    rig_stop(&r);
+    fake_stop(&fs);
+}
+
+/*
+ * With announce-hostnames a sentinel names the primary by a host name,
+ * which may be longer than an IPv6 address. The gateway takes it and
+ * looks it up (it does not resolve here), rather than calling the answer
+ * malformed.
+ */
+Test(sentinel, a_long_host_name_in_the_answer_is_looked_up, .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs = {.fd = -1};
+    char *nodes;
+    char *want;
+    struct log_wait tried = {.p = &r.gw, .n = 1};
+
+    rig_start_servers(&r);
+    /* 60 bytes, under a reserved top-level domain. */
+    snprintf(fs.answer_host, sizeof(fs.answer_host), "%s",
+             "a-primary-with-a-long-name-0123456789abcdefghijklmno.invalid");
+    cr_assert_eq(strlen(fs.answer_host), 60);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    want = harness_strf("redis: resolve %s:%u", fs.answer_host,
+                        (unsigned)r.primary_port);
+    tried.needle = want;
+    cr_assert(harness_wait_until(log_reached, &tried, 10000),
+              "the name was not looked up:\n%s", proc_log(&r.gw));
+    cr_assert(!proc_log_contains(&r.gw, "unexpected reply"),
+              "the answer was refused:\n%s", proc_log(&r.gw));
+    free(want);
     rig_stop(&r);
     fake_stop(&fs);
 }
