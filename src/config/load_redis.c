@@ -143,6 +143,34 @@ parse_text(struct loader *ld, yaml_node_t *node, const struct field *f,
     *out = xstrdup(s);
 }
 
+/* Sentinel's name of the primary: it comes back as the first word of
+ * '+switch-master', so one word, and at most MASTER_NAME_MAX bytes. */
+#define MASTER_NAME_MAX 255
+
+static void
+parse_master_name(struct loader *ld, yaml_node_t *node, const struct field *f,
+                  void *base, const struct load_path *path)
+{
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (strlen(s) > MASTER_NAME_MAX) {
+        report(ld, node, path, "master name longer than %d bytes",
+               MASTER_NAME_MAX);
+        return;
+    }
+    for (const char *p = s; *p != '\0'; p++) {
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            report(ld, node, path,
+                   "master name with a space or control character");
+            return;
+        }
+    }
+    parse_text(ld, node, f, base, path);
+}
+
 /* The sentinels: host:port each, at least one. */
 static void
 parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
@@ -183,7 +211,7 @@ parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
 
 static const struct field sentinel_fields[] = {
     {.key = "master",
-     .parse = parse_text,
+     .parse = parse_master_name,
      .offset = offsetof(struct redis_conf, sentinel_master),
      .required = true},
     {.key = "nodes", .parse = parse_sentinel_nodes, .required = true},

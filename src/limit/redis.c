@@ -158,6 +158,7 @@ struct redis_client {
                                          backing off */
     bool was_ready;                   /* ready once: the next ready is a
                                          reconnect */
+    bool role_unverified_told;        /* the NOPERM on ROLE was logged */
     struct resolve *lookup;           /* name lookup in progress, or
                                          NULL */
     uint64_t rng;                     /* xorshift state for jitter */
@@ -221,10 +222,18 @@ static void
 attempt_failed(struct redis_client *c, const char *what, const char *why)
 {
     const char *via = c->numeric_host || c->addr[0] == '\0' ? "" : c->addr;
+    char where[300];
 
-    log_msg(c->failing ? LOG_DEBUG : LOG_WARN, "redis: %s %s:%u%s%s%s: %s",
-            what, c->host, (unsigned)c->port, *via ? " (" : "", via,
-            *via ? ")" : "", why);
+    /* With Sentinel, before any answer, 'host' is the master name and
+     * there is no port: "mymaster:0" would read as an address. */
+    if (c->master != NULL && !c->addr_known) {
+        snprintf(where, sizeof(where), "primary of %s (not named yet)",
+                 c->master);
+    } else {
+        snprintf(where, sizeof(where), "%s:%u", c->host, (unsigned)c->port);
+    }
+    log_msg(c->failing ? LOG_DEBUG : LOG_WARN, "redis: %s %s%s%s%s: %s", what,
+            where, *via ? " (" : "", via, *via ? ")" : "", why);
     c->failing = true;
     c->failures++;
     schedule_retry(c);
@@ -276,7 +285,18 @@ on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (reply == NULL || ac != c->ac) {
         return;
     }
-    if (step == STEP_ROLE && reply->type != REDIS_REPLY_ERROR) {
+    if (step == STEP_ROLE && reply->type == REDIS_REPLY_ERROR &&
+        strncmp(reply->str, "NOPERM", 6) == 0) {
+        /* ROLE is in @admin: a least-privilege ACL user may not run it.
+         * The sentinels' word stands alone then; READONLY still catches
+         * a replica at the first script. */
+        if (!c->role_unverified_told) {
+            log_warn("redis: ROLE %s:%u: %s: the primary is not verified "
+                     "(grant the user +role)",
+                     c->host, (unsigned)c->port, reply->str);
+            c->role_unverified_told = true;
+        }
+    } else if (step == STEP_ROLE && reply->type != REDIS_REPLY_ERROR) {
         /* ROLE: ["master", ...], ["slave", ...], ["sentinel", ...]. A
          * primary just demoted, or a sentinel not yet told: not ours. */
         const redisReply *role =
@@ -484,6 +504,26 @@ on_resolved(const struct resolve_result *r, void *arg)
     connect_to(c, ip);
 }
 
+/* 'ip' and 'port' are where the sentinels say the primary is now. */
+static void
+set_primary(struct redis_client *c, const char *ip, uint16_t port)
+{
+    if (c->addr_known && (strcmp(ip, c->host) != 0 || port != c->port)) {
+        c->stats.failovers++;
+        log_info("redis: sentinel: the primary of %s is now %s:%u (was "
+                 "%s:%u)",
+                 c->master, ip, (unsigned)port, c->host, (unsigned)c->port);
+    }
+    if (ip != c->host) {
+        free(c->host);
+        c->host = xstrdup(ip);
+    }
+    c->port = port;
+    c->addr_known = true;
+    /* Sentinels configured with "announce-hostnames" give names. */
+    c->numeric_host = is_numeric_host(ip);
+}
+
 /* The sentinels answered the ask of start_attempt(). */
 static void
 on_sentinel_answer(const char *ip, uint16_t port, void *arg)
@@ -502,33 +542,28 @@ on_sentinel_answer(const char *ip, uint16_t port, void *arg)
         schedule_retry(c);
         return;
     }
-    if (c->addr_known && (strcmp(ip, c->host) != 0 || port != c->port)) {
-        c->stats.failovers++;
-        log_info("redis: sentinel: the primary of %s is now %s:%u (was "
-                 "%s:%u)",
-                 c->master, ip, (unsigned)port, c->host, (unsigned)c->port);
-    }
-    free(c->host);
-    c->host = xstrdup(ip);
-    c->port = port;
-    c->addr_known = true;
-    /* Sentinels configured with "announce-hostnames" give names. */
-    c->numeric_host = is_numeric_host(ip);
+    set_primary(c, ip, port);
     connect_host(c);
 }
 
 /*
- * A sentinel announced a failover of our master. Whatever is open or
- * under way goes: calls in flight are answered REDIS_CALL_DOWN, and the
- * sentinels are asked again at once (they answer the new address now).
+ * A sentinel announced a failover of our master to 'ip':'port'. Unless
+ * that is where we are already (a late or repeated message), whatever is
+ * open or under way goes: calls in flight are answered REDIS_CALL_DOWN,
+ * and the new address is tried at once, ROLE still confirming it. Not
+ * asked again first: a sentinel that has not heard yet would name the
+ * old primary, which answers ROLE "master" until it is converted.
  */
 static void
 on_sentinel_switch(const char *ip, uint16_t port, void *arg)
 {
     struct redis_client *c = arg;
+    bool here = c->addr_known && strcmp(ip, c->host) == 0 && port == c->port;
 
-    (void)ip;
-    (void)port;
+    if (here && (c->state == CONN_RESOLVING || c->state == CONN_CONNECTING ||
+                 c->state == CONN_HANDSHAKE || c->state == CONN_READY)) {
+        return;
+    }
     if (c->state == CONN_READY) {
         log_warn("redis: %s:%u: the sentinels moved the primary: "
                  "reconnecting",
@@ -537,10 +572,42 @@ on_sentinel_switch(const char *ip, uint16_t port, void *arg)
     evtimer_del(c->retry_timer);
     evtimer_del(c->connect_timer);
     drop_connection(c);
-    c->state = CONN_WAITING;
+    sentinel_cancel(c->sentinel);
+    lookup_abandon(c);
+    c->addr[0] = '\0';
     c->backoff_ms = BACKOFF_MIN_MS;
     c->readonly = false;
-    start_attempt(c);
+    set_primary(c, ip, port);
+    connect_host(c);
+}
+
+/* The answer to the check of on_sentinel_watching(). */
+static void
+on_sentinel_check(const char *ip, uint16_t port, void *arg)
+{
+    struct redis_client *c = arg;
+
+    if (ip == NULL || c->state == CONN_ASKING || c->state == CONN_WAITING) {
+        return; /* the next attempt asks anyway */
+    }
+    on_sentinel_switch(ip, port, c);
+}
+
+/*
+ * The watch subscribed (again): a +switch-master may have gone by while
+ * it was down, so the sentinels are asked, and a new address is followed
+ * as a switch would be. An attempt that is asking, or about to, needs no
+ * check.
+ */
+static void
+on_sentinel_watching(void *arg)
+{
+    struct redis_client *c = arg;
+
+    if (c->state == CONN_ASKING || c->state == CONN_WAITING) {
+        return;
+    }
+    sentinel_ask(c->sentinel, on_sentinel_check, c);
 }
 
 static void
@@ -989,7 +1056,7 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
     TAILQ_INIT(&c->calls);
     if (c->master != NULL) {
         c->sentinel = sentinel_new(base, conf, c->connect_timeout_ms,
-                                   on_sentinel_switch, c);
+                                   on_sentinel_switch, on_sentinel_watching, c);
     }
     start_attempt(c);
     return c;

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "log.h"
 #include "resolve.h"
+#include "sentinel_parse.h"
 #include "xmalloc.h"
 
 #include <arpa/inet.h>
@@ -31,8 +32,12 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-/* Between two rounds of the watch over every sentinel. */
-#define WATCH_PAUSE_MS 1000
+/* Before the watch tries again, after a round in which every sentinel
+ * failed or after losing a subscription: doubling from the first to the
+ * second, half of it plus up to as much again at random (as redis.c's
+ * backoff). A subscription that lasted WATCH_PAUSE_MAX_MS resets it. */
+#define WATCH_PAUSE_MIN_MS 100
+#define WATCH_PAUSE_MAX_MS 2000
 
 enum link_state {
     LINK_IDLE,       /* nothing open, nothing armed */
@@ -40,7 +45,8 @@ enum link_state {
     LINK_OPEN,       /* connecting, or waiting for the answer */
     LINK_SUBSCRIBED, /* the watch: subscribed, waiting for messages */
     LINK_DONE,       /* the ask: answered; delivery is due from the timer */
-    LINK_PAUSED,     /* the watch: every node failed; next round on timer */
+    LINK_PAUSED,     /* the watch: every node failed, or the subscription
+                        was lost; next try on the timer */
 };
 
 struct link {
@@ -48,11 +54,14 @@ struct link {
     bool watch;             /* the subscription, else the ask */
     enum link_state state;  /* of this link */
     size_t node;            /* index into s->nodes being tried */
+    size_t tried;           /* nodes tried in this round, before 'node' */
     redisAsyncContext *ac;  /* NULL unless LINK_OPEN or LINK_SUBSCRIBED */
     struct resolve *lookup; /* while LINK_LOOKUP, or NULL */
     struct event *timer;    /* deadline, pause, or delivery; owned */
     bool failing;           /* a failure was logged since the last
                                success: later ones are debug */
+    uint64_t pause_ms;      /* the watch: next pause, before jitter */
+    int64_t subscribed_ms;  /* the watch: when the subscription began */
 };
 
 struct sentinel {
@@ -60,15 +69,23 @@ struct sentinel {
     char *master;                /* master name; owned */
     struct redis_node *nodes;    /* the sentinels; owned, hosts too */
     size_t nnodes;               /* entries in 'nodes' */
+    unsigned *node_failures;     /* per node, failures so far: picks which
+                                    of a name's addresses to try; owned */
     char *password;              /* AUTH to the sentinels, or NULL; owned */
     uint64_t timeout_ms;         /* per connection and answer */
+    size_t answered;             /* the node that last answered an ask:
+                                    the next ask starts there */
     struct link ask;             /* GET-MASTER-ADDR-BY-NAME */
     struct link watch;           /* SUBSCRIBE +switch-master */
     sentinel_addr_cb *ask_cb;    /* the pending ask's, or NULL */
     void *ask_arg;               /* for ask_cb; borrowed */
-    char ip[INET6_ADDRSTRLEN];   /* LINK_DONE: the answer, "" for none */
+    char ip[SENTINEL_HOST_MAX];  /* LINK_DONE: the answer (an address or,
+                                    with announce-hostnames, a name), ""
+                                    for none */
     uint16_t port;               /* LINK_DONE: with 'ip' */
     sentinel_addr_cb *on_switch; /* the owner's */
+    sentinel_watch_cb *on_watch; /* the owner's */
+    uint64_t rng;                /* xorshift state for jitter */
     void *switch_arg;            /* for on_switch; borrowed */
 };
 
@@ -116,6 +133,30 @@ ask_finish(struct sentinel *s, const char *ip, uint16_t port)
     event_active(l->timer, EV_TIMEOUT, 1);
 }
 
+/* The watch waits before its next try; see WATCH_PAUSE_MIN_MS. */
+static void
+watch_pause(struct link *l)
+{
+    struct sentinel *s = l->s;
+    uint64_t half;
+    struct timeval tv;
+
+    if (l->pause_ms < WATCH_PAUSE_MIN_MS) {
+        l->pause_ms = WATCH_PAUSE_MIN_MS;
+    }
+    half = l->pause_ms / 2;
+    s->rng ^= s->rng << 13;
+    s->rng ^= s->rng >> 7;
+    s->rng ^= s->rng << 17;
+    tv = clock_tv(half + s->rng % (half + 1));
+    l->pause_ms *= 2;
+    if (l->pause_ms > WATCH_PAUSE_MAX_MS) {
+        l->pause_ms = WATCH_PAUSE_MAX_MS;
+    }
+    l->state = LINK_PAUSED;
+    evtimer_add(l->timer, &tv);
+}
+
 /* The node being tried failed ('why'): the next one. The link's context
  * is already let go of. */
 static void
@@ -128,21 +169,18 @@ link_failed(struct link *l, const char *why)
             n->host, (unsigned)n->port, l->watch ? "subscribe" : "ask", why);
     l->failing = true;
     l->state = LINK_IDLE;
-    if (++l->node < s->nnodes) {
+    s->node_failures[l->node]++;
+    l->node = (l->node + 1) % s->nnodes;
+    if (++l->tried < s->nnodes) {
         link_open(l);
         return;
     }
-    l->node = 0;
+    l->tried = 0;
     if (!l->watch) {
         ask_finish(s, NULL, 0);
         return;
     }
-    {
-        struct timeval tv = clock_tv(WATCH_PAUSE_MS);
-
-        l->state = LINK_PAUSED;
-        evtimer_add(l->timer, &tv);
-    }
+    watch_pause(l);
 }
 
 static void
@@ -165,9 +203,7 @@ on_ask_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct link *l = privdata;
     redisReply *reply = r;
-    char ip[INET6_ADDRSTRLEN];
-    unsigned long port;
-    char *end;
+    struct sentinel_addr addr;
 
     if (reply == NULL || ac != l->ac) {
         return;
@@ -177,44 +213,39 @@ on_ask_reply(redisAsyncContext *ac, void *r, void *privdata)
         link_failed(l, reply->str);
         return;
     }
+    if (reply->type == REDIS_REPLY_NIL) {
+        /* This sentinel does not monitor that name. */
+        link_close(l);
+        link_failed(l, "does not know the master name");
+        return;
+    }
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_STRING ||
         reply->element[1]->type != REDIS_REPLY_STRING ||
-        reply->element[0]->len >= sizeof(ip)) {
-        /* A nil: this sentinel does not monitor that name. */
+        !sentinel_parse_addr(reply->element[0]->str, reply->element[0]->len,
+                             reply->element[1]->str, reply->element[1]->len,
+                             &addr)) {
         link_close(l);
-        link_failed(l, reply->type == REDIS_REPLY_NIL
-                           ? "does not know the master name"
-                           : "unexpected reply");
-        return;
-    }
-    memcpy(ip, reply->element[0]->str, reply->element[0]->len + 1);
-    port = strtoul(reply->element[1]->str, &end, 10);
-    if (*end != '\0' || port == 0 || port > 65535) {
-        link_close(l);
-        link_failed(l, "unexpected port");
+        link_failed(l, "unexpected reply");
         return;
     }
     l->failing = false;
-    l->node = 0;
-    ask_finish(l->s, ip, (uint16_t)port);
+    l->s->answered = l->node;
+    ask_finish(l->s, addr.host, addr.port);
 }
 
-/* '+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>'. */
+/* '+switch-master <name> <old-host> <old-port> <new-host> <new-port>'. */
 static void
-watch_message(struct sentinel *s, const char *text)
+watch_message(struct sentinel *s, const char *text, size_t len)
 {
-    char name[256], old_ip[INET6_ADDRSTRLEN], new_ip[INET6_ADDRSTRLEN];
-    unsigned old_port, new_port;
+    struct sentinel_addr from, to;
 
-    if (sscanf(text, "%255s %45s %u %45s %u", name, old_ip, &old_port, new_ip,
-               &new_port) != 5 ||
-        strcmp(name, s->master) != 0 || new_port == 0 || new_port > 65535) {
+    if (!sentinel_parse_switch(text, len, s->master, &from, &to)) {
         return;
     }
-    log_info("redis: sentinel: %s switched from %s:%u to %s:%u", name, old_ip,
-             old_port, new_ip, new_port);
-    s->on_switch(new_ip, (uint16_t)new_port, s->switch_arg);
+    log_info("redis: sentinel: %s switched from %s:%u to %s:%u", s->master,
+             from.host, (unsigned)from.port, to.host, (unsigned)to.port);
+    s->on_switch(to.host, to.port, s->switch_arg);
 }
 
 static void
@@ -228,6 +259,10 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
         return;
     }
     if (reply->type == REDIS_REPLY_ERROR) {
+        /* Never in hiredis 0.14.1: SUBSCRIBE's callback is not queued
+         * with the others, so hiredis takes an error to it (NOAUTH,
+         * NOPERM) as unasked for and disconnects, and on_link_disconnect
+         * reports the text. Kept for hiredis versions that deliver it. */
         char why[256];
 
         snprintf(why, sizeof(why), "%s", reply->str);
@@ -244,13 +279,16 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
         /* Messages may be hours apart: no deadline any more. */
         evtimer_del(l->timer);
         l->state = LINK_SUBSCRIBED;
-        l->failing = false;
+        l->tried = 0;
+        l->subscribed_ms = clock_mono_ms();
         log_debug("redis: sentinel %s:%u: watching %s",
                   l->s->nodes[l->node].host,
                   (unsigned)l->s->nodes[l->node].port, l->s->master);
+        /* A switch may have gone by while nobody listened. */
+        l->s->on_watch(l->s->switch_arg);
     } else if (strcmp(kind->str, "message") == 0 &&
                reply->element[2]->type == REDIS_REPLY_STRING) {
-        watch_message(l->s, reply->element[2]->str);
+        watch_message(l->s, reply->element[2]->str, reply->element[2]->len);
     }
 }
 
@@ -280,14 +318,24 @@ on_link_disconnect(const redisAsyncContext *cac, int status)
     l->ac = NULL;
     evtimer_del(l->timer);
     if (l->state == LINK_SUBSCRIBED) {
-        /* A watch that worked: start the round again, at its first. */
-        log_warn("redis: sentinel %s:%u: subscription lost: %s",
-                 l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
-                 cac->errstr != NULL ? cac->errstr : "closed");
-        l->node = 0;
-        l->failing = false;
-        l->state = LINK_IDLE;
-        link_open(l);
+        /* Only a subscription that lasted counts as working: one that a
+         * sentinel confirms and then closes at once must not make a busy
+         * loop, nor a warning each time. Not from here (see top): the
+         * next try is on the timer, on the same node first. */
+        bool lasted =
+            clock_mono_ms() - l->subscribed_ms >= (int64_t)WATCH_PAUSE_MAX_MS;
+
+        if (lasted) {
+            l->failing = false;
+            l->pause_ms = WATCH_PAUSE_MIN_MS;
+        }
+        log_msg(l->failing ? LOG_DEBUG : LOG_WARN,
+                "redis: sentinel %s:%u: subscription lost: %s",
+                l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
+                cac->errstr != NULL ? cac->errstr : "closed");
+        l->failing = true;
+        l->tried = 0;
+        watch_pause(l);
         return;
     }
     link_failed(l, cac->errstr != NULL ? cac->errstr : "closed");
@@ -353,7 +401,10 @@ on_link_resolved(const struct resolve_result *r, void *arg)
         link_failed(l, r->err != 0 ? gai_strerror(r->err) : "no address");
         return;
     }
-    link_connect(l, r->addrs[0]);
+    /* Rotate through the addresses as attempts fail, as redis.c does: a
+     * name with an IPv6 and an IPv4 address reaches a sentinel on
+     * either. */
+    link_connect(l, r->addrs[l->s->node_failures[l->node] % r->naddrs]);
 }
 
 /* Tries the current node, within the deadline. */
@@ -382,7 +433,7 @@ on_ask_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct sentinel *s = arg;
     sentinel_addr_cb *cb = s->ask_cb;
-    char ip[INET6_ADDRSTRLEN];
+    char ip[SENTINEL_HOST_MAX];
 
     (void)fd;
     (void)what;
@@ -417,7 +468,8 @@ on_watch_timer(evutil_socket_t fd, short what, void *arg)
 
 struct sentinel *
 sentinel_new(struct event_base *base, const struct redis_conf *conf,
-             uint64_t timeout_ms, sentinel_addr_cb *on_switch, void *arg)
+             uint64_t timeout_ms, sentinel_addr_cb *on_switch,
+             sentinel_watch_cb *on_watch, void *arg)
 {
     struct sentinel *s = xcalloc(1, sizeof(*s));
 
@@ -425,6 +477,7 @@ sentinel_new(struct event_base *base, const struct redis_conf *conf,
     s->master = xstrdup(conf->sentinel_master);
     s->nnodes = conf->nsentinels;
     s->nodes = xcalloc(s->nnodes, sizeof(*s->nodes));
+    s->node_failures = xcalloc(s->nnodes, sizeof(*s->node_failures));
     for (size_t i = 0; i < s->nnodes; i++) {
         s->nodes[i].host = xstrdup(conf->sentinels[i].host);
         s->nodes[i].port = conf->sentinels[i].port;
@@ -434,7 +487,9 @@ sentinel_new(struct event_base *base, const struct redis_conf *conf,
                       : NULL;
     s->timeout_ms = timeout_ms;
     s->on_switch = on_switch;
+    s->on_watch = on_watch;
     s->switch_arg = arg;
+    s->rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)clock_mono_ms() << 20) | 1;
     s->ask.s = s;
     s->ask.timer = evtimer_new(base, on_ask_timer, s);
     s->watch.s = s;
@@ -458,6 +513,7 @@ sentinel_free(struct sentinel *s)
         free(s->nodes[i].host);
     }
     free(s->nodes);
+    free(s->node_failures);
     free(s->master);
     free(s->password);
     free(s);
@@ -467,7 +523,10 @@ void
 sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg)
 {
     link_close(&s->ask);
-    s->ask.node = 0;
+    /* A sentinel that answered before was told of the last failover
+     * too; the first listed may still be catching up. */
+    s->ask.node = s->answered;
+    s->ask.tried = 0;
     s->ask_cb = cb;
     s->ask_arg = arg;
     link_open(&s->ask);

@@ -20,28 +20,40 @@ struct sentinel; /* opaque */
  */
 typedef void sentinel_addr_cb(const char *ip, uint16_t port, void *arg);
 
+/* The watch has just subscribed (again): the owner should check the
+ * primary's address, since a switch may have gone by unheard. */
+typedef void sentinel_watch_cb(void *arg);
+
 /*
  * Creates the client for conf->sentinel_master and conf->sentinels (both
  * copied) on 'base' (borrowed). 'timeout_ms' bounds each connection to a
  * sentinel and each answer. It subscribes at once, on the first sentinel
- * that takes it (the next one when that fails, forever, with a pause
- * between rounds), and runs 'on_switch' with the new address whenever
- * that sentinel announces a failover of our master. 'on_switch' may call
- * sentinel_ask(), never sentinel_free().
+ * that takes it (the next one when that fails, forever, with a growing,
+ * jittered pause between rounds and after a lost subscription), runs
+ * 'on_watch' each time a subscription is confirmed, and runs 'on_switch'
+ * with the new address whenever that sentinel announces a failover of our
+ * master. Both run from inside hiredis: they may call sentinel_ask() and
+ * sentinel_cancel(), never sentinel_free(). 'arg' is for both; borrowed.
  */
 struct sentinel *sentinel_new(struct event_base *base,
                               const struct redis_conf *conf,
                               uint64_t timeout_ms, sentinel_addr_cb *on_switch,
-                              void *arg);
-/* Closes every connection; a pending ask is not answered. NULL: no-op. */
+                              sentinel_watch_cb *on_watch, void *arg);
+/*
+ * Closes every connection; a pending ask is not answered. NULL: no-op.
+ * Never from inside a callback that runs within hiredis: not from
+ * 'on_switch' or 'on_watch', nor from anything they call. From an ask's
+ * 'cb' it is allowed: that one runs from a timer.
+ */
 void sentinel_free(struct sentinel *s);
 
 /*
- * Asks the sentinels, in their order, for the primary's address: each gets
- * 'timeout_ms' to connect and answer, and the first answer wins. 'cb' runs
- * exactly once, later from the loop, never inside this call, unless
- * sentinel_cancel() or sentinel_free() comes first. An ask still pending
- * is cancelled by the next.
+ * Asks the sentinels for the primary's address, in their order but
+ * starting at the one that answered last: each gets 'timeout_ms' to
+ * connect and answer, and the first answer wins. 'cb' runs exactly once,
+ * later from the loop (a timer), never inside this call, unless
+ * sentinel_cancel() or sentinel_free() comes first; it may ask again,
+ * cancel or free. An ask still pending is cancelled by the next.
  */
 void sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg);
 /* The pending ask, if any, is dropped: its 'cb' will not run. */

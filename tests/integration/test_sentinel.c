@@ -7,8 +7,13 @@
  * gateway's AUTH to either is tested too. Every wait is a condition
  * polled against a deadline.
  */
+/* nftw(), to remove the servers' directory. */
+#define _XOPEN_SOURCE 700
+
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <ftw.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -46,6 +51,9 @@ struct rig {
     uint16_t gw_port;                   /* its port */
     uint16_t admin_port;                /* its admin port */
     char *gw_conf;                      /* its config; owned */
+    struct proc extra;                  /* a second, unrelated primary */
+    uint16_t extra_port;                /* its port */
+    bool extra_started;                 /* 'extra' runs */
     char dir[256];                      /* the servers' working directory:
                                            a replica writes the RDB it
                                            syncs from there */
@@ -55,16 +63,21 @@ struct rig {
  * which ports are sentinels, for the password. */
 static const struct rig *the_rig;
 
+/* A connection to 'port', authenticated; NULL if that failed (a sentinel
+ * kills the clients of a server it reconfigures). */
 static redisContext *
-sync_to(uint16_t port)
+sync_try(uint16_t port)
 {
     struct timeval tv = {2, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     const char *pw = PRIMARY_PW;
     redisReply *r;
+    bool ok;
 
-    cr_assert(c != NULL && c->err == 0, "cannot connect to 127.0.0.1:%u",
-              (unsigned)port);
+    if (c == NULL || c->err != 0) {
+        redisFree(c);
+        return NULL;
+    }
     redisSetTimeout(c, tv);
     for (size_t i = 0; the_rig != NULL && i < NSENTINELS; i++) {
         if (the_rig->sentinel_port[i] == port) {
@@ -72,9 +85,24 @@ sync_to(uint16_t port)
         }
     }
     r = redisCommand(c, "AUTH %s", pw);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "AUTH on %u",
-              (unsigned)port);
-    freeReplyObject(r);
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    if (!ok) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+static redisContext *
+sync_to(uint16_t port)
+{
+    redisContext *c = sync_try(port);
+
+    cr_assert_not_null(c, "cannot connect and AUTH to 127.0.0.1:%u",
+                       (unsigned)port);
     return c;
 }
 
@@ -99,15 +127,23 @@ ask_text(uint16_t port, const char *cmd)
     return text;
 }
 
-/* True if ROLE's first element on 'port' is 'want'. */
+/* True if ROLE's first element on 'port' is 'want'; false too if the
+ * server could not be asked (it is polled while a sentinel reconfigures
+ * it and kills its clients). */
 static bool
 role_is(uint16_t port, const char *want)
 {
-    redisContext *c = sync_to(port);
-    redisReply *r = redisCommand(c, "ROLE");
-    bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-              r->element[0]->type == REDIS_REPLY_STRING &&
-              strcmp(r->element[0]->str, want) == 0;
+    redisContext *c = sync_try(port);
+    redisReply *r;
+    bool ok;
+
+    if (c == NULL) {
+        return false;
+    }
+    r = redisCommand(c, "ROLE");
+    ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+         r->element[0]->type == REDIS_REPLY_STRING &&
+         strcmp(r->element[0]->str, want) == 0;
 
     if (r != NULL) {
         freeReplyObject(r);
@@ -116,14 +152,12 @@ role_is(uint16_t port, const char *want)
     return ok;
 }
 
-/* Script calls (EVALSHA and EVAL) that the server on 'port' has run. */
+/* Script calls (EVALSHA and EVAL) in the text of INFO commandstats. */
 static long
-script_calls(uint16_t port)
+calls_in(const char *info)
 {
-    char *info = ask_text(port, "INFO commandstats");
     long n = 0;
 
-    cr_assert_not_null(info);
     for (size_t i = 0; i < 2; i++) {
         const char *stat =
             i == 0 ? "cmdstat_evalsha:calls=" : "cmdstat_eval:calls=";
@@ -131,6 +165,18 @@ script_calls(uint16_t port)
 
         n += p != NULL ? atol(p + strlen(stat)) : 0;
     }
+    return n;
+}
+
+/* Script calls (EVALSHA and EVAL) that the server on 'port' has run. */
+static long
+script_calls(uint16_t port)
+{
+    char *info = ask_text(port, "INFO commandstats");
+    long n;
+
+    cr_assert_not_null(info);
+    n = calls_in(info);
     free(info);
     return n;
 }
@@ -155,11 +201,14 @@ start_server(struct proc *p, uint16_t port, const char *dir,
              const char *replica_of)
 {
     char portstr[8];
-    char *argv[24];
+    char dbfile[32];
+    char *argv[32];
     size_t n = 0;
     char *master_port = NULL;
 
     snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
+    /* Each its own RDB file in the shared directory. */
+    snprintf(dbfile, sizeof(dbfile), "dump-%u.rdb", (unsigned)port);
     argv[n++] = "redis-server";
     argv[n++] = "--port";
     argv[n++] = portstr;
@@ -175,6 +224,11 @@ start_server(struct proc *p, uint16_t port, const char *dir,
     argv[n++] = PRIMARY_PW;
     argv[n++] = "--dir";
     argv[n++] = (char *)dir;
+    argv[n++] = "--dbfilename";
+    argv[n++] = dbfile;
+    /* SIGTERM stops it at once: no waiting for replicas to catch up. */
+    argv[n++] = "--shutdown-timeout";
+    argv[n++] = "0";
     if (replica_of != NULL) {
         master_port = strdup(replica_of);
         argv[n++] = "--replicaof";
@@ -284,6 +338,16 @@ rig_start_servers(struct rig *r)
               "the replica never synced");
 }
 
+/* A second primary, no replica: where a stand-in sentinel may switch. */
+static uint16_t
+rig_start_extra(struct rig *r)
+{
+    r->extra_port = harness_free_port();
+    start_server(&r->extra, r->extra_port, r->dir, NULL);
+    r->extra_started = true;
+    return r->extra_port;
+}
+
 static void
 rig_start_sentinels(struct rig *r)
 {
@@ -295,9 +359,11 @@ rig_start_sentinels(struct rig *r)
               "the sentinels never found the replica and each other");
 }
 
-/* The echo and a gateway whose redis.sentinel.nodes are 'nodes'. */
+/* The echo and a gateway whose redis.sentinel.nodes are 'nodes', with
+ * 'auth' (lines of redis.sentinel) for the primary. */
 static void
-rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
+rig_start_gateway_auth(struct rig *r, const char *nodes, bool sentinel_auth,
+                       const char *auth)
 {
     char *yaml;
 
@@ -314,7 +380,7 @@ rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
         "  sentinel:\n"
         "    master: mymaster\n"
         "    nodes: [%s]\n"
-        "    password: " PRIMARY_PW "\n"
+        "%s"
         "%s"
         "  timeout: %ums\n"
         "limiters:\n"
@@ -328,12 +394,19 @@ rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
         "      - name: RequestRateLimiter\n"
         "        args: { key: \"header:X-Key\", limiter: lim,\n"
         "                on_redis_error: deny }\n",
-        (unsigned)r->gw_port, (unsigned)r->admin_port, nodes,
+        (unsigned)r->gw_port, (unsigned)r->admin_port, nodes, auth,
         sentinel_auth ? "    sentinel_password: " SENTINEL_PW "\n" : "",
         (unsigned)REDIS_TIMEOUT_MS, (unsigned)LIMIT, (unsigned)r->echo_port);
     r->gw_conf = harness_write_temp(yaml);
     free(yaml);
     gateway_start(&r->gw, r->gw_conf, r->gw_port);
+}
+
+static void
+rig_start_gateway(struct rig *r, const char *nodes, bool sentinel_auth)
+{
+    rig_start_gateway_auth(r, nodes, sentinel_auth,
+                           "    password: " PRIMARY_PW "\n");
 }
 
 /* Everything, the gateway connected through the three sentinels. */
@@ -355,6 +428,15 @@ rig_start(struct rig *r)
               proc_log(&r->gw));
 }
 
+static int
+on_remove(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
 static void
 rig_stop(struct rig *r)
 {
@@ -370,13 +452,13 @@ rig_stop(struct rig *r)
     }
     proc_stop(&r->replica, SIGTERM, 5000);
     proc_stop(&r->primary, SIGTERM, 5000);
-    {
-        char *rdb = harness_strf("%s/dump.rdb", r->dir);
-
-        unlink(rdb);
-        free(rdb);
-        rmdir(r->dir);
+    if (r->extra_started) {
+        proc_stop(&r->extra, SIGTERM, 5000);
     }
+    /* Every server has stopped: nothing writes there any more. */
+    cr_assert_eq(nftw(r->dir, on_remove, 8, FTW_DEPTH | FTW_PHYS), 0,
+                 "cannot remove %s", r->dir);
+    cr_assert_eq(access(r->dir, F_OK), -1, "%s is still there", r->dir);
     cr_assert_eq(st, 0, "the gateway exited with %d", st);
 }
 
@@ -462,33 +544,101 @@ Test(sentinel, decisions_land_on_the_primary_the_sentinels_name, .timeout = 120)
     rig_stop(&r);
 }
 
-/* While the sentinels fail over: requests, one after another. */
+/* While the sentinels fail over: CLIENTS threads, each with a keep-alive
+ * connection, send requests back to back, each with a fresh key. */
+#define CLIENTS 8
+
 struct under_load {
-    struct rig *r;        /* borrowed */
-    unsigned sent;        /* requests made */
-    unsigned status[600]; /* by status */
-    int64_t max_ms;       /* the slowest */
+    struct rig *r;             /* borrowed */
+    atomic_bool stop;          /* set to end the clients */
+    atomic_uint sent;          /* requests made */
+    atomic_uint status[600];   /* by status; 0: no answer */
+    _Atomic int64_t max_ms;    /* the slowest */
+    unsigned next_id[CLIENTS]; /* per client, for its keys */
+    pthread_t thread[CLIENTS]; /* the clients */
 };
 
-/* One more request; true once the former replica is the primary and has
- * run a script of ours. */
+struct client_arg {
+    struct under_load *u; /* borrowed */
+    unsigned id;          /* which client */
+};
+
+static size_t
+on_discard(char *p, size_t size, size_t n, void *arg)
+{
+    (void)p;
+    (void)arg;
+    return size * n;
+}
+
+static void *
+client_main(void *arg)
+{
+    struct client_arg *ca = arg;
+    struct under_load *u = ca->u;
+    CURL *h = curl_easy_init();
+    char *url = harness_strf("http://127.0.0.1:%u/x", (unsigned)u->r->gw_port);
+    unsigned i = 0;
+
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_discard);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    while (!atomic_load(&u->stop)) {
+        char hdr[64];
+        struct curl_slist *headers;
+        int64_t t0 = harness_now_ms();
+        int64_t ms, seen;
+        long st = 0;
+
+        snprintf(hdr, sizeof(hdr), "X-Key: during-%u-%u", ca->id, i++);
+        headers = curl_slist_append(NULL, hdr);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+        if (curl_easy_perform(h) == CURLE_OK) {
+            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+        }
+        curl_slist_free_all(headers);
+        ms = harness_now_ms() - t0;
+        atomic_fetch_add(&u->sent, 1);
+        atomic_fetch_add(&u->status[st > 0 && st < 600 ? st : 0], 1);
+        seen = atomic_load(&u->max_ms);
+        while (ms > seen &&
+               !atomic_compare_exchange_weak(&u->max_ms, &seen, ms)) {
+        }
+    }
+    curl_easy_cleanup(h);
+    free(url);
+    return NULL;
+}
+
+/* True once the former replica is the primary and has run a script of
+ * ours. Polled while the sentinels reconfigure the servers, killing their
+ * clients: a connection that fails is a "not yet". */
 static bool
 switched(void *arg)
 {
-    struct under_load *u = arg;
-    char key[32];
-    int64_t ms;
-    long st;
+    const struct rig *r = arg;
+    redisContext *c = sync_try(r->replica_port);
+    redisReply *role, *info;
+    bool yes;
 
-    snprintf(key, sizeof(key), "during%u", u->sent);
-    st = get_key(u->r, key, &ms);
-    u->sent++;
-    u->status[st >= 0 && st < 600 ? st : 0]++;
-    if (ms > u->max_ms) {
-        u->max_ms = ms;
+    if (c == NULL) {
+        return false;
     }
-    return role_is(u->r->replica_port, "master") &&
-           script_calls(u->r->replica_port) > 0;
+    role = redisCommand(c, "ROLE");
+    info = redisCommand(c, "INFO commandstats");
+    yes = role != NULL && role->type == REDIS_REPLY_ARRAY &&
+          role->elements > 0 && role->element[0]->type == REDIS_REPLY_STRING &&
+          strcmp(role->element[0]->str, "master") == 0 && info != NULL &&
+          info->type == REDIS_REPLY_STRING && calls_in(info->str) > 0;
+    if (role != NULL) {
+        freeReplyObject(role);
+    }
+    if (info != NULL) {
+        freeReplyObject(info);
+    }
+    redisFree(c);
+    return yes;
 }
 
 static bool
@@ -509,14 +659,24 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
      .timeout = 180)
 {
     struct rig r;
-    struct under_load u = {.r = &r};
+    static struct under_load u;
+    struct client_arg ca[CLIENTS];
     char *reply = NULL;
     int64_t deadline;
+    unsigned sent, ok, policy;
 
     rig_start(&r);
     assert_decided_on(&r, r.primary_port, "before");
     cr_assert_eq(script_calls(r.replica_port), 0);
 
+    u.r = &r;
+    atomic_store(&u.stop, false);
+    for (unsigned i = 0; i < CLIENTS; i++) {
+        ca[i].u = &u;
+        ca[i].id = i;
+        cr_assert_eq(pthread_create(&u.thread[i], NULL, client_main, &ca[i]),
+                     0);
+    }
     /* A sentinel may refuse while it still checks the replica. */
     deadline = harness_now_ms() + 20000;
     do {
@@ -531,20 +691,35 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
               "SENTINEL FAILOVER: %s", reply != NULL ? reply : "no answer");
     free(reply);
 
-    cr_assert(harness_wait_until(switched, &u, 60000),
-              "after %u requests the former replica (%s) has not run a "
-              "script; statuses 200: %u, 503: %u; gateway log:\n%s",
-              u.sent, role_is(r.replica_port, "master") ? "master" : "replica",
-              u.status[200], u.status[503], proc_log(&r.gw));
+    cr_assert(harness_wait_until(switched, &r, 60000),
+              "the former replica (%s) has not run a script; gateway "
+              "log:\n%s",
+              role_is(r.replica_port, "master") ? "master" : "replica",
+              proc_log(&r.gw));
+    atomic_store(&u.stop, true);
+    for (unsigned i = 0; i < CLIENTS; i++) {
+        pthread_join(u.thread[i], NULL);
+    }
+    sent = atomic_load(&u.sent);
+    ok = atomic_load(&u.status[200]);
+    policy = atomic_load(&u.status[503]);
     fprintf(stderr,
-            "sentinel: %u requests during the failover: %u decided (200), "
-            "%u by the failure policy (503), slowest %lld ms\n",
-            u.sent, u.status[200], u.status[503], (long long)u.max_ms);
+            "sentinel: %u requests from %d clients during the failover: %u "
+            "decided (200), %u by the failure policy (503), slowest %lld "
+            "ms\n",
+            sent, CLIENTS, ok, policy, (long long)atomic_load(&u.max_ms));
     /* Fresh keys: never over the limit, so only 200 or the policy. */
-    cr_assert_eq(u.status[200] + u.status[503], u.sent,
-                 "statuses other than 200 and 503 during the failover");
-    cr_assert_leq(u.max_ms, REDIS_TIMEOUT_MS + MARGIN_MS,
-                  "a request waited %lld ms", (long long)u.max_ms);
+    cr_assert_eq(ok + policy, sent,
+                 "statuses other than 200 and 503 during the failover "
+                 "(%u without an answer)",
+                 atomic_load(&u.status[0]));
+    /* The switch was seen by requests, not only gone through between
+     * two of them: with CLIENTS clients some met no primary (in runs
+     * here, 14 to 67 of them). */
+    cr_assert_gt(policy, 0, "no request met the failure policy");
+    cr_assert_leq(atomic_load(&u.max_ms), REDIS_TIMEOUT_MS + MARGIN_MS,
+                  "a request waited %lld ms",
+                  (long long)atomic_load(&u.max_ms));
 
     assert_decided_on(&r, r.replica_port, "after");
     cr_assert(harness_wait_until(former_primary_demoted, &r, 20000),
@@ -561,40 +736,83 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
 
 /*
  * A stand-in sentinel on its own thread, for what real ones will not do:
- * name a replica as the primary. It answers GET-MASTER-ADDR-BY-NAME with
- * 127.0.0.1 and 'answer_port', and confirms a SUBSCRIBE.
+ * name a replica as the primary, or announce a switch on cue. It answers
+ * GET-MASTER-ADDR-BY-NAME with 127.0.0.1 and 'answer_port', confirms a
+ * SUBSCRIBE, and sends 'publish' to its subscribers when asked to.
  */
 struct fake_sentinel {
     int fd;                       /* listening socket */
     uint16_t port;                /* where */
+    char answer_host[128];        /* the host it names; set before
+                                     fake_start() */
     _Atomic unsigned answer_port; /* the port it names */
+    atomic_uint subscribes;       /* SUBSCRIBEs confirmed */
+    atomic_uint asks;             /* GET-MASTER-ADDR-BY-NAMEs answered */
+    atomic_bool close_subscribed; /* close a subscriber once confirmed */
+    atomic_bool drop_subscribers; /* set: close them once, then clear */
+    pthread_mutex_t mu;           /* guards 'publish' */
+    char publish[512];            /* a +switch-master text to send, or "" */
     atomic_bool stop;             /* set to end the thread */
     pthread_t thread;             /* serving */
 };
 
-static void
+/* Answers 'req' on 'fd'; true if it was a SUBSCRIBE. */
+static bool
 fake_reply(int fd, const char *req, struct fake_sentinel *fs)
 {
-    char out[128];
+    char out[256];
     int n = 0;
     ssize_t w;
+    bool sub = false;
 
     if (strstr(req, "SUBSCRIBE") != NULL) {
         n = snprintf(out, sizeof(out),
                      "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
                      ":1\r\n");
+        sub = true;
+        atomic_fetch_add(&fs->subscribes, 1);
     } else if (strstr(req, "GET-MASTER-ADDR-BY-NAME") != NULL) {
         char port[8];
 
         snprintf(port, sizeof(port), "%u", atomic_load(&fs->answer_port));
-        n = snprintf(out, sizeof(out),
-                     "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
+        n = snprintf(out, sizeof(out), "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+                     strlen(fs->answer_host), fs->answer_host, strlen(port),
                      port);
+        atomic_fetch_add(&fs->asks, 1);
     }
     if (n > 0) {
         w = write(fd, out, (size_t)n);
         (void)w;
     }
+    return sub;
+}
+
+/* Sends the pending message, if any, to every subscriber. */
+static void
+fake_flush_publish(struct fake_sentinel *fs, const struct pollfd *pfd,
+                   const bool *subscribed, nfds_t n)
+{
+    char text[512];
+    char *out;
+    ssize_t w;
+
+    pthread_mutex_lock(&fs->mu);
+    memcpy(text, fs->publish, sizeof(text));
+    fs->publish[0] = '\0';
+    pthread_mutex_unlock(&fs->mu);
+    if (text[0] == '\0') {
+        return;
+    }
+    out = harness_strf("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
+                       "$%zu\r\n%s\r\n",
+                       strlen(text), text);
+    for (nfds_t i = 1; i < n; i++) {
+        if (subscribed[i]) {
+            w = write(pfd[i].fd, out, strlen(out));
+            (void)w;
+        }
+    }
+    free(out);
 }
 
 static void *
@@ -602,11 +820,24 @@ fake_main(void *arg)
 {
     struct fake_sentinel *fs = arg;
     struct pollfd pfd[16];
+    bool subscribed[16] = {false};
     nfds_t n = 1;
 
     pfd[0].fd = fs->fd;
     pfd[0].events = POLLIN;
     while (!atomic_load(&fs->stop)) {
+        bool drop = atomic_exchange(&fs->drop_subscribers, false);
+
+        fake_flush_publish(fs, pfd, subscribed, n);
+        for (nfds_t i = 1; i < n; i++) {
+            if (subscribed[i] && (drop || atomic_load(&fs->close_subscribed))) {
+                close(pfd[i].fd);
+                n--;
+                pfd[i] = pfd[n];
+                subscribed[i] = subscribed[n];
+                i--;
+            }
+        }
         if (poll(pfd, n, 20) <= 0) {
             continue;
         }
@@ -617,6 +848,7 @@ fake_main(void *arg)
                 pfd[n].fd = c;
                 pfd[n].events = POLLIN;
                 pfd[n].revents = 0;
+                subscribed[n] = false;
                 n++;
             } else if (c >= 0) {
                 close(c);
@@ -632,17 +864,31 @@ fake_main(void *arg)
             k = read(pfd[i].fd, buf, sizeof(buf) - 1);
             if (k <= 0) {
                 close(pfd[i].fd);
-                pfd[i--] = pfd[--n];
+                n--;
+                pfd[i] = pfd[n];
+                subscribed[i] = subscribed[n];
+                i--;
                 continue;
             }
             buf[k] = '\0';
-            fake_reply(pfd[i].fd, buf, fs);
+            if (fake_reply(pfd[i].fd, buf, fs)) {
+                subscribed[i] = true;
+            }
         }
     }
     for (nfds_t i = 0; i < n; i++) {
         close(pfd[i].fd);
     }
     return NULL;
+}
+
+/* Has the stand-in send '+switch-master' with 'text' to its subscribers. */
+static void
+fake_publish(struct fake_sentinel *fs, const char *text)
+{
+    pthread_mutex_lock(&fs->mu);
+    snprintf(fs->publish, sizeof(fs->publish), "%s", text);
+    pthread_mutex_unlock(&fs->mu);
 }
 
 static void
@@ -652,8 +898,17 @@ fake_start(struct fake_sentinel *fs, uint16_t answer_port)
     socklen_t len = sizeof(sa);
 
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fs->answer_host[0] == '\0') {
+        snprintf(fs->answer_host, sizeof(fs->answer_host), "127.0.0.1");
+    }
     atomic_store(&fs->answer_port, answer_port);
+    atomic_store(&fs->subscribes, 0);
+    atomic_store(&fs->asks, 0);
+    atomic_store(&fs->close_subscribed, false);
+    atomic_store(&fs->drop_subscribers, false);
     atomic_store(&fs->stop, false);
+    pthread_mutex_init(&fs->mu, NULL);
+    fs->publish[0] = '\0';
     fs->fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(fs->fd >= 0);
     cr_assert_eq(bind(fs->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -668,6 +923,7 @@ fake_stop(struct fake_sentinel *fs)
 {
     atomic_store(&fs->stop, true);
     pthread_join(fs->thread, NULL);
+    pthread_mutex_destroy(&fs->mu);
 }
 
 static bool
@@ -679,7 +935,7 @@ role_refused(void *arg)
 Test(sentinel, a_server_that_is_not_the_primary_is_never_used, .timeout = 120)
 {
     struct rig r;
-    struct fake_sentinel fs;
+    struct fake_sentinel fs = {.fd = -1};
     char *nodes;
     int64_t ms;
     long st;
@@ -708,6 +964,229 @@ Test(sentinel, a_server_that_is_not_the_primary_is_never_used, .timeout = 120)
               "never connected to the primary named later:\n%s",
               proc_log(&r.gw));
     assert_decided_on(&r, r.primary_port, "good");
+    rig_stop(&r);
+    fake_stop(&fs);
+}
+
+static bool
+fake_subscribed(void *arg)
+{
+    struct fake_sentinel *fs = arg;
+
+    return atomic_load(&fs->subscribes) > 0;
+}
+
+/* How many times 'needle' is in the log of 'p'. */
+static size_t
+log_count(const struct proc *p, const char *needle)
+{
+    char *log = proc_log(p);
+    size_t n = 0;
+
+    for (const char *q = log; (q = strstr(q, needle)) != NULL;
+         q += strlen(needle)) {
+        n++;
+    }
+    free(log);
+    return n;
+}
+
+struct log_wait {
+    const struct proc *p; /* borrowed */
+    const char *needle;   /* borrowed */
+    size_t n;             /* at least this many */
+};
+
+static bool
+log_reached(void *arg)
+{
+    const struct log_wait *w = arg;
+
+    return log_count(w->p, w->needle) >= w->n;
+}
+
+/*
+ * The stand-in keeps naming the first primary, as a sentinel that has not
+ * heard of the failover would; the switch message names a second one. The
+ * gateway goes where the message says, and a repeat of the same message
+ * does not drop the good connection.
+ */
+Test(sentinel, a_switch_goes_to_the_announced_address_and_a_repeat_is_ignored,
+     .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs = {.fd = -1};
+    uint16_t second_port;
+    char *nodes;
+    char *msg;
+    struct log_wait heard = {.p = &r.gw,
+                             .needle = "redis: sentinel: mymaster switched "
+                                       "from",
+                             .n = 1};
+    struct log_wait moved = {.p = &r.gw, .n = 1};
+
+    rig_start_servers(&r);
+    second_port = rig_start_extra(&r);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
+              "never connected:\n%s", proc_log(&r.gw));
+    cr_assert(harness_wait_until(fake_subscribed, &fs, 10000),
+              "never subscribed:\n%s", proc_log(&r.gw));
+    assert_decided_on(&r, r.primary_port, "first");
+
+    msg = harness_strf("mymaster 127.0.0.1 %u 127.0.0.1 %u",
+                       (unsigned)r.primary_port, (unsigned)second_port);
+    fake_publish(&fs, msg);
+    moved.needle = harness_strf("the primary of mymaster is now 127.0.0.1:%u",
+                                (unsigned)second_port);
+    cr_assert(harness_wait_until(log_reached, &moved, 10000),
+              "the switch did not move the gateway to %u:\n%s",
+              (unsigned)second_port, proc_log(&r.gw));
+    assert_decided_on(&r, second_port, "second");
+
+    /* The same message again, late: nothing to do. */
+    fake_publish(&fs, msg);
+    heard.n = 2;
+    cr_assert(harness_wait_until(log_reached, &heard, 10000),
+              "the repeat was not heard:\n%s", proc_log(&r.gw));
+    assert_decided_on(&r, second_port, "third");
+    cr_assert_eq(log_count(&r.gw, "the sentinels moved the primary"), 1,
+                 "a repeated switch dropped the connection:\n%s",
+                 proc_log(&r.gw));
+    free((char *)moved.needle);
+    free(msg);
+    rig_stop(&r);
+    fake_stop(&fs);
+}
+
+static bool
+fake_subscribed_twice(void *arg)
+{
+    struct fake_sentinel *fs = arg;
+
+    return atomic_load(&fs->subscribes) >= 2;
+}
+
+/*
+ * The stand-in switches to a second primary while the watch is down and
+ * says nothing: the gateway finds out when it subscribes again. Then it
+ * closes every subscription as soon as it confirms it: the gateway tries
+ * again at a measured pace, not in a loop, and warns once.
+ */
+Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
+     .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs = {.fd = -1};
+    uint16_t second_port;
+    char *nodes;
+    unsigned before, during;
+    struct log_wait moved = {.p = &r.gw, .n = 1};
+
+    rig_start_servers(&r);
+    second_port = rig_start_extra(&r);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
+              "never connected:\n%s", proc_log(&r.gw));
+    cr_assert(harness_wait_until(fake_subscribed, &fs, 10000),
+              "never subscribed:\n%s", proc_log(&r.gw));
+
+    /* A failover that the watch does not hear of. */
+    atomic_store(&fs.answer_port, second_port);
+    atomic_store(&fs.drop_subscribers, true);
+    cr_assert(harness_wait_until(fake_subscribed_twice, &fs, 10000),
+              "never subscribed again:\n%s", proc_log(&r.gw));
+    moved.needle = harness_strf("the primary of mymaster is now 127.0.0.1:%u",
+                                (unsigned)second_port);
+    cr_assert(harness_wait_until(log_reached, &moved, 10000),
+              "the new subscription did not find the new primary:\n%s",
+              proc_log(&r.gw));
+    assert_decided_on(&r, second_port, "after");
+
+    /* Confirmed, then closed, over and over. The measure is a rate over a
+     * fixed window: without a pause this is thousands a second. */
+    before = atomic_load(&fs.subscribes);
+    atomic_store(&fs.close_subscribed, true);
+    usleep(2000 * 1000);
+    during = atomic_load(&fs.subscribes) - before;
+    cr_assert_leq(during, 30, "%u subscriptions in 2 s", during);
+    cr_assert_geq(during, 1, "never tried again:\n%s", proc_log(&r.gw));
+    cr_assert_leq(log_count(&r.gw, "subscription lost"), 2,
+                  "a warning per lost subscription:\n%s", proc_log(&r.gw));
+    free((char *)moved.needle);
+    rig_stop(&r);
+    fake_stop(&fs);
+}
+
+/*
+ * ROLE is in @admin: an ACL user without it gets NOPERM. The gateway
+ * connects anyway, on the sentinels' word, and says once that it could
+ * not verify.
+ */
+Test(sentinel, a_user_without_role_connects_unverified, .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs = {.fd = -1};
+    char *nodes;
+    char *reply;
+
+    rig_start_servers(&r);
+    reply = ask_text(r.primary_port,
+                     "ACL SETUSER app on >pw-app ~* &* +@all -role");
+    cr_assert(reply != NULL && strcmp(reply, "OK") == 0, "ACL SETUSER: %s",
+              reply != NULL ? reply : "no answer");
+    free(reply);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway_auth(&r, nodes, false,
+                           "    user: app\n    password: pw-app\n");
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
+              "never connected as a user without ROLE:\n%s", proc_log(&r.gw));
+    assert_decided_on(&r, r.primary_port, "norole");
+    cr_assert_eq(log_count(&r.gw, "the primary is not verified"), 1,
+                 "the NOPERM on ROLE is told once:\n%s", proc_log(&r.gw));
+    rig_stop(&r);
+    fake_stop(&fs);
+}
+
+/*
+ * With announce-hostnames a sentinel names the primary by a host name,
+ * which may be longer than an IPv6 address. The gateway takes it and
+ * looks it up (it does not resolve here), rather than calling the answer
+ * malformed.
+ */
+Test(sentinel, a_long_host_name_in_the_answer_is_looked_up, .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs = {.fd = -1};
+    char *nodes;
+    char *want;
+    struct log_wait tried = {.p = &r.gw, .n = 1};
+
+    rig_start_servers(&r);
+    /* 60 bytes, under a reserved top-level domain. */
+    snprintf(fs.answer_host, sizeof(fs.answer_host), "%s",
+             "a-primary-with-a-long-name-0123456789abcdefghijklmno.invalid");
+    cr_assert_eq(strlen(fs.answer_host), 60);
+    fake_start(&fs, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    want = harness_strf("redis: resolve %s:%u", fs.answer_host,
+                        (unsigned)r.primary_port);
+    tried.needle = want;
+    cr_assert(harness_wait_until(log_reached, &tried, 10000),
+              "the name was not looked up:\n%s", proc_log(&r.gw));
+    cr_assert(!proc_log_contains(&r.gw, "unexpected reply"),
+              "the answer was refused:\n%s", proc_log(&r.gw));
+    free(want);
     rig_stop(&r);
     fake_stop(&fs);
 }

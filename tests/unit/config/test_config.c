@@ -642,6 +642,33 @@ Test(config, redis_sentinel_errors_name_the_key)
                  "\"a\": missing port (expected host:port or [ipv6]:port)");
 }
 
+Test(config, redis_sentinel_master_is_one_word_of_at_most_255_bytes)
+{
+    char name[300];
+    char yaml[512];
+    struct config *cfg;
+
+    memset(name, 'm', 255);
+    name[255] = '\0';
+    snprintf(yaml, sizeof(yaml),
+             "redis:\n  sentinel: {master: %s, nodes: ['a:1']}\nroutes: []\n",
+             name);
+    cfg = parse_ok(yaml);
+    cr_assert_eq(strlen(cfg->redis.sentinel_master), 255);
+    config_unref(cfg);
+    name[255] = 'm';
+    name[256] = '\0';
+    snprintf(yaml, sizeof(yaml),
+             "redis:\n  sentinel: {master: %s, nodes: ['a:1']}\nroutes: []\n",
+             name);
+    assert_error(yaml, "t.yaml:2:22: redis.sentinel.master: master name "
+                       "longer than 255 bytes");
+    assert_error("redis:\n  sentinel: {master: 'my master', nodes: "
+                 "['a:1']}\nroutes: []\n",
+                 "t.yaml:2:22: redis.sentinel.master: master name with a "
+                 "space or control character");
+}
+
 Test(config, bad_redis_url_is_an_error_that_hides_the_password)
 {
     assert_error("redis: {url: 'http://r'}\nroutes: []\n",
