@@ -231,6 +231,9 @@ field_parse_cb load_size;         /* uint64_t bytes, min to LOAD_NUMBER_MAX */
 field_parse_cb load_node;         /* the node itself, for the caller */
 field_parse_cb load_count;        /* uint64_t, min to LOAD_NUMBER_MAX */
 field_parse_cb load_bool;         /* YAML 1.1 booleans */
+field_parse_cb load_text;         /* char *, owned: a non-empty string */
+field_parse_cb load_token;        /* char *, owned: a header or cookie
+                                     name (RFC 9110 token) */
 field_parse_cb load_enum;         /* int, a word of f->choices */
 field_parse_cb load_table;        /* a struct, by the table f->table */
 

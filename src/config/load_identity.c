@@ -11,7 +11,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "headers.h"
 #include "jwtcheck.h"
 #include "load.h"
 #include "xmalloc.h"
@@ -29,47 +28,6 @@ struct jwt_form {
     yaml_node_t *cookie;       /* the same */
 };
 
-/* A non-empty string (issuer, audience, claim names, file paths). */
-static void
-parse_text(struct loader *ld, yaml_node_t *node, const struct field *f,
-           void *base, const struct load_path *path)
-{
-    char **out = field_ptr(base, f);
-    const char *s = load_scalar(ld, node, path);
-
-    if (s == NULL) {
-        return;
-    }
-    if (s[0] == '\0') {
-        report(ld, node, path, "empty value");
-        return;
-    }
-    free(*out);
-    *out = xstrdup(s);
-}
-
-/* A header or cookie name: a token. */
-static void
-parse_token_name(struct loader *ld, yaml_node_t *node, const struct field *f,
-                 void *base, const struct load_path *path)
-{
-    char **out = field_ptr(base, f);
-    const char *s = load_scalar(ld, node, path);
-
-    if (s == NULL) {
-        return;
-    }
-    if (!headers_valid_name(s)) {
-        report(ld, node, path,
-               "bad name \"%s\" (expected letters, digits and "
-               "!#$%%&'*+-.^_`|~)",
-               s);
-        return;
-    }
-    free(*out);
-    *out = xstrdup(s);
-}
-
 static void
 parse_cookie(struct loader *ld, yaml_node_t *node, const struct field *f,
              void *base, const struct load_path *path)
@@ -77,7 +35,7 @@ parse_cookie(struct loader *ld, yaml_node_t *node, const struct field *f,
     struct jwt_form *form = base;
 
     form->cookie = node;
-    parse_token_name(ld, node, f, base, path);
+    load_token(ld, node, f, base, path);
 }
 
 static void
@@ -91,7 +49,7 @@ parse_file(struct loader *ld, yaml_node_t *node, const struct field *f,
     } else {
         form->secret_file = node;
     }
-    parse_text(ld, node, f, base, path);
+    load_text(ld, node, f, base, path);
 }
 
 static void
@@ -275,7 +233,7 @@ parse_leeway(struct loader *ld, yaml_node_t *node, const struct field *f,
 
 static const struct field jwt_fields[] = {
     {.key = "header",
-     .parse = parse_token_name,
+     .parse = load_token,
      .offset = offsetof(struct jwt_form, conf.header)},
     {.key = "cookie",
      .parse = parse_cookie,
@@ -288,19 +246,19 @@ static const struct field jwt_fields[] = {
      .parse = parse_file,
      .offset = offsetof(struct jwt_form, conf.secret_file)},
     {.key = "issuer",
-     .parse = parse_text,
+     .parse = load_text,
      .offset = offsetof(struct jwt_form, conf.issuer)},
     {.key = "audience",
-     .parse = parse_text,
+     .parse = load_text,
      .offset = offsetof(struct jwt_form, conf.audience)},
     {.key = "leeway",
      .parse = parse_leeway,
      .offset = offsetof(struct jwt_form, conf.leeway_ms)},
     {.key = "user_claim",
-     .parse = parse_text,
+     .parse = load_text,
      .offset = offsetof(struct jwt_form, conf.user_claim)},
     {.key = "role_claim",
-     .parse = parse_text,
+     .parse = load_text,
      .offset = offsetof(struct jwt_form, conf.role_claim)},
     {.key = "required",
      .parse = load_bool,

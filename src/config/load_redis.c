@@ -124,25 +124,6 @@ parse_redis_url(struct loader *ld, yaml_node_t *node, const struct field *f,
     }
 }
 
-/* A non-empty string. */
-static void
-parse_text(struct loader *ld, yaml_node_t *node, const struct field *f,
-           void *base, const struct load_path *path)
-{
-    char **out = field_ptr(base, f);
-    const char *s = load_scalar(ld, node, path);
-
-    if (s == NULL) {
-        return;
-    }
-    if (s[0] == '\0') {
-        report(ld, node, path, "empty value");
-        return;
-    }
-    free(*out);
-    *out = xstrdup(s);
-}
-
 /* Sentinel's name of the primary: it comes back as the first word of
  * '+switch-master', so one word, and at most MASTER_NAME_MAX bytes. */
 #define MASTER_NAME_MAX 255
@@ -168,7 +149,7 @@ parse_master_name(struct loader *ld, yaml_node_t *node, const struct field *f,
             return;
         }
     }
-    parse_text(ld, node, f, base, path);
+    load_text(ld, node, f, base, path);
 }
 
 /* The sentinels: host:port each, at least one. */
@@ -220,13 +201,13 @@ static const struct field sentinel_fields[] = {
      .offset = offsetof(struct redis_conf, db),
      .max = 1000000},
     {.key = "user",
-     .parse = parse_text,
+     .parse = load_text,
      .offset = offsetof(struct redis_conf, user)},
     {.key = "password",
-     .parse = parse_text,
+     .parse = load_text,
      .offset = offsetof(struct redis_conf, password)},
     {.key = "sentinel_password",
-     .parse = parse_text,
+     .parse = load_text,
      .offset = offsetof(struct redis_conf, sentinel_password)},
 };
 

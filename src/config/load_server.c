@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "headers.h"
 #include "load.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -61,28 +60,6 @@ parse_trusted_proxies(struct loader *ld, yaml_node_t *node,
         }
     }
     server->ntrusted_proxies = n;
-}
-
-/* A header name that replaces a default (identity:). */
-static void
-parse_header_name(struct loader *ld, yaml_node_t *node, const struct field *f,
-                  void *base, const struct load_path *path)
-{
-    char **out = field_ptr(base, f);
-    const char *s = load_scalar(ld, node, path);
-
-    if (s == NULL) {
-        return;
-    }
-    if (!headers_valid_name(s)) {
-        report(ld, node, path,
-               "bad header name \"%s\" (expected letters, digits and "
-               "!#$%%&'*+-.^_`|~)",
-               s);
-        return;
-    }
-    free(*out);
-    *out = xstrdup(s);
 }
 
 /* log.access: where access-log lines go. */
@@ -175,10 +152,10 @@ static const struct field admin_fields[] = {
 
 static const struct field identity_fields[] = {
     {.key = "user_header",
-     .parse = parse_header_name,
+     .parse = load_token,
      .offset = offsetof(struct identity_conf, user_header)},
     {.key = "role_header",
-     .parse = parse_header_name,
+     .parse = load_token,
      .offset = offsetof(struct identity_conf, role_header)},
     {.key = "ipv6_prefix",
      .parse = load_uint,

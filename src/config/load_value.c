@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "headers.h"
 #include "load.h"
 #include "units.h"
 #include "xmalloc.h"
@@ -483,4 +484,43 @@ load_table(struct loader *ld, yaml_node_t *node, const struct field *f,
         *(bool *)((char *)sub + t->given) = true;
     }
     load_fields(ld, node, path, t, sub);
+}
+
+void
+load_text(struct loader *ld, yaml_node_t *node, const struct field *f,
+          void *base, const struct load_path *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (s[0] == '\0') {
+        report(ld, node, path, "empty value");
+        return;
+    }
+    free(*out);
+    *out = xstrdup(s);
+}
+
+void
+load_token(struct loader *ld, yaml_node_t *node, const struct field *f,
+           void *base, const struct load_path *path)
+{
+    char **out = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (!headers_valid_name(s)) {
+        report(ld, node, path,
+               "bad name \"%s\" (expected letters, digits and "
+               "!#$%%&'*+-.^_`|~)",
+               s);
+        return;
+    }
+    free(*out);
+    *out = xstrdup(s);
 }

@@ -1446,7 +1446,7 @@ Test(config, booleans_take_the_yaml_spellings)
 Test(config, bad_identity_is_an_error)
 {
     assert_error("identity: {user_header: 'X User'}\nroutes: []\n",
-                 "t.yaml:1:25: identity.user_header: bad header name "
+                 "t.yaml:1:25: identity.user_header: bad name "
                  "\"X User\" (expected letters, digits and "
                  "!#$%&'*+-.^_`|~)");
     assert_error("identity: {ipv6_prefix: 0}\nroutes: []\n",
