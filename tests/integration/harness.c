@@ -1579,3 +1579,69 @@ harness_subst(const char *s, const char *from, const char *to)
     out[n] = '\0';
     return out;
 }
+
+void
+echo_stack_start(struct echo_stack *st, const char *server_extra,
+                 const char *sections, const char *routes)
+{
+    echo_stack_start_wrapped(st, NULL, server_extra, sections, routes);
+}
+
+void
+echo_stack_start_wrapped(struct echo_stack *st, const char *const *wrapper,
+                         const char *server_extra, const char *sections,
+                         const char *routes)
+{
+    char addr[32], *r, *cfg;
+
+    memset(st, 0, sizeof(*st));
+    echo_start(&st->echo, &st->echo_port);
+    st->gw_port = harness_free_port();
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", st->echo_port);
+    r = harness_subst(routes, "@ECHO@", addr);
+    cfg = harness_strf("server:\n"
+                       "  listen: 127.0.0.1:%u\n"
+                       "  workers: 1\n"
+                       "%s"
+                       "%s"
+                       "routes:\n"
+                       "%s",
+                       st->gw_port, server_extra, sections, r);
+    st->cfg_path = harness_write_temp(cfg);
+    free(cfg);
+    free(r);
+    gateway_start_wrapped(&st->gw, wrapper, st->cfg_path, st->gw_port);
+}
+
+void
+echo_stack_stop(struct echo_stack *st)
+{
+    int gw = proc_stop(&st->gw, SIGTERM, 15000);
+
+    proc_stop(&st->echo, SIGTERM, 5000);
+    unlink(st->cfg_path);
+    free(st->cfg_path);
+    cr_assert_eq(gw, 0, "the gateway exited with %d on SIGTERM", gw);
+}
+
+long
+echo_stack_get(const struct echo_stack *st, const char *path,
+               const char *const *headers, struct http_response *out)
+{
+    char *u = harness_strf("http://127.0.0.1:%u%s", st->gw_port, path);
+
+    http_request(out, "GET", u, headers, NULL, 0, 10000);
+    free(u);
+    return out->status;
+}
+
+long
+echo_stack_get_status(const struct echo_stack *st, const char *path,
+                      const char *const *headers)
+{
+    struct http_response r;
+    long status = echo_stack_get(st, path, headers, &r);
+
+    http_response_free(&r);
+    return status;
+}

@@ -291,4 +291,36 @@ struct echo_stats {
 
 int echo_stats(uint16_t port, struct echo_stats *out);
 
+/*
+ * An echo and a one-worker gateway in front of it, for tests that write
+ * their config as text. echo_echo_stack_start() writes a config of
+ * 'server_extra' (more keys under server:), 'sections' (more top-level
+ * sections) and 'routes' (the items of routes:), with "@ECHO@" standing for the
+ * echo's host:port, and starts both; echo_stack_stop() stops both and fails the
+ * test if the gateway did not exit cleanly on SIGTERM.
+ */
+struct echo_stack {
+    struct proc echo;   /* the upstream */
+    struct proc gw;     /* the gateway */
+    uint16_t echo_port; /* where the echo listens */
+    uint16_t gw_port;   /* where the gateway listens */
+    char *cfg_path;     /* generated config; owned */
+};
+
+void echo_stack_start(struct echo_stack *st, const char *server_extra,
+                      const char *sections, const char *routes);
+/* The same, the gateway run through 'wrapper' (gateway_start_wrapped()). */
+void echo_stack_start_wrapped(struct echo_stack *st, const char *const *wrapper,
+                              const char *server_extra, const char *sections,
+                              const char *routes);
+void echo_stack_stop(struct echo_stack *st);
+
+/* GET 'path' from the gateway with 'headers' (may be NULL); returns the
+ * status and keeps the reply in 'out'. */
+long echo_stack_get(const struct echo_stack *st, const char *path,
+                    const char *const *headers, struct http_response *out);
+/* The same, keeping only the status. */
+long echo_stack_get_status(const struct echo_stack *st, const char *path,
+                           const char *const *headers);
+
 #endif

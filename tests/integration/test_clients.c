@@ -21,54 +21,22 @@
 
 #include "harness.h"
 
-struct stack {
-    struct proc echo;   /* the upstream */
-    struct proc gw;     /* the gateway */
-    uint16_t echo_port; /* where the echo listens */
-    uint16_t gw_port;   /* where the gateway listens */
-    char *cfg_path;     /* generated config; owned */
-};
-
 /*
- * Starts the echo and a one-worker gateway, through 'wrapper' (NULL: none;
- * see gateway_start_wrapped), with 'server_extra' as more keys under
- * server:, one route to the echo, no admin listener, no Redis, and the
- * access log off so that the gateway's output holds only its diagnostics.
+ * The echo and a one-worker gateway, through 'wrapper' (NULL: none; see
+ * gateway_start_wrapped), with 'server_extra' as more keys under server:,
+ * one route to the echo, no admin listener, no Redis, and the access log
+ * off so that the gateway's output holds only its diagnostics.
  */
 static void
-stack_start(struct stack *st, const char *server_extra,
+stack_start(struct echo_stack *st, const char *server_extra,
             const char *const *wrapper)
 {
-    char *cfg;
-
-    memset(st, 0, sizeof(*st));
-    echo_start(&st->echo, &st->echo_port);
-    st->gw_port = harness_free_port();
-    cfg = harness_strf("server:\n"
-                       "  listen: 127.0.0.1:%u\n"
-                       "  workers: 1\n"
-                       "%s"
-                       "log:\n"
-                       "  access: off\n"
-                       "routes:\n"
-                       "  - id: all\n"
-                       "    uri: http://127.0.0.1:%u\n"
-                       "    predicates: [Path=/**]\n",
-                       st->gw_port, server_extra, st->echo_port);
-    st->cfg_path = harness_write_temp(cfg);
-    free(cfg);
-    gateway_start_wrapped(&st->gw, wrapper, st->cfg_path, st->gw_port);
-}
-
-static void
-stack_stop(struct stack *st)
-{
-    int gw = proc_stop(&st->gw, SIGTERM, 15000);
-
-    proc_stop(&st->echo, SIGTERM, 5000);
-    unlink(st->cfg_path);
-    free(st->cfg_path);
-    cr_assert_eq(gw, 0, "the gateway exited with %d on SIGTERM", gw);
+    echo_stack_start_wrapped(st, wrapper, server_extra,
+                             "log:\n"
+                             "  access: off\n",
+                             "  - id: all\n"
+                             "    uri: http://@ECHO@\n"
+                             "    predicates: [Path=/**]\n");
 }
 
 /* Lines the gateway has written so far; read in pieces, since a gateway
@@ -341,7 +309,7 @@ on_plain_readable(struct plain_client *c, int64_t now)
 
 Test(clients, slowloris_heads_are_cut_at_header_timeout_while_others_are_served)
 {
-    struct stack st;
+    struct echo_stack st;
     static struct trickler t[SLOW_CONNS];
     static struct plain_client plain;
     struct pollfd pfds[SLOW_CONNS + 1];
@@ -452,7 +420,7 @@ Test(clients, slowloris_heads_are_cut_at_header_timeout_while_others_are_served)
     if (plain.fd >= 0) {
         close(plain.fd);
     }
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* Fails the test if either connection is closed within 'ms'. */
@@ -493,7 +461,7 @@ assert_stay_open(const int fd[2], const char *const what[2], int ms)
 
 Test(clients, silent_connections_answer_to_client_timeout_not_header_timeout)
 {
-    struct stack st;
+    struct echo_stack st;
     const char *what[2] = {"a keep-alive connection idle after a reply",
                            "a new connection that sent nothing"};
     int fd[2];
@@ -512,7 +480,7 @@ Test(clients, silent_connections_answer_to_client_timeout_not_header_timeout)
     assert_served(fd[1], "/first", 5000, what[1]);
     close(fd[0]);
     close(fd[1]);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* ---- max_connections ---- */
@@ -521,7 +489,7 @@ Test(clients, silent_connections_answer_to_client_timeout_not_header_timeout)
 
 Test(clients, past_max_connections_new_clients_wait_until_one_closes)
 {
-    struct stack st;
+    struct echo_stack st;
     int idle[MAX_CONNS];
     int fifth;
     long status;
@@ -559,7 +527,7 @@ Test(clients, past_max_connections_new_clients_wait_until_one_closes)
     cr_assert_leq(lines, 10, "the gateway wrote %zu lines while full:\n%s",
                   lines, log);
     free(log);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* ---- running out of descriptors ---- */
@@ -575,7 +543,7 @@ Test(clients, out_of_descriptors_the_listener_pauses_instead_of_spinning)
 {
     static const char *const wrapper[] = {
         "prlimit", "--nofile=" STR(FD_LIMIT) ":" STR(FD_LIMIT), "--", NULL};
-    struct stack st;
+    struct echo_stack st;
     int fill[MAX_FILL];
     int nfill = 0;
     int keep, waiting = -1, fresh;
@@ -666,5 +634,5 @@ Test(clients, out_of_descriptors_the_listener_pauses_instead_of_spinning)
     close(fresh);
     close(waiting);
     close(keep);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }

@@ -15,14 +15,6 @@
 
 #include "harness.h"
 
-struct stack {
-    struct proc echo;   /* the upstream */
-    struct proc gw;     /* the gateway */
-    uint16_t echo_port; /* where the echo listens */
-    uint16_t gw_port;   /* where the gateway listens */
-    char *cfg_path;     /* generated config; owned */
-};
-
 /* One request per hour and key: a second request in a bucket is a 429. */
 #define ONE_PER_HOUR                                                           \
     "limiters:\n"                                                              \
@@ -31,69 +23,7 @@ struct stack {
 
 #define TRUSTING "  trusted_proxies: [127.0.0.1/32]\n"
 
-/*
- * Starts the echo and a one-worker gateway with 'server_extra' (more keys
- * under server:), 'sections' (more top-level sections) and 'routes' (the
- * items of routes:); "@ECHO@" stands for the echo's address.
- */
-static void
-stack_start(struct stack *st, const char *server_extra, const char *sections,
-            const char *routes)
-{
-    char addr[32], *r, *cfg;
-
-    memset(st, 0, sizeof(*st));
-    echo_start(&st->echo, &st->echo_port);
-    st->gw_port = harness_free_port();
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", st->echo_port);
-    r = harness_subst(routes, "@ECHO@", addr);
-    cfg = harness_strf("server:\n"
-                       "  listen: 127.0.0.1:%u\n"
-                       "  workers: 1\n"
-                       "%s"
-                       "%s"
-                       "routes:\n"
-                       "%s",
-                       st->gw_port, server_extra, sections, r);
-    st->cfg_path = harness_write_temp(cfg);
-    free(cfg);
-    free(r);
-    gateway_start(&st->gw, st->cfg_path, st->gw_port);
-}
-
-static void
-stack_stop(struct stack *st)
-{
-    int gw = proc_stop(&st->gw, SIGTERM, 15000);
-
-    proc_stop(&st->echo, SIGTERM, 5000);
-    unlink(st->cfg_path);
-    free(st->cfg_path);
-    cr_assert_eq(gw, 0, "the gateway exited with %d on SIGTERM", gw);
-}
-
 /* GET 'path' with 'headers' (may be NULL); returns the status. */
-static long
-get(const struct stack *st, const char *path, const char *const *headers,
-    struct http_response *out)
-{
-    char *u = harness_strf("http://127.0.0.1:%u%s", st->gw_port, path);
-
-    http_request(out, "GET", u, headers, NULL, 0, 10000);
-    free(u);
-    return out->status;
-}
-
-static long
-get_status(const struct stack *st, const char *path, const char *const *headers)
-{
-    struct http_response r;
-    long status = get(st, path, headers, &r);
-
-    http_response_free(&r);
-    return status;
-}
-
 /* The upstream saw exactly one 'name', and it was 'want'; or none (NULL). */
 static void
 assert_upstream_saw(const struct http_response *r, const char *name,
@@ -129,7 +59,7 @@ limited_route(const char *key)
 
 Test(forgery, repeated_x_forwarded_for_lines_are_one_list)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     /* A client planted the first line; its proxy appended the second. */
     const char *a[] = {"X-Forwarded-For: 6.6.6.6",
@@ -138,17 +68,17 @@ Test(forgery, repeated_x_forwarded_for_lines_are_one_list)
                        "X-Forwarded-For: 203.0.113.9", NULL};
     char *route = limited_route("ip");
 
-    stack_start(&st, TRUSTING, ONE_PER_HOUR, route);
-    cr_assert_eq(get(&st, "/x", a, &r), 200);
+    echo_stack_start(&st, TRUSTING, ONE_PER_HOUR, route);
+    cr_assert_eq(echo_stack_get(&st, "/x", a, &r), 200);
     /* One list, first line first, extended with the peer. */
     assert_upstream_saw(&r, "X-Forwarded-For",
                         "6.6.6.6, 203.0.113.9, 127.0.0.1");
     http_response_free(&r);
     /* The limiter keyed on the real client, not on the planted entry. */
-    cr_assert_eq(get_status(&st, "/x", b), 429,
+    cr_assert_eq(echo_stack_get_status(&st, "/x", b), 429,
                  "a forged first X-Forwarded-For line chose the bucket");
     free(route);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* ---- identity fields repeated ---- */
@@ -158,7 +88,7 @@ Test(forgery, repeated_x_forwarded_for_lines_are_one_list)
  * the same connection by a second request; returns what came back.
  */
 static char *
-pipelined(const struct stack *st, const char *fields)
+pipelined(const struct echo_stack *st, const char *fields)
 {
     char *req = harness_strf("GET /x HTTP/1.1\r\nHost: x\r\n%s\r\n"
                              "GET /x HTTP/1.1\r\nHost: x\r\n"
@@ -183,14 +113,14 @@ assert_refused_and_closed(const char *reply)
 
 Test(forgery, repeated_identity_field_from_a_trusted_peer_is_refused)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *users[] = {"X-User-Id: u1", "X-User-Id: u2", NULL};
     const char *u1[] = {"X-User-Id: u1", NULL};
     char *route = limited_route("user");
     char *reply;
 
-    stack_start(&st, TRUSTING, ONE_PER_HOUR, route);
+    echo_stack_start(&st, TRUSTING, ONE_PER_HOUR, route);
     reply = pipelined(&st, "X-User-Id: u1\r\nX-User-Id: u2\r\n");
     assert_refused_and_closed(reply);
     free(reply);
@@ -199,26 +129,26 @@ Test(forgery, repeated_identity_field_from_a_trusted_peer_is_refused)
     assert_refused_and_closed(reply);
     free(reply);
     /* Neither consumed anything: u1's bucket is untouched. */
-    cr_assert_eq(get_status(&st, "/x", u1), 200);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/x", u1), 200);
+    echo_stack_stop(&st);
 
     /* From an untrusted peer they are dropped, however many there are. */
-    stack_start(&st, "", ONE_PER_HOUR,
-                "  - id: api\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
-    cr_assert_eq(get(&st, "/x", users, &r), 200);
+    echo_stack_start(&st, "", ONE_PER_HOUR,
+                     "  - id: api\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
+    cr_assert_eq(echo_stack_get(&st, "/x", users, &r), 200);
     assert_upstream_saw(&r, "X-User-Id", NULL);
     http_response_free(&r);
     free(route);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* ---- underscores in names ---- */
 
 Test(forgery, header_names_with_underscores_are_dropped)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *h[] = {"X_User_Id: u1", "X_User_Role: admin",
                        "X_Forwarded_For: 6.6.6.6", "X_Route: b", NULL};
@@ -242,8 +172,8 @@ Test(forgery, header_names_with_underscores_are_dropped)
     const char *k1[] = {"X_Api_Key: k1", NULL};
     const char *k2[] = {"X_Api_Key: k2", NULL};
 
-    stack_start(&st, "", ONE_PER_HOUR, routes);
-    cr_assert_eq(get(&st, "/x", h, &r), 200);
+    echo_stack_start(&st, "", ONE_PER_HOUR, routes);
+    cr_assert_eq(echo_stack_get(&st, "/x", h, &r), 200);
     /* Not routed on, and not passed on. */
     assert_upstream_saw(&r, "X-Route-Id", "a");
     assert_upstream_saw(&r, "X_User_Id", NULL);
@@ -255,85 +185,86 @@ Test(forgery, header_names_with_underscores_are_dropped)
      * Not keyed on either: without the field the key does not resolve and
      * the request is refused (empty_key: deny), whatever key it carries.
      */
-    cr_assert_eq(get_status(&st, "/k/x", k1), 403);
-    cr_assert_eq(get_status(&st, "/k/x", k2), 403);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/k/x", k1), 403);
+    cr_assert_eq(echo_stack_get_status(&st, "/k/x", k2), 403);
+    echo_stack_stop(&st);
 
     /* server.underscores_in_headers: true lets them through, but never
      * the twins of the fields the gateway sets: a CGI upstream reads
      * X_User_Id as X-User-Id. */
-    stack_start(&st, "  underscores_in_headers: true\n", ONE_PER_HOUR, routes);
-    cr_assert_eq(get(&st, "/x", h, &r), 200);
+    echo_stack_start(&st, "  underscores_in_headers: true\n", ONE_PER_HOUR,
+                     routes);
+    cr_assert_eq(echo_stack_get(&st, "/x", h, &r), 200);
     assert_upstream_saw(&r, "X-Route-Id", "b");
     assert_upstream_saw(&r, "X_Route", "b");
     assert_upstream_saw(&r, "X_User_Id", NULL);
     assert_upstream_saw(&r, "X_Forwarded_For", NULL);
     http_response_free(&r);
-    cr_assert_eq(get_status(&st, "/k/x", k1), 200);
-    cr_assert_eq(get_status(&st, "/k/x", k2), 200);
-    cr_assert_eq(get_status(&st, "/k/x", k1), 429);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/k/x", k1), 200);
+    cr_assert_eq(echo_stack_get_status(&st, "/k/x", k2), 200);
+    cr_assert_eq(echo_stack_get_status(&st, "/k/x", k1), 429);
+    echo_stack_stop(&st);
 }
 /* ---- Connection ---- */
 
 Test(forgery, connection_nominated_identity_is_not_believed)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *hop[] = {"Connection: X-User-Id", "X-User-Id: u1", NULL};
     const char *u1[] = {"X-User-Id: u1", NULL};
 
-    stack_start(&st, TRUSTING, ONE_PER_HOUR,
-                "  - id: api\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n"
-                "    filters:\n"
-                "      - name: RequestRateLimiter\n"
-                "        args:\n"
-                "          tiers:\n"
-                "            - { key: user, limiter: one }\n"
-                "            - { key: ip, limiter: many }\n");
+    echo_stack_start(&st, TRUSTING, ONE_PER_HOUR,
+                     "  - id: api\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n"
+                     "    filters:\n"
+                     "      - name: RequestRateLimiter\n"
+                     "        args:\n"
+                     "          tiers:\n"
+                     "            - { key: user, limiter: one }\n"
+                     "            - { key: ip, limiter: many }\n");
     /* Meant for the gateway's hop only: as if never sent, for both. */
-    cr_assert_eq(get(&st, "/x", hop, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/x", hop, &r), 200);
     assert_upstream_saw(&r, "X-User-Id", NULL);
     http_response_free(&r);
-    cr_assert_eq(get_status(&st, "/x", hop), 200,
+    cr_assert_eq(echo_stack_get_status(&st, "/x", hop), 200,
                  "the limiter keyed on a user the upstream never saw");
     /* u1's bucket is still whole. */
-    cr_assert_eq(get(&st, "/x", u1, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/x", u1, &r), 200);
     assert_upstream_saw(&r, "X-User-Id", "u1");
     http_response_free(&r);
-    cr_assert_eq(get_status(&st, "/x", u1), 429);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/x", u1), 429);
+    echo_stack_stop(&st);
 }
 
 Test(forgery, connection_cannot_remove_a_field_the_gateway_adds)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *h[] = {"Connection: X-Gateway, X-Hop", "X-Gateway: forged",
                        "X-Hop: 1", NULL};
 
-    stack_start(&st, "", "",
-                "  - id: api\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n"
-                "    filters:\n"
-                "      - AddRequestHeader=X-Gateway, sluice\n");
-    cr_assert_eq(get(&st, "/x", h, &r), 200);
+    echo_stack_start(&st, "", "",
+                     "  - id: api\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n"
+                     "    filters:\n"
+                     "      - AddRequestHeader=X-Gateway, sluice\n");
+    cr_assert_eq(echo_stack_get(&st, "/x", h, &r), 200);
     /* The client's own is gone; the filter's is there. */
     assert_upstream_saw(&r, "X-Gateway", "sluice");
     assert_upstream_saw(&r, "X-Hop", NULL);
     assert_upstream_saw(&r, "Connection", NULL);
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* ---- the limiter and the upstream agree ---- */
 
 Test(forgery, upstream_gets_the_identity_the_gateway_decided)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *u1[] = {"X-User-Id: u1", "X-User-Role: staff", NULL};
     const char *routes = "  - id: api\n"
@@ -346,27 +277,27 @@ Test(forgery, upstream_gets_the_identity_the_gateway_decided)
 
     /* A trusted proxy's assertion is what both see. (A filter on these
      * fields is a config error: test_config.) */
-    stack_start(&st, TRUSTING, ONE_PER_HOUR, routes);
-    cr_assert_eq(get(&st, "/x", u1, &r), 200);
+    echo_stack_start(&st, TRUSTING, ONE_PER_HOUR, routes);
+    cr_assert_eq(echo_stack_get(&st, "/x", u1, &r), 200);
     assert_upstream_saw(&r, "X-User-Id", "u1");
     assert_upstream_saw(&r, "X-User-Role", "staff");
     http_response_free(&r);
-    cr_assert_eq(get_status(&st, "/x", u1), 429);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/x", u1), 429);
+    echo_stack_stop(&st);
 
     /* From anyone else there is no identity, and the upstream hears of
      * none. */
-    stack_start(&st, "", ONE_PER_HOUR, routes);
-    cr_assert_eq(get(&st, "/x", u1, &r), 200);
+    echo_stack_start(&st, "", ONE_PER_HOUR, routes);
+    cr_assert_eq(echo_stack_get(&st, "/x", u1, &r), 200);
     assert_upstream_saw(&r, "X-User-Id", NULL);
     assert_upstream_saw(&r, "X-User-Role", NULL);
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(forgery, routes_and_keys_read_the_identity_fields_as_decided)
 {
-    struct stack st;
+    struct echo_stack st;
     const char *admin[] = {"X-User-Role: admin", "X-User-Id: u1", NULL};
     const char *routes = "  - id: admin\n"
                          "    uri: http://@ECHO@\n"
@@ -383,12 +314,12 @@ Test(forgery, routes_and_keys_read_the_identity_fields_as_decided)
     /* An untrusted client's role is none: it cannot pick the admin route,
      * and its X-User-Id keys nothing (no tier applies: 403), since the
      * upstream would never see that user. */
-    stack_start(&st, "", ONE_PER_HOUR, routes);
-    cr_assert_eq(get_status(&st, "/x", admin), 403);
-    stack_stop(&st);
+    echo_stack_start(&st, "", ONE_PER_HOUR, routes);
+    cr_assert_eq(echo_stack_get_status(&st, "/x", admin), 403);
+    echo_stack_stop(&st);
 
     /* A trusted proxy's assertion is what both read. */
-    stack_start(&st, TRUSTING, ONE_PER_HOUR, routes);
-    cr_assert_eq(get_status(&st, "/x", admin), 200);
-    stack_stop(&st);
+    echo_stack_start(&st, TRUSTING, ONE_PER_HOUR, routes);
+    cr_assert_eq(echo_stack_get_status(&st, "/x", admin), 200);
+    echo_stack_stop(&st);
 }

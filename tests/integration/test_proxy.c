@@ -16,90 +16,10 @@
 
 #include "harness.h"
 
-struct stack {
-    struct proc echo;   /* the upstream */
-    struct proc gw;     /* the gateway */
-    uint16_t echo_port; /* where the echo listens */
-    uint16_t gw_port;   /* where the gateway listens */
-    char *cfg_path;     /* generated config; owned */
-};
-
-/* Copies 's' with every "@ECHO@" replaced by the echo's host:port. */
 static char *
-with_echo(const char *s, uint16_t echo_port)
-{
-    char addr[32];
-
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", echo_port);
-    return harness_subst(s, "@ECHO@", addr);
-}
-
-/*
- * Starts the echo and a one-worker gateway whose config is 'server_extra'
- * (more keys under server:), 'sections' (more top-level sections) and
- * 'routes' (the items of routes:), with @ECHO@ standing for the echo.
- */
-static void
-stack_start(struct stack *st, const char *server_extra, const char *sections,
-            const char *routes)
-{
-    char *r, *cfg;
-
-    memset(st, 0, sizeof(*st));
-    echo_start(&st->echo, &st->echo_port);
-    st->gw_port = harness_free_port();
-    r = with_echo(routes, st->echo_port);
-    cfg = harness_strf("server:\n"
-                       "  listen: 127.0.0.1:%u\n"
-                       "  workers: 1\n"
-                       "%s"
-                       "%s"
-                       "routes:\n"
-                       "%s",
-                       st->gw_port, server_extra, sections, r);
-    st->cfg_path = harness_write_temp(cfg);
-    free(cfg);
-    free(r);
-    gateway_start(&st->gw, st->cfg_path, st->gw_port);
-}
-
-static void
-stack_stop(struct stack *st)
-{
-    int gw = proc_stop(&st->gw, SIGTERM, 15000);
-
-    proc_stop(&st->echo, SIGTERM, 5000);
-    unlink(st->cfg_path);
-    free(st->cfg_path);
-    cr_assert_eq(gw, 0, "the gateway exited with %d on SIGTERM", gw);
-}
-
-static char *
-url(const struct stack *st, const char *path)
+url(const struct echo_stack *st, const char *path)
 {
     return harness_strf("http://127.0.0.1:%u%s", st->gw_port, path);
-}
-
-/* GET 'path' with optional headers; returns the status, keeps the reply. */
-static long
-get(const struct stack *st, const char *path, const char *const *headers,
-    struct http_response *out)
-{
-    char *u = url(st, path);
-
-    http_request(out, "GET", u, headers, NULL, 0, 10000);
-    free(u);
-    return out->status;
-}
-
-static long
-get_status(const struct stack *st, const char *path, const char *const *headers)
-{
-    struct http_response r;
-    long status = get(st, path, headers, &r);
-
-    http_response_free(&r);
-    return status;
 }
 
 static void
@@ -133,38 +53,38 @@ assert_echo_header(const struct http_response *r, const char *name,
 
 Test(proxy, routes_by_path_in_file_order)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
 
-    stack_start(&st, "", "",
-                "  - id: a\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/a/**]\n"
-                "    filters: ['AddRequestHeader=X-Route, a']\n"
-                "  - id: wide\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n"
-                "    filters: ['AddRequestHeader=X-Route, wide']\n");
-    cr_assert_eq(get(&st, "/a/1", NULL, &r), 200);
+    echo_stack_start(&st, "", "",
+                     "  - id: a\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/a/**]\n"
+                     "    filters: ['AddRequestHeader=X-Route, a']\n"
+                     "  - id: wide\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n"
+                     "    filters: ['AddRequestHeader=X-Route, wide']\n");
+    cr_assert_eq(echo_stack_get(&st, "/a/1", NULL, &r), 200);
     assert_echo_header(&r, "X-Route", "a");
     http_response_free(&r);
-    cr_assert_eq(get(&st, "/b/1", NULL, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/b/1", NULL, &r), 200);
     assert_echo_header(&r, "X-Route", "wide");
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, unmatched_request_gets_404_problem)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     char *ct;
 
-    stack_start(&st, "", "",
-                "  - id: a\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/a/**]\n");
-    cr_assert_eq(get(&st, "/nothing/here", NULL, &r), 404);
+    echo_stack_start(&st, "", "",
+                     "  - id: a\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/a/**]\n");
+    cr_assert_eq(echo_stack_get(&st, "/nothing/here", NULL, &r), 404);
     ct = http_response_header(&r, "Content-Type");
     cr_assert_str_eq(ct, "application/problem+json");
     cr_assert(strstr(r.body, "\"status\":404") != NULL, "%s", r.body);
@@ -172,7 +92,7 @@ Test(proxy, unmatched_request_gets_404_problem)
               r.body);
     free(ct);
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* The Date of the gateway's own answers comes from a per-thread cache:
@@ -180,20 +100,21 @@ Test(proxy, unmatched_request_gets_404_problem)
  * keeps the upstream's. */
 Test(proxy, answers_carry_one_current_date)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     struct tm tm;
     char *date;
     time_t before, after, t;
 
-    stack_start(&st, "", "",
-                "  - id: a\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/a/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: a\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/a/**]\n");
     for (int i = 0; i < 2; i++) {
         before = time(NULL);
-        cr_assert_eq(get(&st, i == 0 ? "/nothing" : "/a/x", NULL, &r),
-                     i == 0 ? 404 : 200);
+        cr_assert_eq(
+            echo_stack_get(&st, i == 0 ? "/nothing" : "/a/x", NULL, &r),
+            i == 0 ? 404 : 200);
         after = time(NULL);
         cr_assert_eq(http_response_header_count(&r, "Date"), 1);
         date = http_response_header(&r, "Date");
@@ -205,7 +126,7 @@ Test(proxy, answers_carry_one_current_date)
         free(date);
         http_response_free(&r);
     }
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /*
@@ -217,13 +138,13 @@ Test(proxy, answers_to_head_carry_no_body)
     static const char req[] = "HEAD /nothing HTTP/1.1\r\nHost: x\r\n\r\n"
                               "GET /nothing HTTP/1.1\r\nHost: x\r\n"
                               "Connection: close\r\n\r\n";
-    struct stack st;
+    struct echo_stack st;
     char *reply, *end, *second;
 
-    stack_start(&st, "", "",
-                "  - id: a\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/a/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: a\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/a/**]\n");
     reply = raw_http(st.gw_port, req, strlen(req), 5000);
     cr_assert(reply != NULL, "connection refused");
     cr_assert(strncmp(reply, "HTTP/1.1 404", 12) == 0, "%s", reply);
@@ -235,12 +156,12 @@ Test(proxy, answers_to_head_carry_no_body)
               "bytes between the two answers: %s", second);
     cr_assert(strstr(second, "\"status\":404") != NULL, "%s", second);
     free(reply);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* Sends GET 'target' byte for byte and checks the status of the reply. */
 static void
-assert_raw_status(const struct stack *st, const char *target,
+assert_raw_status(const struct echo_stack *st, const char *target,
                   const char *status)
 {
     char *req = harness_strf("GET %s HTTP/1.1\r\nHost: x\r\n"
@@ -258,36 +179,36 @@ assert_raw_status(const struct stack *st, const char *target,
 
 Test(proxy, dot_segments_cannot_escape_a_path_predicate)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
 
-    stack_start(&st, "", "",
-                "  - id: public\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/public/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: public\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/public/**]\n");
     /* curl would resolve the dots itself; send them raw. */
     assert_raw_status(&st, "/public/../admin", "404");
     assert_raw_status(&st, "/public/%2e%2e/admin", "404");
     assert_raw_status(&st, "/public/%2E%2e/%2e%2E/admin", "400");
     assert_raw_status(&st, "/../../etc/passwd", "400");
     /* What the upstream sees is the normalised path. */
-    cr_assert_eq(get(&st, "/public//x/./y/%7Euser", NULL, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/public//x/./y/%7Euser", NULL, &r), 200);
     assert_echo_field(&r, "path", "/public/x/y/~user");
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, routes_by_method)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     char *u;
 
-    stack_start(&st, "", "",
-                "  - id: writes\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/m/**, 'Method=POST,PUT']\n");
-    cr_assert_eq(get_status(&st, "/m/1", NULL), 404);
+    echo_stack_start(&st, "", "",
+                     "  - id: writes\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/m/**, 'Method=POST,PUT']\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/m/1", NULL), 404);
     u = url(&st, "/m/1");
     http_request(&r, "POST", u, NULL, "x=1", 3, 10000);
     cr_assert_eq(r.status, 200);
@@ -297,135 +218,138 @@ Test(proxy, routes_by_method)
     cr_assert_eq(r.status, 200);
     http_response_free(&r);
     free(u);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, routes_by_host)
 {
-    struct stack st;
+    struct echo_stack st;
     const char *match[] = {"Host: api.example.test:8080", NULL};
     const char *other[] = {"Host: www.example.test", NULL};
 
-    stack_start(&st, "", "",
-                "  - id: api\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: ['Host=api.example.test, *.api.example.test']"
-                "\n");
-    cr_assert_eq(get_status(&st, "/", match), 200);
-    cr_assert_eq(get_status(&st, "/", other), 404);
-    stack_stop(&st);
+    echo_stack_start(
+        &st, "", "",
+        "  - id: api\n"
+        "    uri: http://@ECHO@\n"
+        "    predicates: ['Host=api.example.test, *.api.example.test']"
+        "\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/", match), 200);
+    cr_assert_eq(echo_stack_get_status(&st, "/", other), 404);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, routes_by_header_and_query)
 {
-    struct stack st;
+    struct echo_stack st;
     const char *v2[] = {"X-Version: v2", NULL};
     const char *beta[] = {"X-Version: beta", NULL};
 
-    stack_start(&st, "", "",
-                "  - id: versioned\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: ['Header=X-Version, v\\d+']\n"
-                "  - id: green\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: ['Query=color, gree.']\n");
-    cr_assert_eq(get_status(&st, "/", v2), 200);
-    cr_assert_eq(get_status(&st, "/", beta), 404);
-    cr_assert_eq(get_status(&st, "/?color=green", NULL), 200);
-    cr_assert_eq(get_status(&st, "/?color=blue", NULL), 404);
-    cr_assert_eq(get_status(&st, "/", NULL), 404);
-    stack_stop(&st);
+    echo_stack_start(&st, "", "",
+                     "  - id: versioned\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: ['Header=X-Version, v\\d+']\n"
+                     "  - id: green\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: ['Query=color, gree.']\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/", v2), 200);
+    cr_assert_eq(echo_stack_get_status(&st, "/", beta), 404);
+    cr_assert_eq(echo_stack_get_status(&st, "/?color=green", NULL), 200);
+    cr_assert_eq(echo_stack_get_status(&st, "/?color=blue", NULL), 404);
+    cr_assert_eq(echo_stack_get_status(&st, "/", NULL), 404);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, routes_by_remote_addr_trusting_only_configured_proxies)
 {
-    struct stack st;
+    struct echo_stack st;
     const char *xff[] = {"X-Forwarded-For: 192.0.2.7", NULL};
 
     /* The test client is 127.0.0.1, which is not a trusted proxy here. */
-    stack_start(&st, "", "",
-                "  - id: doc-net\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/doc/**, RemoteAddr=192.0.2.0/24]\n"
-                "  - id: loopback\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/lo/**, 'RemoteAddr=127.0.0.0/8, "
-                "::1']\n");
-    cr_assert_eq(get_status(&st, "/lo/x", NULL), 200);
-    cr_assert_eq(get_status(&st, "/doc/x", NULL), 404);
-    cr_assert_eq(get_status(&st, "/doc/x", xff), 404,
+    echo_stack_start(&st, "", "",
+                     "  - id: doc-net\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/doc/**, RemoteAddr=192.0.2.0/24]\n"
+                     "  - id: loopback\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/lo/**, 'RemoteAddr=127.0.0.0/8, "
+                     "::1']\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/lo/x", NULL), 200);
+    cr_assert_eq(echo_stack_get_status(&st, "/doc/x", NULL), 404);
+    cr_assert_eq(echo_stack_get_status(&st, "/doc/x", xff), 404,
                  "X-Forwarded-For from an untrusted peer was believed");
-    stack_stop(&st);
+    echo_stack_stop(&st);
 
-    stack_start(&st, "  trusted_proxies: [127.0.0.1/32]\n", "",
-                "  - id: doc-net\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/doc/**, RemoteAddr=192.0.2.0/24]\n");
-    cr_assert_eq(get_status(&st, "/doc/x", xff), 200);
-    cr_assert_eq(get_status(&st, "/doc/x", NULL), 404);
-    stack_stop(&st);
+    echo_stack_start(
+        &st, "  trusted_proxies: [127.0.0.1/32]\n", "",
+        "  - id: doc-net\n"
+        "    uri: http://@ECHO@\n"
+        "    predicates: [Path=/doc/**, RemoteAddr=192.0.2.0/24]\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/doc/x", xff), 200);
+    cr_assert_eq(echo_stack_get_status(&st, "/doc/x", NULL), 404);
+    echo_stack_stop(&st);
 }
 
 /* ---- filters, seen from the upstream ---- */
 
 Test(proxy, path_filters_reach_the_upstream)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
 
-    stack_start(&st, "", "",
-                "  - id: strip\n"
-                "    uri: http://@ECHO@/base\n"
-                "    predicates: [Path=/api/s/**]\n"
-                "    filters: [StripPrefix=2]\n"
-                "  - id: prefix\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/p/**]\n"
-                "    filters: [PrefixPath=/mount]\n"
-                "  - id: rewrite\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/red/**]\n"
-                "    filters: ['RewritePath=/red/?(?<segment>.*), "
-                "/blue/$\\{segment}']\n"
-                "  - id: set\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: ['Path=/items/{id}/view']\n"
-                "    filters: ['SetPath=/v2/item/{id}']\n");
-    cr_assert_eq(get(&st, "/api/s/users/7?q=1", NULL, &r), 200);
+    echo_stack_start(&st, "", "",
+                     "  - id: strip\n"
+                     "    uri: http://@ECHO@/base\n"
+                     "    predicates: [Path=/api/s/**]\n"
+                     "    filters: [StripPrefix=2]\n"
+                     "  - id: prefix\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/p/**]\n"
+                     "    filters: [PrefixPath=/mount]\n"
+                     "  - id: rewrite\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/red/**]\n"
+                     "    filters: ['RewritePath=/red/?(?<segment>.*), "
+                     "/blue/$\\{segment}']\n"
+                     "  - id: set\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: ['Path=/items/{id}/view']\n"
+                     "    filters: ['SetPath=/v2/item/{id}']\n");
+    cr_assert_eq(echo_stack_get(&st, "/api/s/users/7?q=1", NULL, &r), 200);
     assert_echo_field(&r, "uri", "/base/users/7?q=1");
     http_response_free(&r);
-    cr_assert_eq(get(&st, "/p/x", NULL, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/p/x", NULL, &r), 200);
     assert_echo_field(&r, "path", "/mount/p/x");
     http_response_free(&r);
-    cr_assert_eq(get(&st, "/red/a/b", NULL, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/red/a/b", NULL, &r), 200);
     assert_echo_field(&r, "path", "/blue/a/b");
     http_response_free(&r);
-    cr_assert_eq(get(&st, "/items/42/view", NULL, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/items/42/view", NULL, &r), 200);
     assert_echo_field(&r, "path", "/v2/item/42");
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, header_filters_reach_both_sides)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *h[] = {"X-Drop: 1", "X-Set: client", "Cookie: a=b", NULL};
     char *v;
 
-    stack_start(&st, "", "",
-                "  - id: h\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: ['Path=/u/{user}']\n"
-                "    filters:\n"
-                "      - AddRequestHeader=X-Added, for-{user}\n"
-                "      - SetRequestHeader=X-Set, gateway\n"
-                "      - RemoveRequestHeader=X-Drop\n"
-                "      - AddResponseHeader=X-Resp, yes\n"
-                "      - SetResponseHeader=Content-Type, text/x-test\n"
-                "      - RemoveResponseHeader=X-Upstream-Secret\n");
-    cr_assert_eq(get(&st, "/u/ann?set_header=X-Upstream-Secret:s3", h, &r),
-                 200);
+    echo_stack_start(&st, "", "",
+                     "  - id: h\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: ['Path=/u/{user}']\n"
+                     "    filters:\n"
+                     "      - AddRequestHeader=X-Added, for-{user}\n"
+                     "      - SetRequestHeader=X-Set, gateway\n"
+                     "      - RemoveRequestHeader=X-Drop\n"
+                     "      - AddResponseHeader=X-Resp, yes\n"
+                     "      - SetResponseHeader=Content-Type, text/x-test\n"
+                     "      - RemoveResponseHeader=X-Upstream-Secret\n");
+    cr_assert_eq(
+        echo_stack_get(&st, "/u/ann?set_header=X-Upstream-Secret:s3", h, &r),
+        200);
     assert_echo_header(&r, "X-Added", "for-ann");
     assert_echo_header(&r, "X-Set", "gateway");
     cr_assert_eq(echo_header_count(r.body, "X-Set"), 1);
@@ -439,12 +363,12 @@ Test(proxy, header_filters_reach_both_sides)
     free(v);
     cr_assert_eq(http_response_header_count(&r, "X-Upstream-Secret"), 0);
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, forwarded_headers_and_host)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *h[] = {"Host: shop.test",
                        "X-Forwarded-For: 6.6.6.6",
@@ -455,15 +379,15 @@ Test(proxy, forwarded_headers_and_host)
                        NULL};
     char *want_host;
 
-    stack_start(&st, "", "",
-                "  - id: plain\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/plain/**]\n"
-                "  - id: keep\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/keep/**]\n"
-                "    filters: [PreserveHostHeader]\n");
-    cr_assert_eq(get(&st, "/plain/x", h, &r), 200);
+    echo_stack_start(&st, "", "",
+                     "  - id: plain\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/plain/**]\n"
+                     "  - id: keep\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/keep/**]\n"
+                     "    filters: [PreserveHostHeader]\n");
+    cr_assert_eq(echo_stack_get(&st, "/plain/x", h, &r), 200);
     want_host = harness_strf("127.0.0.1:%u", st.echo_port);
     assert_echo_header(&r, "Host", want_host);
     free(want_host);
@@ -476,23 +400,23 @@ Test(proxy, forwarded_headers_and_host)
     assert_echo_header(&r, "Proxy-Authorization", NULL);
     cr_assert_eq(echo_header_count(r.body, "Host"), 1);
     http_response_free(&r);
-    cr_assert_eq(get(&st, "/keep/x", h, &r), 200);
+    cr_assert_eq(echo_stack_get(&st, "/keep/x", h, &r), 200);
     assert_echo_header(&r, "Host", "shop.test");
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, request_bodies_are_forwarded_with_their_length)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     const char *methods[] = {"POST", "PUT", "PATCH", "DELETE"};
     char *u;
 
-    stack_start(&st, "", "",
-                "  - id: all\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
     u = url(&st, "/body");
     for (size_t i = 0; i < 4; i++) {
         http_request(&r, methods[i], u, NULL, "hello=world", 11, 10000);
@@ -510,14 +434,14 @@ Test(proxy, request_bodies_are_forwarded_with_their_length)
     cr_assert_eq(r.status, 200);
     http_response_free(&r);
     free(u);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* ---- streaming and memory ---- */
 
 Test(proxy, large_response_to_a_slow_client_keeps_memory_bounded)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_download d;
     struct http_download_opts o = {0};
     const uint64_t size = 64ull << 20;
@@ -526,11 +450,11 @@ Test(proxy, large_response_to_a_slow_client_keeps_memory_bounded)
 
     /* Keep ASan's quarantine from looking like our buffering. */
     setenv("ASAN_OPTIONS", "quarantine_size_mb=8:detect_leaks=1", 1);
-    stack_start(&st, "", "",
-                "  - id: all\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
-    cr_assert_eq(get_status(&st, "/warm", NULL), 200);
+    echo_stack_start(&st, "", "",
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/warm", NULL), 200);
     before = proc_rss_kb(st.gw.pid);
     u = url(&st, "/big?bytes=67108864");
     o.max_recv_speed = 32 << 20; /* 2 s for 64 MiB */
@@ -545,38 +469,38 @@ Test(proxy, large_response_to_a_slow_client_keeps_memory_bounded)
                  peak);
     http_download_free(&d);
     free(u);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, chunked_upstream_response_streams_through)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_download d;
     char *u;
 
-    stack_start(&st, "", "",
-                "  - id: all\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
     u = url(&st, "/c?bytes=3000000&chunked=1");
     cr_assert_eq(http_download(&d, u, NULL), 0, "curl error %d", d.err);
     cr_assert_eq(d.body_bytes, 3000000);
     cr_assert(d.is_pattern);
     http_download_free(&d);
     free(u);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, upstream_failing_mid_body_is_cut_off_not_completed)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_download d;
     char *u;
 
-    stack_start(&st, "", "",
-                "  - id: all\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
     u = url(&st, "/cut?bytes=4000000&break_after=1000000");
     cr_assert_neq(http_download(&d, u, NULL), 0,
                   "a truncated body looked complete");
@@ -587,8 +511,8 @@ Test(proxy, upstream_failing_mid_body_is_cut_off_not_completed)
     http_download_free(&d);
     free(u);
     /* The gateway is fine afterwards. */
-    cr_assert_eq(get_status(&st, "/ok", NULL), 200);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/ok", NULL), 200);
+    echo_stack_stop(&st);
 }
 
 /* ---- upstream failures ---- */
@@ -607,7 +531,7 @@ assert_problem(const struct http_response *r, long status, const char *detail)
 
 Test(proxy, refused_upstream_gives_502)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     char *routes;
     uint16_t dead = harness_free_port();
@@ -616,37 +540,37 @@ Test(proxy, refused_upstream_gives_502)
                           "    uri: http://127.0.0.1:%u\n"
                           "    predicates: [Path=/**]\n",
                           dead);
-    stack_start(&st, "", "", routes);
-    get(&st, "/x", NULL, &r);
+    echo_stack_start(&st, "", "", routes);
+    echo_stack_get(&st, "/x", NULL, &r);
     assert_problem(&r, 502, "upstream 127.0.0.1");
     http_response_free(&r);
     free(routes);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, slow_upstream_gives_504_at_the_response_timeout)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     int64_t t0;
 
-    stack_start(&st, "", "",
-                "  - id: slow\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n"
-                "    response_timeout: 300ms\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: slow\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n"
+                     "    response_timeout: 300ms\n");
     t0 = harness_now_ms();
-    get(&st, "/x?sleep_ms=5000", NULL, &r);
+    echo_stack_get(&st, "/x?sleep_ms=5000", NULL, &r);
     assert_problem(&r, 504, "no response within 300 ms");
     cr_assert_lt(harness_now_ms() - t0, 4000,
                  "the gateway waited for the upstream past its timeout");
     http_response_free(&r);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, upstream_that_never_accepts_gives_504_at_the_connect_timeout)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     struct sockaddr_in sa = {0};
     socklen_t len = sizeof(sa);
@@ -669,12 +593,12 @@ Test(proxy, upstream_that_never_accepts_gives_504_at_the_connect_timeout)
                           "    connect_timeout: 300ms\n"
                           "    response_timeout: 10s\n",
                           ntohs(sa.sin_port));
-    stack_start(&st, "", "", routes);
-    get(&st, "/x", NULL, &r);
+    echo_stack_start(&st, "", "", routes);
+    echo_stack_get(&st, "/x", NULL, &r);
     assert_problem(&r, 504, "no connection within 300 ms");
     http_response_free(&r);
     free(routes);
-    stack_stop(&st);
+    echo_stack_stop(&st);
     close(filler);
     close(lfd);
 }
@@ -684,7 +608,7 @@ Test(proxy, upstream_that_never_accepts_gives_504_at_the_connect_timeout)
 static bool
 echo_saw_abort(void *arg)
 {
-    const struct stack *st = arg;
+    const struct echo_stack *st = arg;
     struct echo_stats s;
 
     return echo_stats(st->echo_port, &s) == 0 && s.aborted >= 1;
@@ -693,7 +617,7 @@ echo_saw_abort(void *arg)
 static bool
 echo_has_no_open_connections(void *arg)
 {
-    const struct stack *st = arg;
+    const struct echo_stack *st = arg;
     struct echo_stats s;
 
     return echo_stats(st->echo_port, &s) == 0 && s.open_connections == 0;
@@ -707,14 +631,14 @@ logged_499(void *arg)
 
 Test(proxy, client_leaving_while_upstream_is_slow_cancels_the_upstream)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     char *u;
 
-    stack_start(&st, "", "",
-                "  - id: slow\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: slow\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
     /* The client gives up after 1 s (long enough for the request to have
      * reached the upstream on a slow run); the upstream would take 20 s. */
     u = url(&st, "/x?sleep_ms=20000");
@@ -726,21 +650,21 @@ Test(proxy, client_leaving_while_upstream_is_slow_cancels_the_upstream)
               "the gateway kept the upstream request after its client left");
     cr_assert(harness_wait_until(logged_499, &st.gw, 5000),
               "the access log did not record the client leaving");
-    cr_assert_eq(get_status(&st, "/after", NULL), 200);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/after", NULL), 200);
+    echo_stack_stop(&st);
 }
 
 Test(proxy, client_leaving_mid_download_cancels_the_upstream)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_download d;
     struct http_download_opts o = {0};
     char *u;
 
-    stack_start(&st, "", "",
-                "  - id: all\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
     u = url(&st, "/big?bytes=1073741824");
     o.abort_after = 1 << 20;
     cr_assert_neq(http_download(&d, u, &o), 0);
@@ -749,33 +673,33 @@ Test(proxy, client_leaving_mid_download_cancels_the_upstream)
     free(u);
     cr_assert(harness_wait_until(echo_has_no_open_connections, &st, 5000),
               "the upstream download went on after the client left");
-    cr_assert_eq(get_status(&st, "/after", NULL), 200);
-    stack_stop(&st);
+    cr_assert_eq(echo_stack_get_status(&st, "/after", NULL), 200);
+    echo_stack_stop(&st);
 }
 
 /* ---- limits ---- */
 
 Test(proxy, oversized_headers_get_431_and_bodies_413)
 {
-    struct stack st;
+    struct echo_stack st;
     struct http_response r;
     char big[3000];
     char *hdr, *body, *u;
     const char *h[2];
 
-    stack_start(&st,
-                "  max_header_bytes: 2KiB\n"
-                "  max_body_bytes: 1KiB\n",
-                "",
-                "  - id: all\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
+    echo_stack_start(&st,
+                     "  max_header_bytes: 2KiB\n"
+                     "  max_body_bytes: 1KiB\n",
+                     "",
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
     memset(big, 'a', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
     hdr = harness_strf("X-Big: %s", big);
     h[0] = hdr;
     h[1] = NULL;
-    cr_assert_eq(get_status(&st, "/x", h), 431);
+    cr_assert_eq(echo_stack_get_status(&st, "/x", h), 431);
     free(hdr);
 
     u = url(&st, "/x");
@@ -789,27 +713,27 @@ Test(proxy, oversized_headers_get_431_and_bodies_413)
     http_response_free(&r);
     free(body);
     free(u);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
 
 /* ---- connection reuse ---- */
 
 Test(proxy, sequential_requests_reuse_one_upstream_connection)
 {
-    struct stack st;
+    struct echo_stack st;
     struct echo_stats s;
 
-    stack_start(&st, "", "",
-                "  - id: all\n"
-                "    uri: http://@ECHO@\n"
-                "    predicates: [Path=/**]\n");
+    echo_stack_start(&st, "", "",
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
     for (int i = 0; i < 50; i++) {
-        cr_assert_eq(get_status(&st, "/ka", NULL), 200);
+        cr_assert_eq(echo_stack_get_status(&st, "/ka", NULL), 200);
     }
     cr_assert_eq(echo_stats(st.echo_port, &s), 0);
     cr_assert_eq(s.requests, 50);
     cr_assert_eq(s.connections, 1,
                  "%ld upstream connections for 50 sequential requests",
                  s.connections);
-    stack_stop(&st);
+    echo_stack_stop(&st);
 }
