@@ -1,6 +1,7 @@
 #include "units.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 struct unit {
@@ -124,4 +125,30 @@ units_parse_rate(const char *s, struct rate *out)
     out->count = n;
     out->period_ms = u->factor;
     return 0;
+}
+
+char *
+units_format_duration(uint64_t ms, char *buf, size_t len)
+{
+    static const struct {
+        uint64_t ms;
+        const char *unit;
+    } units[] = {
+        {86400000, "d"},
+        {3600000, "h"},
+        {60000, "m"},
+        {1000, "s"},
+    };
+    const char *unit = "ms";
+    uint64_t n = ms;
+
+    for (size_t i = 0; ms > 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (ms % units[i].ms == 0) {
+            n = ms / units[i].ms;
+            unit = units[i].unit;
+            break;
+        }
+    }
+    snprintf(buf, len, "%llu%s", (unsigned long long)n, unit);
+    return buf;
 }

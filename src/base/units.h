@@ -5,6 +5,7 @@
 #ifndef SLUICE_UNITS_H
 #define SLUICE_UNITS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A count of events per period: "10/s" is {10, 1000}. */
@@ -24,5 +25,12 @@ struct rate {
 int units_parse_duration(const char *s, uint64_t *ms);
 int units_parse_size(const char *s, uint64_t *bytes);
 int units_parse_rate(const char *s, struct rate *out);
+
+/*
+ * 'ms' in the largest unit that divides it, as units_parse_duration()
+ * reads it back: "1h", "90s", "250ms". Into 'buf' of 'len' bytes (24 is
+ * always enough); returns 'buf'.
+ */
+char *units_format_duration(uint64_t ms, char *buf, size_t len);
 
 #endif

@@ -212,25 +212,6 @@ check_jwt(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     build_verifier(ld, form, path);
 }
 
-/* The most clock skew a leeway may allow: more would believe tokens long
- * expired. */
-#define MAX_LEEWAY_MS (60 * 60 * 1000)
-
-static void
-parse_leeway(struct loader *ld, yaml_node_t *node, const struct field *f,
-             void *base, const struct load_path *path)
-{
-    uint64_t *ms = field_ptr(base, f);
-
-    load_duration(ld, node, f, base, path);
-    if (*ms > MAX_LEEWAY_MS) {
-        report(ld, node, path,
-               "at most 1h: a longer leeway would believe tokens long "
-               "expired");
-        *ms = 0;
-    }
-}
-
 static const struct field jwt_fields[] = {
     {.key = "header",
      .parse = load_token,
@@ -251,9 +232,11 @@ static const struct field jwt_fields[] = {
     {.key = "audience",
      .parse = load_text,
      .offset = offsetof(struct jwt_form, conf.audience)},
+    /* At most 1h: a longer leeway would believe tokens long expired. */
     {.key = "leeway",
-     .parse = parse_leeway,
-     .offset = offsetof(struct jwt_form, conf.leeway_ms)},
+     .parse = load_duration,
+     .offset = offsetof(struct jwt_form, conf.leeway_ms),
+     .max = 60 * 60 * 1000},
     {.key = "user_claim",
      .parse = load_text,
      .offset = offsetof(struct jwt_form, conf.user_claim)},

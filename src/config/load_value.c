@@ -303,6 +303,13 @@ load_duration(struct loader *ld, yaml_node_t *node, const struct field *f,
                s);
         return;
     }
+    if (f->max != 0 && v > f->max) {
+        char max[24];
+
+        report(ld, node, path, "at most %s, got \"%s\"",
+               units_format_duration(f->max, max, sizeof(max)), s);
+        return;
+    }
     *(uint64_t *)field_ptr(base, f) = v;
 }
 

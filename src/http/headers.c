@@ -188,8 +188,9 @@ headers_join(const struct headers *h, const char *name)
             any = true;
         }
     }
-    /* A lone empty field is still a field: "" rather than NULL. */
-    return any && b.p == NULL ? xstrdup("") : b.p;
+    /* strbuf_add() allocates even for no bytes: a lone empty field is
+     * "", not NULL. */
+    return b.p;
 }
 
 /*

@@ -45,20 +45,6 @@ trim_ows(const char **p, size_t *len)
     }
 }
 
-/* How many fields are called 'name'. */
-static size_t
-count_fields(const struct headers *h, const char *name)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < h->n; i++) {
-        if (strcasecmp(h->v[i].name, name) == 0) {
-            n++;
-        }
-    }
-    return n;
-}
-
 /*
  * Every Content-Length field must be 1*DIGIT and all must agree; '*len'
  * gets the value (0 when there is no field). Returns NULL or why not.
@@ -199,7 +185,7 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
     }
 
     /* RFC 9112 3.2: the authority must not be left to be guessed. */
-    nhost = count_fields(h, "Host");
+    nhost = headers_count(h, "Host");
     if (nhost > 1) {
         return refuse(why, "more than one Host field");
     }
@@ -210,9 +196,9 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
     if ((bad = check_content_length(h, &content_length)) != NULL) {
         return refuse(why, bad);
     }
-    has_cl = count_fields(h, "Content-Length") > 0;
+    has_cl = headers_count(h, "Content-Length") > 0;
 
-    switch (count_fields(h, "Transfer-Encoding")) {
+    switch (headers_count(h, "Transfer-Encoding")) {
     case 0:
         break;
     case 1:

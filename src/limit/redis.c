@@ -1012,10 +1012,9 @@ redis_call_cancel(struct redis_call *call)
 static bool
 is_numeric_host(const char *host)
 {
-    unsigned char buf[sizeof(struct in6_addr)];
+    struct netaddr a;
 
-    return inet_pton(AF_INET, host, buf) == 1 ||
-           inet_pton(AF_INET6, host, buf) == 1;
+    return netaddr_parse(host, &a) == 0;
 }
 
 struct redis_client *

@@ -20,7 +20,6 @@
 #include "sentinel_parse.h"
 #include "xmalloc.h"
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -90,15 +89,6 @@ struct sentinel {
 };
 
 static void link_open(struct link *l);
-
-static bool
-is_numeric(const char *host)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-
-    return inet_pton(AF_INET, host, buf) == 1 ||
-           inet_pton(AF_INET6, host, buf) == 1;
-}
 
 /* Lets go of whatever the link has open; not from the connect or
  * disconnect callbacks (there: set l->ac to NULL only). */
@@ -414,9 +404,10 @@ link_open(struct link *l)
     struct sentinel *s = l->s;
     const char *host = s->nodes[l->node].host;
     struct timeval tv = clock_tv(s->timeout_ms);
+    struct netaddr numeric;
 
     evtimer_add(l->timer, &tv);
-    if (is_numeric(host)) {
+    if (netaddr_parse(host, &numeric) == 0) {
         link_connect(l, host);
         return;
     }

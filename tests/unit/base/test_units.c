@@ -117,3 +117,22 @@ Test(units, rates_refuse_zero_and_malformed_input)
     cr_assert_eq(r.count, 7);
     cr_assert_eq(r.period_ms, 7);
 }
+
+Test(units, durations_format_in_their_largest_whole_unit)
+{
+    static const struct {
+        uint64_t ms;
+        const char *want;
+    } cases[] = {{0, "0ms"},       {250, "250ms"},          {1000, "1s"},
+                 {90000, "90s"},   {120000, "2m"},          {3600000, "1h"},
+                 {86400000, "1d"}, {90061001, "90061001ms"}};
+    char buf[24];
+    uint64_t back;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cr_assert_str_eq(units_format_duration(cases[i].ms, buf, sizeof(buf)),
+                         cases[i].want);
+        cr_assert_eq(units_parse_duration(buf, &back), 0);
+        cr_assert_eq(back, cases[i].ms);
+    }
+}
