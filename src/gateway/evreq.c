@@ -8,6 +8,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/util.h>
 
 #include "clock.h"
 #include "headers.h"
@@ -91,41 +92,13 @@ evreq_reply_prepare(struct evhttp_request *req, struct evbuffer *body)
     evreq_add_date(req);
 }
 
-/* Two decimal digits of 'v' (0..99) at 'p'. */
-static char *
-put2(char *p, int v)
-{
-    p[0] = (char)('0' + v / 10);
-    p[1] = (char)('0' + v % 10);
-    return p + 2;
-}
-
 void
 evreq_http_date(time_t sec, char *out)
 {
-    static const char days[] = "SunMonTueWedThuFriSat";
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
     struct tm tm;
-    char *p = out;
 
     gmtime_r(&sec, &tm);
-    memcpy(p, days + 3 * tm.tm_wday, 3);
-    p += 3;
-    memcpy(p, ", ", 2);
-    p = put2(p + 2, tm.tm_mday);
-    *p++ = ' ';
-    memcpy(p, months + 3 * tm.tm_mon, 3);
-    p += 3;
-    *p++ = ' ';
-    p = put2(p, (tm.tm_year + 1900) / 100 % 100);
-    p = put2(p, (tm.tm_year + 1900) % 100);
-    *p++ = ' ';
-    p = put2(p, tm.tm_hour);
-    *p++ = ':';
-    p = put2(p, tm.tm_min);
-    *p++ = ':';
-    p = put2(p, tm.tm_sec);
-    memcpy(p, " GMT", 5);
+    evutil_date_rfc1123(out, EVREQ_DATE_LEN, &tm);
 }
 
 void

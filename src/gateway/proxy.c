@@ -889,7 +889,6 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     const char *why = NULL;
     size_t len = 0;
     bool hit = false;
-    struct evbuffer *body;
     char detail[96];
     char challenge[128];
 
@@ -943,37 +942,37 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     }
     evhttp_add_header(evhttp_request_get_output_headers(creq),
                       "WWW-Authenticate", challenge);
-    body = evreq_problem_body(creq, 401, detail);
-    evreq_reply_prepare(creq, body);
-    record(p, creq, evreq_method_name(evhttp_request_get_command(creq)), NULL,
-           client, 401, evbuffer_get_length(body), wall, t0, -1, NULL, NULL,
-           NULL);
-    evhttp_send_reply(creq, 401, problem_reason(401), body);
-    evbuffer_free(body);
+    early_reply(p, creq, 401, detail, client, t0, wall);
     return true;
+}
+
+/* A field that names the caller: identity.user_header or role_header,
+ * in any spelling a CGI upstream reads as the same (forward.h). */
+static bool
+is_identity_field(const char *name, const void *arg)
+{
+    const struct identity_conf *ic = arg;
+
+    return forward_same_to_cgi(name, ic->user_header) ||
+           forward_same_to_cgi(name, ic->role_header);
 }
 
 /*
  * Makes the identity fields of 'in' say what was decided ('who'): every
- * field named identity.user_header or identity.role_header removed, the
- * decided values added. 'who' may borrow from 'in': the values stay in
- * its blocks until the list is cleared.
+ * identity field removed, by the rule forward_request_headers() applies
+ * for the upstream, and the decided values added. 'who' may borrow from
+ * 'in': the values stay in its blocks until the list is cleared.
  */
 static void
 decided_fields(struct headers *in, const struct identity_conf *ic,
                const struct forwarded_identity *who)
 {
-    const char *name[2] = {ic->user_header, ic->role_header};
-    const char *value[2] = {who->user, who->role};
-
-    for (size_t i = 0; i < 2; i++) {
-        if (name[i] == NULL) {
-            continue;
-        }
-        headers_remove(in, name[i]);
-        if (value[i] != NULL) {
-            headers_add(in, name[i], value[i]);
-        }
+    headers_remove_if(in, is_identity_field, ic);
+    if (ic->user_header != NULL && who->user != NULL) {
+        headers_add(in, ic->user_header, who->user);
+    }
+    if (ic->role_header != NULL && who->role != NULL) {
+        headers_add(in, ic->role_header, who->role);
     }
 }
 

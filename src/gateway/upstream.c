@@ -844,8 +844,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (rq == NULL) {
         /* Idle in its pool past the idle timeout. */
-        pool_remove(uc->pool, uc);
-        conn_free(uc);
+        idle_drop(uc);
         return;
     }
     if (rq->state == REQ_BODY) {

@@ -97,13 +97,8 @@ own_field(const char *name)
     return strcasecmp(name, want) == 0 ? f : OWN_NONE;
 }
 
-/*
- * True when 'a' and 'b' are one name to a CGI, WSGI or PHP upstream,
- * which reads both X-User-Id and X_User_Id as HTTP_X_USER_ID: the same
- * letters in any case, '-' and '_' alike. 'b' may be NULL (no match).
- */
-static bool
-same_to_cgi(const char *a, const char *b)
+bool
+forward_same_to_cgi(const char *a, const char *b)
 {
     if (b == NULL) {
         return false;
@@ -127,14 +122,14 @@ same_to_cgi(const char *a, const char *b)
 static bool
 identity_field(const struct forward_request *r, const char *name)
 {
-    if (same_to_cgi(name, r->user_header) ||
-        same_to_cgi(name, r->role_header)) {
+    if (forward_same_to_cgi(name, r->user_header) ||
+        forward_same_to_cgi(name, r->role_header)) {
         return true;
     }
     return strchr(name, '_') != NULL &&
-           (same_to_cgi(name, "X-Forwarded-For") ||
-            same_to_cgi(name, "X-Forwarded-Proto") ||
-            same_to_cgi(name, "X-Forwarded-Host"));
+           (forward_same_to_cgi(name, "X-Forwarded-For") ||
+            forward_same_to_cgi(name, "X-Forwarded-Proto") ||
+            forward_same_to_cgi(name, "X-Forwarded-Host"));
 }
 
 void

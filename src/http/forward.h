@@ -43,6 +43,13 @@ size_t forward_drop_underscored(struct headers *h, bool allowed);
  */
 size_t forward_drop_nominated(struct headers *h);
 
+/*
+ * True when 'a' and 'b' are one name to a CGI, WSGI or PHP upstream,
+ * which reads both X-User-Id and X_User_Id as HTTP_X_USER_ID: the same
+ * letters in any case, '-' and '_' alike. 'b' may be NULL (no match).
+ */
+bool forward_same_to_cgi(const char *a, const char *b);
+
 /* What the upstream is told of a request; every pointer borrowed. */
 struct forward_request {
     const struct headers *in;   /* the request's fields, filters applied */

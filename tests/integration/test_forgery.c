@@ -323,3 +323,20 @@ Test(forgery, routes_and_keys_read_the_identity_fields_as_decided)
     cr_assert_eq(echo_stack_get_status(&st, "/x", admin), 200);
     echo_stack_stop(&st);
 }
+
+Test(forgery, underscore_spellings_of_identity_fields_are_not_read_either)
+{
+    struct echo_stack st;
+    const char *h[] = {"X_User_Role: admin", NULL};
+
+    /* Let through by underscores_in_headers, X_User_Role is still not
+     * the caller's role to a predicate: a CGI upstream would read it as
+     * X-User-Role, which the gateway decides. */
+    echo_stack_start(&st, "  underscores_in_headers: true\n", "",
+                     "  - id: admin\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**, 'Header=X_User_Role, "
+                     "admin']\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/x", h), 404);
+    echo_stack_stop(&st);
+}
