@@ -4,7 +4,8 @@
  * --cluster create) on free ports of loopback, the echo upstream and
  * gateways that find the primaries through the cluster's slot map. What
  * the gateways did is read from the client's side (statuses, exact
- * counts), from /metrics, and from the nodes themselves. Every wait is a
+ * counts), from /metrics, and from the nodes themselves. The nodes want
+ * a password, so the gateway's AUTH to each is tested too. Every wait is a
  * condition polled against a deadline.
  */
 /* nftw(), to remove the nodes' directories. */
@@ -31,6 +32,7 @@
  * it (the proxy and the echo, on a busy or sanitized run). */
 #define REDIS_TIMEOUT_MS 200
 #define MARGIN_MS 400
+#define PW "pw-cluster"
 
 struct rig {
     struct proc node[NNODES];       /* the cluster's servers */
@@ -51,18 +53,29 @@ struct rig {
  * Talking to the nodes.
  */
 
-/* A connection to 'port'; NULL if refused. */
+/* A connection to 'port', authenticated; NULL if that failed. */
 static redisContext *
 sync_try(uint16_t port)
 {
     struct timeval tv = {2, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    redisReply *r;
+    bool ok;
 
     if (c == NULL || c->err != 0) {
         redisFree(c);
         return NULL;
     }
     redisSetTimeout(c, tv);
+    r = redisCommand(c, "AUTH %s", PW);
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    if (!ok) {
+        redisFree(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -214,17 +227,17 @@ start_node(struct rig *r, size_t i)
     char port[8];
     char bus[8];
     char *dir = harness_strf("%s/n%zu", r->dir, i);
-    char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
-                    "--cluster-enabled", "yes",
-                    /* Not port + 10000, which may be taken or past
-                     * 65535. */
-                    "--cluster-port", bus, "--cluster-config-file",
-                    "nodes.conf", "--cluster-node-timeout", "1000",
-                    /* A replica may take over however long it was cut
-                     * off: the test kills primaries at will. */
-                    "--cluster-replica-validity-factor", "0", "--dir", dir,
-                    "--save", "", "--appendonly", "no", "--shutdown-timeout",
-                    "0", NULL};
+    char *argv[] = {
+        "redis-server", "--port", port, "--bind", "127.0.0.1",
+        "--cluster-enabled", "yes",
+        /* Not port + 10000, which may be taken or past
+         * 65535. */
+        "--cluster-port", bus, "--requirepass", PW, "--masterauth", PW,
+        "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+        /* A replica may take over however long it was cut
+         * off: the test kills primaries at will. */
+        "--cluster-replica-validity-factor", "0", "--dir", dir, "--save", "",
+        "--appendonly", "no", "--shutdown-timeout", "0", NULL};
 
     cr_assert_eq(mkdir(dir, 0700), 0, "mkdir %s", dir);
     snprintf(port, sizeof(port), "%u", (unsigned)r->port[i]);
@@ -269,7 +282,7 @@ static void
 cluster_start(struct rig *r)
 {
     const char *tmp = getenv("TMPDIR");
-    char *argv[NNODES + 8];
+    char *argv[NNODES + 12];
     char *addr[NNODES];
     struct proc cli;
     size_t n = 0;
@@ -293,6 +306,9 @@ cluster_start(struct rig *r)
     argv[n++] = "--cluster-replicas";
     argv[n++] = "1";
     argv[n++] = "--cluster-yes";
+    argv[n++] = "-a";
+    argv[n++] = PW;
+    argv[n++] = "--no-auth-warning";
     argv[n] = NULL;
     cr_assert_eq(proc_start(&cli, argv), 0, "cannot start redis-cli");
     {
@@ -358,6 +374,7 @@ gateway_add(struct rig *r, unsigned workers, const char *body)
                         "redis:\n"
                         "  cluster:\n"
                         "    nodes: [%s]\n"
+                        "    password: " PW "\n"
                         "  timeout: %ums\n"
                         "%s",
                         (unsigned)r->gw_port[g], workers, (unsigned)r->admin[g],
@@ -775,8 +792,8 @@ Test(cluster_redis, slot_migrated_mid_run_asks_moves_and_loses_nothing,
     wait_load(50);
     /* The keys go; the slot stays: the source answers ASK for them. */
     c = sync_try(r.port[src]);
-    rep = redisCommand(c, "MIGRATE 127.0.0.1 %u %s 0 5000 KEYS %s",
-                       (unsigned)r.port[dst], "", key);
+    rep = redisCommand(c, "MIGRATE 127.0.0.1 %u %s 0 5000 AUTH %s KEYS %s",
+                       (unsigned)r.port[dst], "", PW, key);
     cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS, "MIGRATE: %s",
               rep != NULL && rep->str != NULL ? rep->str : "?");
     freeReplyObject(rep);
