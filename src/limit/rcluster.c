@@ -55,30 +55,32 @@ struct rcluster_call {
     TAILQ_ENTRY(rcluster_call) link; /* in the client's list */
     struct rcluster *cl;             /* borrowed */
     const struct lua_script *script; /* borrowed (the caller's) */
-    char **words;                    /* keys then args; owned */
-    size_t nkeys;                    /* first words */
-    size_t nargs;                    /* the rest */
-    unsigned slot;                   /* of the first key */
-    redis_script_cb *cb;             /* the caller's */
-    void *arg;                       /* the caller's; borrowed */
-    struct event *ev;                /* the deadline, then the delivery
-                                        of the answer; owned */
-    struct event *retry;             /* the next attempt; owned */
-    int64_t deadline_ms;             /* monotonic */
-    uint64_t backoff_ms;             /* next pause before a resend */
-    unsigned redirects;              /* MOVED and ASK followed */
-    struct redis_call *sub;          /* the attempt on the wire, or
-                                        NULL */
-    struct rnode *sent_to;           /* its node, while 'sub' is set */
-    bool asking;                     /* the next attempt goes to 'ask'
-                                        after ASKING */
-    struct cluster_redirect ask;     /* the target of the last ASK */
-    bool finished;                   /* answered or cancelled */
-    bool has_result;                 /* status..error hold the answer */
-    enum redis_status status;        /* the answer, once has_result */
-    long long ints[REDIS_MAX_INTS];  /* REDIS_CALL_OK: the script's array */
-    size_t nints;                    /* of ints */
-    char *error;                     /* REDIS_CALL_ERROR: the text; owned */
+    char **words;           /* keys then args, the strings in the same block;
+                               owned */
+    size_t nkeys;           /* first words */
+    size_t nargs;           /* the rest */
+    unsigned slot;          /* of the first key */
+    redis_script_cb *cb;    /* the caller's */
+    void *arg;              /* the caller's; borrowed */
+    struct event *ev;       /* the deadline, then the delivery
+                               of the answer; owned */
+    struct event *retry;    /* the next attempt, made on the first retry,
+                               or NULL; owned */
+    int64_t deadline_ms;    /* monotonic */
+    uint64_t backoff_ms;    /* next pause before a resend */
+    unsigned redirects;     /* MOVED and ASK followed */
+    struct redis_call *sub; /* the attempt on the wire, or
+                               NULL */
+    struct rnode *sent_to;  /* its node, while 'sub' is set */
+    bool asking;            /* the next attempt goes to 'ask'
+                               after ASKING */
+    struct cluster_redirect ask;    /* the target of the last ASK */
+    bool finished;                  /* answered or cancelled */
+    bool has_result;                /* status..error hold the answer */
+    enum redis_status status;       /* the answer, once has_result */
+    long long ints[REDIS_MAX_INTS]; /* REDIS_CALL_OK: the script's array */
+    size_t nints;                   /* of ints */
+    char *error;                    /* REDIS_CALL_ERROR: the text; owned */
 };
 
 TAILQ_HEAD(rcall_list, rcluster_call);
@@ -329,7 +331,9 @@ install(struct rcluster *cl, struct cluster_map *map)
     for (size_t i = 0; i < cl->nnodes; i++) {
         cl->nodes[i]->in_map = false;
     }
-    memset(cl->by_index, 0, cl->by_index_cap * sizeof(*cl->by_index));
+    if (cl->by_index != NULL) {
+        memset(cl->by_index, 0, cl->by_index_cap * sizeof(*cl->by_index));
+    }
     for (size_t i = 0; i < n; i++) {
         index_node(cl, (int)i);
     }
@@ -398,9 +402,8 @@ call_free(struct rcluster_call *call)
 {
     TAILQ_REMOVE(&call->cl->calls, call, link);
     event_free(call->ev);
-    event_free(call->retry);
-    for (size_t i = 0; i < call->nkeys + call->nargs; i++) {
-        free(call->words[i]);
+    if (call->retry != NULL) {
+        event_free(call->retry);
     }
     free(call->words);
     free(call->error);
@@ -430,7 +433,9 @@ call_answer(struct rcluster_call *call, enum redis_status status,
     } else if (status == REDIS_CALL_TIMEOUT) {
         st->timeouts++;
     }
-    evtimer_del(call->retry);
+    if (call->retry != NULL) {
+        evtimer_del(call->retry);
+    }
     evtimer_del(call->ev);
     event_active(call->ev, EV_TIMEOUT, 1);
 }
@@ -462,7 +467,6 @@ on_call_event(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (!call->has_result) {
         drop_attempt(call);
-        evtimer_del(call->retry);
         call_answer(call, REDIS_CALL_TIMEOUT, NULL, 0, NULL);
         evtimer_del(call->ev); /* delivered now, not on the next turn */
     }
@@ -498,6 +502,9 @@ retry_later(struct rcluster_call *call)
         return;
     }
     tv = clock_tv(call->backoff_ms);
+    if (call->retry == NULL) {
+        call->retry = evtimer_new(call->cl->base, on_retry, call);
+    }
     evtimer_add(call->retry, &tv);
     call->backoff_ms *= 2;
     if (call->backoff_ms > RETRY_MAX_MS) {
@@ -634,6 +641,9 @@ rcluster_eval(struct rcluster *cl, const struct lua_script *script,
 {
     struct rcluster_call *call = xcalloc(1, sizeof(*call));
     struct timeval tv = clock_tv(cl->node_conf.timeout_ms);
+    size_t nwords = nkeys + nargs;
+    size_t size = nwords * sizeof(char *);
+    char *p;
 
     assert(!cl->freeing);
     cl->stats.calls++;
@@ -641,18 +651,24 @@ rcluster_eval(struct rcluster *cl, const struct lua_script *script,
     call->script = script;
     call->nkeys = nkeys;
     call->nargs = nargs;
-    call->words = xcalloc(nkeys + nargs + 1, sizeof(*call->words));
-    for (size_t i = 0; i < nkeys; i++) {
-        call->words[i] = xstrdup(keys[i]);
+    /* Kept for resends: the pointers, then the strings, in one block. */
+    for (size_t i = 0; i < nwords; i++) {
+        size += strlen(i < nkeys ? keys[i] : args[i - nkeys]) + 1;
     }
-    for (size_t i = 0; i < nargs; i++) {
-        call->words[nkeys + i] = xstrdup(args[i]);
+    call->words = xmalloc(size > 0 ? size : 1);
+    p = (char *)(call->words + nwords);
+    for (size_t i = 0; i < nwords; i++) {
+        const char *w = i < nkeys ? keys[i] : args[i - nkeys];
+        size_t len = strlen(w) + 1;
+
+        memcpy(p, w, len);
+        call->words[i] = p;
+        p += len;
     }
     call->slot = nkeys > 0 ? cluster_slot(keys[0], strlen(keys[0])) : 0;
     call->cb = cb;
     call->arg = arg;
     call->ev = evtimer_new(cl->base, on_call_event, call);
-    call->retry = evtimer_new(cl->base, on_retry, call);
     call->deadline_ms = clock_mono_ms() + (int64_t)cl->node_conf.timeout_ms;
     call->backoff_ms = RETRY_MIN_MS;
     TAILQ_INSERT_TAIL(&cl->calls, call, link);
@@ -726,7 +742,9 @@ rcluster_free(struct rcluster *cl)
         call->finished = true;
         drop_attempt(call);
         evtimer_del(call->ev);
-        evtimer_del(call->retry);
+        if (call->retry != NULL) {
+            evtimer_del(call->retry);
+        }
         cl->stats.down++;
         call->cb(REDIS_CALL_DOWN, NULL, 0, NULL, call->arg);
     }
