@@ -55,32 +55,31 @@ struct rcluster_call {
     TAILQ_ENTRY(rcluster_call) link; /* in the client's list */
     struct rcluster *cl;             /* borrowed */
     const struct lua_script *script; /* borrowed (the caller's) */
-    char **words;           /* keys then args, the strings in the same block;
-                               owned */
-    size_t nkeys;           /* first words */
-    size_t nargs;           /* the rest */
-    unsigned slot;          /* of the first key */
-    redis_script_cb *cb;    /* the caller's */
-    void *arg;              /* the caller's; borrowed */
-    struct event *ev;       /* the deadline, then the delivery
-                               of the answer; owned */
-    struct event *retry;    /* the next attempt, made on the first retry,
-                               or NULL; owned */
-    int64_t deadline_ms;    /* monotonic */
-    uint64_t backoff_ms;    /* next pause before a resend */
-    unsigned redirects;     /* MOVED and ASK followed */
-    struct redis_call *sub; /* the attempt on the wire, or
-                               NULL */
-    struct rnode *sent_to;  /* its node, while 'sub' is set */
-    bool asking;            /* the next attempt goes to 'ask'
-                               after ASKING */
-    struct cluster_redirect ask;    /* the target of the last ASK */
-    bool finished;                  /* answered or cancelled */
-    bool has_result;                /* status..error hold the answer */
-    enum redis_status status;       /* the answer, once has_result */
-    long long ints[REDIS_MAX_INTS]; /* REDIS_CALL_OK: the script's array */
-    size_t nints;                   /* of ints */
-    char *error;                    /* REDIS_CALL_ERROR: the text; owned */
+    char **words;                    /* keys, then args; the strings in
+                                        the same block; owned */
+    size_t nkeys;                    /* first words */
+    size_t nargs;                    /* the rest */
+    unsigned slot;                   /* of the first key */
+    redis_script_cb *cb;             /* the caller's */
+    void *arg;                       /* the caller's; borrowed */
+    struct event *ev;                /* the deadline, then the delivery
+                                        of the answer; owned */
+    struct event *retry;             /* the next attempt: NULL until the
+                                        first pause; owned */
+    int64_t deadline_ms;             /* monotonic */
+    uint64_t backoff_ms;             /* the next pause before a resend */
+    unsigned redirects;              /* MOVED and ASK followed */
+    struct redis_call *sub;          /* the attempt on the wire, or NULL */
+    struct rnode *sent_to;           /* its node, while 'sub' is set */
+    bool asking;                     /* the next attempt goes to 'ask',
+                                        after ASKING */
+    struct cluster_redirect ask;     /* the target of the last ASK */
+    bool finished;                   /* answered or cancelled */
+    bool has_result;                 /* status..error hold the answer */
+    enum redis_status status;        /* the answer, once has_result */
+    long long ints[REDIS_MAX_INTS];  /* REDIS_CALL_OK: the script's array */
+    size_t nints;                    /* of ints */
+    char *error;                     /* REDIS_CALL_ERROR: the text; owned */
 };
 
 TAILQ_HEAD(rcall_list, rcluster_call);
