@@ -185,7 +185,9 @@ struct redis_client {
     unsigned map_gen;                 /* tells the answer to the latest
                                          ask from a late one */
     struct cluster_map *map;          /* the answer to deliver; owned */
-    const char *map_why;              /* or why there is none (static) */
+    const char *map_why;              /* or why there is none: static,
+                                         or 'map_error' */
+    char map_error[160];              /* the error CLUSTER SLOTS got */
     struct event *map_ev;             /* the ask's deadline, then the
                                          delivery of its answer; owned */
 };
@@ -1319,7 +1321,10 @@ on_map_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (reply == NULL) {
         c->map_why = "the connection was lost";
     } else if (reply->type == REDIS_REPLY_ERROR) {
-        c->map_why = "CLUSTER SLOTS failed (is cluster mode enabled?)";
+        /* "ERR This instance has cluster support disabled", NOAUTH... */
+        snprintf(c->map_error, sizeof(c->map_error), "CLUSTER SLOTS: %s",
+                 reply->str);
+        c->map_why = c->map_error;
     } else {
         values = xcalloc(count_values(reply), sizeof(*values));
         pool = values + 1;
