@@ -1343,10 +1343,13 @@ on_map_event(evutil_socket_t fd, short what, void *arg)
     redis_map_cb *cb = c->map_cb;
     void *cb_arg = c->map_arg;
     struct cluster_map *map = c->map;
-    const char *why = c->map_why != NULL ? c->map_why : "timed out";
+    char why[sizeof(c->map_error)];
 
     (void)fd;
     (void)what;
+    /* A copy: 'cb' may free 'c'. */
+    snprintf(why, sizeof(why), "%s",
+             c->map_why != NULL ? c->map_why : "timed out");
     c->map_cb = NULL;
     c->map = NULL;
     c->map_why = NULL;
