@@ -34,7 +34,7 @@
 /* Between refreshes while a slot has no connected primary, or no map. */
 #define REFRESH_DEGRADED_MS 250
 /* Between looks for a connected seed before the first map. */
-#define REFRESH_FIRST_MS 20
+#define REFRESH_FIRST_MS 50
 /* The least time between two refreshes asked for by events. */
 #define REFRESH_MIN_GAP_MS 100
 /* The pause before resending after TRYAGAIN and the like, doubled each
