@@ -332,7 +332,9 @@ static void
 gateway_add(struct rig *r, unsigned workers, const char *body)
 {
     size_t g = r->ngw;
-    char *nodes = harness_strf("'127.0.0.1:%u', '127.0.0.1:%u'",
+    /* The first seed listens nowhere: the map comes from the next. */
+    char *nodes = harness_strf("'127.0.0.1:%u', '127.0.0.1:%u', '127.0.0.1:%u'",
+                               (unsigned)harness_free_port(),
                                (unsigned)r->port[0], (unsigned)r->port[1]);
     char *echo = harness_strf("127.0.0.1:%u", (unsigned)r->echo_port);
     char *routes;
