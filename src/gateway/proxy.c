@@ -15,6 +15,7 @@
 /* For the client's HTTP version, which 2.1 has no accessor for. */
 #include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/util.h>
 
 #include "accesslog.h"
 #include "claims.h"
@@ -38,6 +39,7 @@
 #include "ratelimit.h"
 #include "reqcheck.h"
 #include "router.h"
+#include "strbuf.h"
 #include "upstream.h"
 #include "xmalloc.h"
 
@@ -72,6 +74,10 @@ struct proxy {
     struct headers fwd_spare;      /* the same for the fields sent
                                       upstream; owned */
     struct jwtcache *tokens;       /* verified tokens; owned */
+    struct strbuf head_text;       /* the response head being written;
+                                      its memory is reused; owned */
+    struct evbuffer *head_spare;   /* hands the head to evhttp; empty
+                                      between uses; owned */
 };
 
 /*
@@ -122,6 +128,8 @@ struct exchange {
                                         begins, or NULL; stored after the
                                         exchange, in its allocation */
     bool paused;                     /* upstream reads held back */
+    bool chunked;                    /* the gateway frames the response
+                                        body to the client in chunks */
     struct exchange *prev, *next;    /* in proxy->live */
     int64_t t0;                      /* monotonic ms at arrival */
     int64_t wall;                    /* epoch ms at arrival */
@@ -149,6 +157,7 @@ proxy_new(const struct proxy_deps *deps)
     p->log = deps->log;
     p->up = upstream_client_new(deps->base, deps->dns);
     p->tokens = jwtcache_new(JWT_CACHE_ENTRIES);
+    p->head_spare = evbuffer_new();
     return p;
 }
 
@@ -162,6 +171,8 @@ proxy_free(struct proxy *p)
     headers_deinit(&p->fwd_spare);
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
+    free(p->head_text.p);
+    evbuffer_free(p->head_spare);
     free(p);
 }
 
@@ -287,6 +298,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     struct evhttp_connection *cconn = ex->cconn;
     /* A client that fell behind is written to by the bufferevent. */
     bool flush = how == END_COMPLETE && !ex->paused;
+    bool last_chunk = how == END_COMPLETE && ex->chunked;
 
     if (ex->check != NULL) {
         ratelimit_cancel(ex->check);
@@ -339,10 +351,16 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     /* Nothing of 'ex' past this point; nothing of 'creq' after the call. */
     switch (how) {
     case END_REPLY:
-        evhttp_send_reply(creq, status, problem_reason(status), reply);
+        evreq_send_reply(creq, status, reply, &p->head_text, p->head_spare);
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
+        if (last_chunk) {
+            struct bufferevent *bev = evhttp_connection_get_bufferevent(cconn);
+
+            evbuffer_add(bufferevent_get_output(bev), EVREQ_LAST_CHUNK,
+                         sizeof(EVREQ_LAST_CHUNK) - 1);
+        }
         if (flush) {
             evreq_flush(cconn);
         }
@@ -446,47 +464,81 @@ route_filters_response(const struct route *r)
     return false;
 }
 
+static void on_client_drained(struct evhttp_connection *cconn, void *arg);
+
 /*
- * Chooses how the response is framed for this client. A body of known
- * length keeps its Content-Length. Otherwise evhttp chunks it for an
- * HTTP/1.1 client; an HTTP/1.0 client can only be told where the body
- * ends by closing the connection, and evhttp would keep a 1.0 keep-alive
- * connection open with "Content-Length: 0" before the body. Forgetting
- * that the client asked for keep-alive makes evhttp close instead.
+ * Where the fields of a response head go: the gateway's own text, or
+ * evhttp's list for the head evhttp writes itself (evreq_own_head()).
  */
+struct head_out {
+    struct strbuf *text;      /* the gateway's head, or NULL */
+    struct evkeyvalq *fields; /* evhttp's list, when 'text' is NULL */
+    bool has_date;            /* a Date field is in */
+};
+
 static void
+head_field(struct head_out *o, const char *name, const char *value)
+{
+    if (!o->has_date && (name[0] | 0x20) == 'd' &&
+        evutil_ascii_strcasecmp(name, "Date") == 0) {
+        o->has_date = true;
+    }
+    if (o->text != NULL) {
+        evreq_head_field(o->text, name, value);
+    } else {
+        evhttp_add_header(o->fields, name, value);
+    }
+}
+
+/*
+ * Chooses how the response body is framed for this client, adds the field
+ * that says so, and returns true when the gateway chunks it. A body of
+ * known length keeps its Content-Length. Otherwise an HTTP/1.1 client
+ * gets chunks; an HTTP/1.0 client can only be told where the body ends
+ * by closing the connection.
+ */
+static bool
 frame_for_client(struct exchange *ex, const struct resparse_head *head,
-                 struct evkeyvalq *out)
+                 struct head_out *o)
 {
     if (head->framing == RESPARSE_LENGTH ||
         (head->framing == RESPARSE_NO_BODY && ex->method == EVHTTP_REQ_HEAD)) {
         const char *cl = headers_get(head->headers, "Content-Length");
 
         if (cl != NULL) {
-            evhttp_add_header(out, "Content-Length", cl);
+            head_field(o, "Content-Length", cl);
         }
-        return;
+        return false;
     }
-    if (head->framing != RESPARSE_NO_BODY && ex->http10) {
-        struct evkeyvalq *in = evhttp_request_get_input_headers(ex->creq);
-
-        /* Every field: evhttp would find a second "keep-alive". */
-        while (evhttp_remove_header(in, "Connection") == 0) {
-        }
+    if (head->framing == RESPARSE_NO_BODY) {
+        return false;
     }
+    if (!ex->http10) {
+        head_field(o, "Transfer-Encoding", "chunked");
+        return true;
+    }
+    evreq_close_after_reply(ex->creq);
+    return false;
 }
 
 static void
 on_upstream_head(void *arg, const struct resparse_head *head)
 {
     struct exchange *ex = arg;
+    struct proxy *p = ex->proxy;
     const struct route *r = ex->route;
-    struct evkeyvalq *ch = evhttp_request_get_output_headers(ex->creq);
     const struct headers *uh = head->headers;
+    struct head_out o = {NULL, NULL, false};
     char *connection;
 
     if (ex->state != EX_UPSTREAM) {
         return;
+    }
+    if (evreq_own_head(ex->creq)) {
+        o.text = &p->head_text;
+        evreq_head_begin(o.text, ex->creq, head->status, head->reason);
+    } else {
+        o.fields = evhttp_request_get_output_headers(ex->creq);
     }
     connection = forward_connection_list(uh);
     /* From here the client connection's close callback tells of a leave. */
@@ -496,7 +548,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
         /* The common case: straight across, no copy in between. */
         for (size_t i = 0; i < uh->n; i++) {
             if (forward_response_field(uh->v[i].name, connection)) {
-                evhttp_add_header(ch, uh->v[i].name, uh->v[i].value);
+                head_field(&o, uh->v[i].name, uh->v[i].value);
             }
         }
     } else {
@@ -512,24 +564,23 @@ on_upstream_head(void *arg, const struct resparse_head *head)
             filter_apply_response(&r->filters[i], &resp);
         }
         for (size_t i = 0; i < resp.n; i++) {
-            evhttp_add_header(ch, resp.v[i].name, resp.v[i].value);
+            head_field(&o, resp.v[i].name, resp.v[i].value);
         }
         headers_deinit(&resp);
     }
     for (size_t i = 0; i < ex->rl_headers.n; i++) {
-        evhttp_add_header(ch, ex->rl_headers.v[i].name,
-                          ex->rl_headers.v[i].value);
+        head_field(&o, ex->rl_headers.v[i].name, ex->rl_headers.v[i].value);
     }
     free(connection);
-    frame_for_client(ex, head, ch);
+    ex->chunked = frame_for_client(ex, head, &o);
 
     ex->state = EX_STREAMING;
     ex->status = head->status;
     ex->up_ms = clock_mono_ms() - ex->up_t0;
-    if (ex->proxy->metrics != NULL) {
+    if (p->metrics != NULL) {
         const char *labels[1] = {r->id};
 
-        metrics_observe(ex->proxy->metrics, M_UPSTREAM_SECONDS, labels,
+        metrics_observe(p->metrics, M_UPSTREAM_SECONDS, labels,
                         (double)ex->up_ms / 1000.0);
     }
     /*
@@ -537,8 +588,21 @@ on_upstream_head(void *arg, const struct resparse_head *head)
      * re-added now, and the reply's start enables both with these.
      */
     clientconn_stream_timeouts(ex->cc);
-    evreq_add_date(ex->creq);
-    evhttp_send_reply_start(ex->creq, head->status, head->reason);
+    if (o.text == NULL) {
+        evreq_add_date(ex->creq);
+        evhttp_send_reply_start(ex->creq, head->status, head->reason);
+        return;
+    }
+    if (!o.has_date) {
+        head_field(&o, "Date", evreq_date_now());
+    }
+    /* What evhttp will do once the reply has gone, said in the head. */
+    if (evreq_closes_after(ex->creq)) {
+        head_field(&o, "Connection", "close");
+    } else if (ex->http10) {
+        head_field(&o, "Connection", "keep-alive");
+    }
+    evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained, ex);
 }
 
 static void
@@ -563,6 +627,9 @@ on_upstream_body(void *arg, struct evbuffer *buf)
         return;
     }
     ex->bytes += evbuffer_get_length(buf);
+    if (ex->chunked && evbuffer_get_length(buf) > 0) {
+        evreq_chunk_wrap(buf);
+    }
     evhttp_send_reply_chunk_with_cb(ex->creq, buf, on_client_drained, ex);
     cbev = evhttp_connection_get_bufferevent(ex->cconn);
     if (!ex->paused &&
@@ -789,7 +856,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
 
 /*
  * Answers before any route or exchange exists. Recorded first: evhttp may
- * free the request inside evhttp_send_reply().
+ * free the request inside evreq_send_reply().
  */
 static void
 early_reply(struct proxy *p, struct evhttp_request *creq, int status,
@@ -801,7 +868,7 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
     evreq_reply_prepare(creq, body);
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
            wall, t0, -1, NULL, NULL, NULL);
-    evhttp_send_reply(creq, status, problem_reason(status), body);
+    evreq_send_reply(creq, status, body, &p->head_text, p->head_spare);
     evbuffer_free(body);
 }
 
