@@ -279,29 +279,46 @@ is_framing_field(const char *name)
            evutil_ascii_strcasecmp(name, "Content-Length") == 0;
 }
 
+/* Appends a field of an answer unless its say is evreq_send_reply()'s
+ * own; notes a Date field in '*has_date'. */
+static void
+reply_field(struct strbuf *text, const char *name, const char *value,
+            bool *has_date)
+{
+    if (is_framing_field(name)) {
+        return;
+    }
+    if (!*has_date && evutil_ascii_strcasecmp(name, "Date") == 0) {
+        *has_date = true;
+    }
+    evreq_head_field(text, name, value);
+}
+
 void
-evreq_send_reply(struct evhttp_request *req, int status, struct evbuffer *body,
+evreq_send_reply(struct evhttp_request *req, int status,
+                 const struct headers *fields, struct evbuffer *body,
                  struct strbuf *text, struct evbuffer *spare)
 {
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    size_t nfields = fields != NULL ? fields->n : 0;
     const struct evkeyval *kv;
     char len[U64_DEC_MAX];
     bool has_date = false;
 
     if (!evreq_own_head(req)) {
+        for (size_t i = 0; i < nfields; i++) {
+            evhttp_add_header(out, fields->v[i].name, fields->v[i].value);
+        }
         evreq_add_date(req);
         evhttp_send_reply(req, status, problem_reason(status), body);
         return;
     }
     evreq_head_begin(text, req, status, problem_reason(status));
     TAILQ_FOREACH (kv, out, next) {
-        if (is_framing_field(kv->key)) {
-            continue;
-        }
-        if (!has_date && evutil_ascii_strcasecmp(kv->key, "Date") == 0) {
-            has_date = true;
-        }
-        evreq_head_field(text, kv->key, kv->value);
+        reply_field(text, kv->key, kv->value, &has_date);
+    }
+    for (size_t i = 0; i < nfields; i++) {
+        reply_field(text, fields->v[i].name, fields->v[i].value, &has_date);
     }
     evreq_head_field(text, "Content-Length",
                      u64_dec(evbuffer_get_length(body), len));

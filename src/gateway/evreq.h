@@ -129,15 +129,16 @@ void evreq_head_send(struct evhttp_request *req, struct strbuf *text,
 /*
  * Sends a whole answer of the gateway's own, as evhttp_send_reply() does:
  * 'status' with the reason problem_reason() gives, the output fields of
- * 'req', Content-Length, Date unless a field gives it, and the Connection
- * field evreq_closes_after() decides; then 'body' (drained). The head is
+ * 'req', then those of 'fields' (may be NULL; borrowed), Content-Length,
+ * Date unless a field gives it, and the Connection field
+ * evreq_closes_after() decides; then 'body' (drained). The head is
  * written as evreq_head_send() does, through 'text' and 'spare', for a
  * request evreq_own_head() accepts; by evhttp otherwise. Nothing of 'req'
  * after the call: evhttp may free it inside.
  */
 void evreq_send_reply(struct evhttp_request *req, int status,
-                      struct evbuffer *body, struct strbuf *text,
-                      struct evbuffer *spare);
+                      const struct headers *fields, struct evbuffer *body,
+                      struct strbuf *text, struct evbuffer *spare);
 
 /* Frames the bytes of 'buf' (not empty) as one chunk of a chunked body. */
 void evreq_chunk_wrap(struct evbuffer *buf);

@@ -383,7 +383,7 @@ Test(ratelimit, refusal_carries_every_field_and_a_problem_body)
 {
     struct rig r;
     struct http_response resp;
-    char *v, *t_field, *expect;
+    char *v, *t_field, *expect, *u;
     long retry;
 
     rig_start(&r, true, 1,
@@ -438,6 +438,20 @@ Test(ratelimit, refusal_carries_every_field_and_a_problem_body)
     cr_assert(strstr(resp.body, "\"title\":\"Too Many Requests\"") != NULL,
               "%s", resp.body);
     http_response_free(&resp);
+
+    /* A HEAD's answer is headed by evhttp, not by the gateway: the same
+     * fields, and no body. */
+    u = gw_url(&r, 0, "/x");
+    cr_assert_eq(http_request(&resp, "HEAD", u, NULL, NULL, 0, 10000), 0);
+    cr_assert_eq(resp.status, 429);
+    v = must_header(&resp, "X-RateLimit-Remaining");
+    cr_assert_str_eq(v, "0");
+    free(v);
+    v = must_header(&resp, "Retry-After");
+    free(v);
+    cr_assert_eq(resp.body_len, 0);
+    http_response_free(&resp);
+    free(u);
     rig_stop(&r);
 }
 
