@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "load.h"
+#include "router.h"
 #include "xmalloc.h"
 
 /* What a route's "predicates:" or "filters:" list holds. */
@@ -640,4 +641,5 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
                     route);
     }
+    router_weigh(cfg->routes, cfg->nroutes);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -78,6 +79,7 @@ struct proxy {
                                       its memory is reused; owned */
     struct evbuffer *head_spare;   /* hands the head to evhttp; empty
                                       between uses; owned */
+    uint64_t draws;                /* state of the Weight draws */
 };
 
 /*
@@ -161,6 +163,12 @@ proxy_new(const struct proxy_deps *deps)
     p->up = upstream_client_new(deps->base, deps->dns);
     p->tokens = jwtcache_new(JWT_CACHE_ENTRIES);
     p->head_spare = evbuffer_new();
+    /* Only a spread, not a secret: the clock is seed enough when the
+     * kernel has none to give. */
+    if (getrandom(&p->draws, sizeof(p->draws), GRND_NONBLOCK) !=
+        (ssize_t)sizeof(p->draws)) {
+        p->draws = (uint64_t)clock_wall_ms() ^ (uint64_t)(uintptr_t)p;
+    }
     return p;
 }
 
@@ -1142,6 +1150,9 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     view.host = headers_get(&in, "Host");
     view.headers = &in;
     view.client = &client;
+    view.now_ms = wall;
+    /* Weyl sequence; predicate.c mixes it per Weight group. */
+    view.draw = p->draws += 0x9e3779b97f4a7c15ULL;
     route = router_match(cfg->routes, cfg->nroutes, &view, &vars);
     if (route == NULL) {
         fields_give(&p->in_spare, &in);

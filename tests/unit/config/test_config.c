@@ -773,10 +773,11 @@ Test(config, unknown_predicate_or_filter_gets_a_suggestion)
     assert_error("routes:\n"
                  "  - id: a\n"
                  "    uri: http://x\n"
-                 "    predicates: [Cookie=a]\n",
+                 "    predicates: [Version=a]\n",
                  "t.yaml:4:18: routes[0].predicates[0]: unknown predicate "
-                 "\"Cookie\" (known: Path, Method, Host, Header, Query, "
-                 "RemoteAddr)");
+                 "\"Version\" (known: Path, Method, Host, Header, Query, "
+                 "RemoteAddr, After, Before, Between, Cookie, Weight, "
+                 "XForwardedRemoteAddr)");
 }
 
 Test(config, predicate_in_the_filter_list_is_named_as_such)
