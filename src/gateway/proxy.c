@@ -543,29 +543,21 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     const struct headers *uh = head->headers;
     struct head_out o = {NULL, NULL, false};
     char *connection;
+    struct headers resp;
+    struct response_edit edit = {head->status, head->reason, &resp, NULL, NULL};
+    bool filtered = route_filters_response(r);
 
     if (ex->state != EX_UPSTREAM) {
         return;
-    }
-    if (evreq_own_head(ex->creq)) {
-        o.text = &p->head_text;
-        evreq_head_begin(o.text, ex->creq, head->status, head->reason);
-    } else {
-        o.fields = evhttp_request_get_output_headers(ex->creq);
     }
     connection = forward_connection_list(uh);
     /* From here the client connection's close callback tells of a leave. */
     event_del(ex->client_gone);
     ex->client_gone = NULL;
-    if (!route_filters_response(r)) {
-        /* The common case: straight across, no copy in between. */
-        for (size_t i = 0; i < uh->n; i++) {
-            if (forward_response_field(uh->v[i].name, connection)) {
-                head_field(&o, uh->v[i].name, uh->v[i].value);
-            }
-        }
-    } else {
-        struct headers resp;
+    if (filtered) {
+        /* ---- response filters (filter.h), before the status line:
+         * SetStatus changes it ---- */
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ex->creq);
 
         headers_init(&resp);
         for (size_t i = 0; i < uh->n; i++) {
@@ -573,9 +565,27 @@ on_upstream_head(void *arg, const struct resparse_head *head)
                 headers_add(&resp, uh->v[i].name, uh->v[i].value);
             }
         }
+        edit.client_host = evhttp_find_header(
+            evhttp_request_get_input_headers(ex->creq), "Host");
+        edit.client_path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
         for (size_t i = 0; i < r->nfilters; i++) {
-            filter_apply_response(&r->filters[i], &resp);
+            filter_apply_response(&r->filters[i], &edit);
         }
+    }
+    if (evreq_own_head(ex->creq)) {
+        o.text = &p->head_text;
+        evreq_head_begin(o.text, ex->creq, edit.status, edit.reason);
+    } else {
+        o.fields = evhttp_request_get_output_headers(ex->creq);
+    }
+    if (!filtered) {
+        /* The common case: straight across, no copy in between. */
+        for (size_t i = 0; i < uh->n; i++) {
+            if (forward_response_field(uh->v[i].name, connection)) {
+                head_field(&o, uh->v[i].name, uh->v[i].value);
+            }
+        }
+    } else {
         for (size_t i = 0; i < resp.n; i++) {
             head_field(&o, resp.v[i].name, resp.v[i].value);
         }
@@ -588,7 +598,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     ex->chunked = frame_for_client(ex, head, &o);
 
     ex->state = EX_STREAMING;
-    ex->status = head->status;
+    ex->status = edit.status;
     ex->up_ms = clock_mono_ms() - ex->up_t0;
     if (p->metrics != NULL) {
         const char *labels[1] = {r->id};
@@ -603,7 +613,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     clientconn_stream_timeouts(ex->cc);
     if (o.text == NULL) {
         evreq_add_date(ex->creq);
-        evhttp_send_reply_start(ex->creq, head->status, head->reason);
+        evhttp_send_reply_start(ex->creq, edit.status, edit.reason);
         return;
     }
     if (!o.has_date) {
@@ -1056,6 +1066,52 @@ decided_fields(struct headers *in, const struct identity_conf *ic,
     }
 }
 
+/*
+ * ---- filters that answer (filter.h): RedirectTo, RequestSize,
+ * RequestHeaderSize ----
+ * Asked in filter order, before the rate limiter: a request the route
+ * refuses or redirects costs no tokens. evhttp has read the body by now
+ * (server.max_body_bytes bounds it), so RequestSize sees both its
+ * Content-Length and what arrived. Returns true when 'ex' has answered.
+ */
+static bool
+route_answered(struct exchange *ex, const struct headers *in, const char *query)
+{
+    const struct route *r = ex->route;
+    struct request_facts rq;
+    struct filter_answer a;
+    struct evkeyvalq *oh;
+    struct evbuffer *body;
+
+    rq.query = query;
+    rq.headers = in;
+    rq.body_bytes =
+        evbuffer_get_length(evhttp_request_get_input_buffer(ex->creq));
+    rq.content_length = headers_get(in, "Content-Length");
+    for (size_t i = 0; i < r->nfilters; i++) {
+        if (!filter_answers(&r->filters[i], &rq, &a)) {
+            continue;
+        }
+        oh = evhttp_request_get_output_headers(ex->creq);
+        if (a.location != NULL) {
+            evhttp_add_header(oh, "Location", a.location);
+        }
+        if (a.field != NULL) {
+            evhttp_add_header(oh, a.field, a.field_value);
+        }
+        if (a.detail[0] != '\0') {
+            log_debug("proxy: route %s: %d: %s", r->id, a.status, a.detail);
+            body = evreq_problem_body(ex->creq, a.status, a.detail);
+        } else {
+            body = evbuffer_new();
+        }
+        exchange_end(ex, END_REPLY, a.status, body);
+        filter_answer_deinit(&a);
+        return true;
+    }
+    return false;
+}
+
 void
 proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
              struct clientconn *cc)
@@ -1169,6 +1225,13 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     if (id.user != NULL && p->log != NULL) {
         ex->user = xstrdup(id.user);
     }
+    if (route_answered(ex, &in, query)) {
+        fields_give(&p->in_spare, &in);
+        claims_unref(claims);
+        free(xff);
+        free(path);
+        return;
+    }
     if (limited) {
         struct caller who;
 
@@ -1186,13 +1249,14 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     }
 
     out.path = xstrdup(path);
+    out.query = query != NULL ? xstrdup(query) : NULL;
     out.headers = in; /* moved: 'in' is not used again */
     out.preserve_host = false;
     out.vars = &vars;
     for (size_t i = 0; i < route->nfilters; i++) {
         filter_apply_request(&route->filters[i], &out);
     }
-    ex->target = build_target(route, out.path, query);
+    ex->target = build_target(route, out.path, out.query);
     ex->has_body =
         evbuffer_get_length(evhttp_request_get_input_buffer(creq)) > 0 ||
         method == EVHTTP_REQ_POST || method == EVHTTP_REQ_PUT ||
@@ -1213,6 +1277,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     claims_unref(claims); /* 'user' and 'role' are copied by now */
     free(xff);
     free(out.path);
+    free(out.query);
     free(path);
     if (!limited) {
         start_upstream(ex);

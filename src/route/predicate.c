@@ -31,44 +31,44 @@
 #define WEIGHT_MAX 1000000
 
 static const struct arg_spec path_args[] = {
-    {"patterns", false, true},
+    {"patterns", false, true, false},
 };
 static const struct arg_spec method_args[] = {
-    {"methods", false, true},
+    {"methods", false, true, false},
 };
 static const struct arg_spec host_args[] = {
-    {"patterns", false, true},
+    {"patterns", false, true, false},
 };
 static const struct arg_spec header_args[] = {
-    {"header", false, false},
-    {"regexp", true, false},
+    {"header", false, false, false},
+    {"regexp", true, false, false},
 };
 static const struct arg_spec query_args[] = {
-    {"param", false, false},
-    {"regexp", true, false},
+    {"param", false, false, false},
+    {"regexp", true, false, false},
 };
 static const struct arg_spec remote_addr_args[] = {
-    {"sources", false, true},
+    {"sources", false, true, false},
 };
 static const struct arg_spec after_args[] = {
-    {"datetime", false, false},
+    {"datetime", false, false, false},
 };
 static const struct arg_spec between_args[] = {
-    {"datetime1", false, false},
-    {"datetime2", false, false},
+    {"datetime1", false, false, false},
+    {"datetime2", false, false, false},
 };
 static const struct arg_spec cookie_args[] = {
-    {"name", false, false},
-    {"regexp", true, false},
+    {"name", false, false, false},
+    {"regexp", true, false, false},
 };
 static const struct arg_spec weight_args[] = {
-    {"group", false, false},
-    {"weight", false, false},
+    {"group", false, false, false},
+    {"weight", false, false, false},
 };
 
 #define SPEC(name, kind, args)                                                 \
     {                                                                          \
-        name, kind, args, sizeof(args) / sizeof(args[0])                       \
+        name, kind, args, sizeof(args) / sizeof(args[0]), false                \
     }
 
 static const struct kind_spec specs[] = {

@@ -108,3 +108,105 @@ Test(scg_routes, cookie_and_xforwarded_remote_addr_load)
                  "t.yaml:5:9: routes[0].predicates[0]: Weight: weight must "
                  "be an integer from 0 to 1000000, got \"lots\"");
 }
+
+Test(scg_routes, retry_long_form_reads_nested_backoff_and_lists)
+{
+    struct config *cfg =
+        parse_ok(ROUTE("    filters:\n"
+                       "      - name: Retry\n"
+                       "        args:\n"
+                       "          retries: 3\n"
+                       "          statuses: [BAD_GATEWAY, 503]\n"
+                       "          methods: GET,POST\n"
+                       "          backoff:\n"
+                       "            firstBackoff: 10ms\n"
+                       "            maxBackoff: 50ms\n"
+                       "            factor: 2\n"
+                       "            basedOnPreviousValue: false\n"
+                       "          timeout: 100ms\n"));
+    const struct retry_conf *rc = cfg->routes[0].filters[0].retry;
+
+    cr_assert_not_null(rc);
+    cr_assert_eq(rc->retries, 3);
+    cr_assert_eq(rc->first_backoff_ms, 10);
+    cr_assert_eq(rc->max_backoff_ms, 50);
+    cr_assert_eq(rc->factor, 2);
+    cr_assert_not(rc->based_on_previous);
+    cr_assert_eq(rc->timeout_ms, 100);
+    cr_assert(rc->methods & filter_method_bit("POST"));
+    cr_assert(rc->statuses[(502 - 100) / 64] >> ((502 - 100) % 64) & 1);
+    cr_assert(rc->statuses[(503 - 100) / 64] >> ((503 - 100) % 64) & 1);
+    config_unref(cfg);
+}
+
+Test(scg_routes, retry_shortcut_and_errors_name_their_key)
+{
+    struct config *cfg = parse_ok(
+        ROUTE("    filters:\n"
+              "      - Retry=3,INTERNAL_SERVER_ERROR,GET,10ms,50ms,2,false\n"));
+
+    cr_assert_eq(cfg->routes[0].filters[0].retry->first_backoff_ms, 10);
+    config_unref(cfg);
+    assert_error(ROUTE("    filters:\n"
+                       "      - name: Retry\n"
+                       "        args:\n"
+                       "          backoff:\n"
+                       "            firstBackof: 10ms\n"),
+                 "t.yaml:8:13: routes[0].filters[0].args.backoff: unknown "
+                 "key \"firstBackof\" (did you mean \"firstBackoff\"?)");
+    assert_error(ROUTE("    filters:\n"
+                       "      - name: Retry\n"
+                       "        args: {retries: 30}\n"),
+                 "t.yaml:5:9: routes[0].filters[0]: Retry: retries must be an "
+                 "integer from 1 to 10, got \"30\"");
+}
+
+Test(scg_routes, rewrite_location_shortcut_may_leave_arguments_empty)
+{
+    struct config *cfg =
+        parse_ok(ROUTE("    filters:\n"
+                       "      - RewriteLocationResponseHeader=AS_IN_REQUEST, "
+                       "Location, ,\n"
+                       "      - name: RewriteLocationResponseHeader\n"
+                       "        args: {hostValue: api.example.com}\n"));
+    const struct filter *f = &cfg->routes[0].filters[0];
+
+    cr_assert_eq(f->kind, FILTER_REWRITE_LOCATION_RESPONSE_HEADER);
+    cr_assert_str_eq(f->name, "Location");
+    cr_assert_null(f->name2);
+    cr_assert_str_eq(cfg->routes[0].filters[1].name2, "api.example.com");
+    config_unref(cfg);
+}
+
+Test(scg_routes, every_new_filter_loads_in_shortcut_form)
+{
+    struct config *cfg = parse_ok(ROUTE(
+        "    filters:\n"
+        "      - AddRequestParameter=red, blue\n"
+        "      - RemoveRequestParameter=red\n"
+        "      - MapRequestHeader=Blue, X-Request-Red\n"
+        "      - SetRequestHostHeader=example.org\n"
+        "      - DedupeResponseHeader=Access-Control-Allow-Origin, "
+        "RETAIN_UNIQUE\n"
+        "      - RewriteResponseHeader=X-Response-Red, password=[^&]+, "
+        "password=***\n"
+        "      - SecureHeaders\n"
+        "      - SetStatus=UNAUTHORIZED\n"
+        "      - RedirectTo=302, https://acme.org, true\n"
+        "      - RequestSize=5000000\n"
+        "      - RequestHeaderSize=1000B\n"
+        "      - name: SecureHeaders\n"
+        "        args:\n"
+        "          disable: x-frame-options,strict-transport-security\n"));
+
+    cr_assert_eq(cfg->routes[0].nfilters, 12);
+    cr_assert_eq(cfg->routes[0].filters[7].status, 401);
+    cr_assert_eq(cfg->routes[0].filters[10].max_size, 1000);
+    cr_assert_eq(cfg->routes[0].filters[11].secure,
+                 0xff & ~(1u << 1) & ~(1u << 2));
+    config_unref(cfg);
+    assert_error(ROUTE("    filters:\n"
+                       "      - RedirectTo=200, https://acme.org\n"),
+                 "t.yaml:5:9: routes[0].filters[0]: RedirectTo: status must "
+                 "be a 3xx redirect code, got \"200\"");
+}
