@@ -57,6 +57,11 @@
 #define MAX_HELD 4096
 /* Verified tokens a worker remembers (identity.jwt; jwtcache.h). */
 #define JWT_CACHE_ENTRIES 1024
+/*
+ * Retry (filter.h): a request body up to this size is kept for a retry;
+ * a larger one is sent once, never retried.
+ */
+#define RETRY_BODY_MAX (1024 * 1024)
 /* Alignment of the event kept after an exchange (any object's). */
 #define EVENT_ALIGN _Alignof(max_align_t)
 
@@ -91,6 +96,7 @@ enum exchange_state {
     EX_DELAYED,   /* admitted in delay mode, held on 'timer' */
     EX_UPSTREAM,  /* request sent upstream, no response head yet */
     EX_STREAMING, /* response begun to the client, body flowing */
+    EX_BACKOFF,   /* Retry: an attempt failed, the next waits on 'timer' */
 };
 
 /* How an exchange ends, and so what is done last to the client request. */
@@ -149,6 +155,13 @@ struct exchange {
     char client[64];                 /* resolved client address */
     char *user;                      /* the decided user, for the access
                                         log, or NULL; owned */
+    /* Retry (filter.h): */
+    const struct retry_conf *retry; /* the route's, or NULL; borrowed */
+    struct evbuffer *body_copy;     /* the body kept for a retry, or
+                                       NULL; owned */
+    unsigned attempt;               /* upstream attempts started */
+    int64_t first_t0;               /* monotonic ms the first began */
+    uint64_t backoff_ms;            /* the last backoff */
 };
 
 struct proxy *
@@ -346,6 +359,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     }
     fields_give(&p->fwd_spare, &ex->fwd);
     headers_deinit(&ex->rl_headers);
+    if (ex->body_copy != NULL) {
+        evbuffer_free(ex->body_copy);
+    }
     free(ex->target);
     free(ex->user);
     config_unref(ex->cfg);
@@ -451,7 +467,7 @@ on_conn_close(struct clientconn *cc, void *arg)
 
 static void start_upstream(struct exchange *ex);
 
-/* Delay mode's hold is over. */
+/* Delay mode's hold is over, or a retry's backoff. */
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -459,11 +475,61 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (ex->state != EX_DELAYED) {
+    if (ex->state == EX_DELAYED) {
+        hold(ex->proxy, -1);
+    } else if (ex->state != EX_BACKOFF) {
         return;
     }
-    hold(ex->proxy, -1);
     start_upstream(ex);
+}
+
+/*
+ * ---- Retry (filter.h) ----
+ * An attempt that ended with 'status' (0: failed with 'failure', 0 to 3
+ * as filter_retry_next() counts them) is tried again when the route's
+ * Retry allows it: the method is listed, the body was kept (or there is
+ * none), attempts and total time are within bounds. Only before the
+ * response began, so never after a byte went to the client. The next
+ * attempt always starts from the timer, outside the upstream's callback.
+ * Returns true when a retry is on its way.
+ */
+static bool
+retried(struct exchange *ex, int status, int failure)
+{
+    struct proxy *p = ex->proxy;
+    const char *method = evreq_method_name(ex->method);
+    uint64_t elapsed = (uint64_t)(clock_mono_ms() - ex->first_t0);
+    uint64_t bits;
+    double unit;
+    struct timeval tv;
+
+    if (ex->retry == NULL ||
+        (ex->retry->methods & filter_method_bit(method)) == 0 ||
+        (ex->has_body && ex->body_copy == NULL)) {
+        return false;
+    }
+    p->draws += 0x9e3779b97f4a7c15ULL;
+    bits = p->draws * 0xbf58476d1ce4e5b9ULL;
+    unit = (double)(bits >> 11) * 0x1.0p-53;
+    if (filter_retry_next(ex->retry, ex->attempt, status, failure, elapsed,
+                          ex->backoff_ms, unit, &ex->backoff_ms) != 0) {
+        return false;
+    }
+    if (ex->ureq != NULL) {
+        /* Its connection goes: the rest of that response is unwanted. */
+        upstream_cancel(ex->ureq);
+        ex->ureq = NULL;
+    }
+    log_debug("proxy: route %s: attempt %u got %d; retrying in %llu ms",
+              ex->route->id, ex->attempt, status,
+              (unsigned long long)ex->backoff_ms);
+    ex->state = EX_BACKOFF;
+    if (ex->timer == NULL) {
+        ex->timer = evtimer_new(p->base, on_timer, ex);
+    }
+    tv = clock_tv(ex->backoff_ms);
+    evtimer_add(ex->timer, &tv);
+    return true;
 }
 
 static bool
@@ -547,7 +613,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     struct response_edit edit = {head->status, head->reason, &resp, NULL, NULL};
     bool filtered = route_filters_response(r);
 
-    if (ex->state != EX_UPSTREAM) {
+    if (ex->state != EX_UPSTREAM || retried(ex, head->status, 0)) {
         return;
     }
     connection = forward_connection_list(uh);
@@ -679,6 +745,14 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
     char msg[256];
 
     ex->ureq = NULL;
+    if (ex->state == EX_UPSTREAM &&
+        retried(ex, 0,
+                err == UPSTREAM_CONNECT           ? 0
+                : err == UPSTREAM_CONNECT_TIMEOUT ? 1
+                : err == UPSTREAM_TIMEOUT         ? 2
+                                                  : 3)) {
+        return;
+    }
     snprintf(msg, sizeof(msg), "upstream %s:%u: %s", r->uri.host, r->uri.port,
              detail);
     if (ex->state == EX_STREAMING) {
@@ -701,6 +775,26 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
 static const struct upstream_callbacks upstream_callbacks = {
     on_upstream_head, on_upstream_body, on_upstream_done, on_upstream_error};
 
+/* Retry: the route's conf, and the body kept if it is small enough. */
+static void
+retry_prepare(struct exchange *ex)
+{
+    const struct route *r = ex->route;
+    struct evbuffer *in = evhttp_request_get_input_buffer(ex->creq);
+    size_t len = evbuffer_get_length(in);
+
+    ex->first_t0 = ex->up_t0;
+    for (size_t i = 0; i < r->nfilters && ex->retry == NULL; i++) {
+        ex->retry = r->filters[i].retry;
+    }
+    if (ex->retry != NULL && ex->has_body && len <= RETRY_BODY_MAX) {
+        ex->body_copy = evbuffer_new();
+        if (len > 0) {
+            evbuffer_add(ex->body_copy, evbuffer_pullup(in, -1), len);
+        }
+    }
+}
+
 static void
 start_upstream(struct exchange *ex)
 {
@@ -718,9 +812,24 @@ start_upstream(struct exchange *ex)
     ur.response_timeout_ms = r->response_timeout_ms;
     ur.keepalive = ex->cfg->upstream.keepalive;
     ex->up_t0 = clock_mono_ms();
+    if (ex->attempt++ == 0) {
+        retry_prepare(ex);
+    }
+    if (ex->body_copy != NULL) {
+        /* upstream_send() drains what it is given: a copy each time. */
+        ur.body = evbuffer_new();
+        evbuffer_add(ur.body, evbuffer_pullup(ex->body_copy, -1),
+                     evbuffer_get_length(ex->body_copy));
+    }
     ex->ureq = upstream_send(ex->proxy->up, &ur, &upstream_callbacks, ex);
-    /* Written out (or copied for the bufferevent): no longer needed. */
-    fields_give(&ex->proxy->fwd_spare, &ex->fwd);
+    if (ex->body_copy != NULL) {
+        evbuffer_free(ur.body);
+    }
+    /* Written out (or copied for the bufferevent): no longer needed,
+     * unless a retry sends them again. */
+    if (ex->retry == NULL) {
+        fields_give(&ex->proxy->fwd_spare, &ex->fwd);
+    }
     if (ex->ureq == NULL) {
         char detail[160];
 

@@ -414,3 +414,166 @@ Test(scgroute, request_header_size_refuses_a_large_field_with_431)
     free(line);
     echo_stack_stop(&st);
 }
+
+/* ---- Retry ---- */
+
+static long
+echo_requests(const struct echo_stack *st)
+{
+    struct echo_stats es;
+
+    cr_assert_eq(echo_stats(st->echo_port, &es), 0);
+    return es.requests;
+}
+
+Test(scgroute, retry_repeats_a_5xx_get_as_many_times_as_configured)
+{
+    struct echo_stack st;
+
+    echo_stack_start(&st, "", "",
+                     "  - id: r\n"
+                     "    uri: http://@ECHO@\n"
+                     "    filters: ['Retry=2']\n");
+    cr_assert_eq(echo_stack_get_status(&st, "/?status=503", NULL), 503);
+    cr_assert_eq(echo_requests(&st), 3, "the first attempt and two retries");
+    cr_assert_eq(echo_stack_get_status(&st, "/?status=404", NULL), 404);
+    cr_assert_eq(echo_requests(&st), 4, "a 404 is not in the 5xx series");
+    cr_assert_eq(echo_stack_get_status(&st, "/?status=200", NULL), 200);
+    cr_assert_eq(echo_requests(&st), 5);
+    echo_stack_stop(&st);
+}
+
+Test(scgroute, retry_leaves_other_methods_alone_unless_listed)
+{
+    struct echo_stack st;
+    struct http_response r;
+    char *u;
+    const char body[] = "the same body every time";
+
+    echo_stack_start(&st, "", "",
+                     "  - id: get-only\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/g]\n"
+                     "    filters: ['Retry=2']\n"
+                     "  - id: posts\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/p]\n"
+                     "    filters:\n"
+                     "      - name: Retry\n"
+                     "        args: {retries: 2, methods: [GET, POST]}\n");
+    u = harness_strf("http://127.0.0.1:%u/g?status=503", st.gw_port);
+    http_request(&r, "POST", u, NULL, body, strlen(body), 5000);
+    cr_assert_eq(r.status, 503);
+    http_response_free(&r);
+    free(u);
+    cr_assert_eq(echo_requests(&st), 1, "POST is not retried by default");
+    u = harness_strf("http://127.0.0.1:%u/p?status=503", st.gw_port);
+    http_request(&r, "POST", u, NULL, body, strlen(body), 5000);
+    cr_assert_eq(r.status, 503);
+    assert_echo_field(&r, "body", body);
+    http_response_free(&r);
+    free(u);
+    cr_assert_eq(echo_requests(&st), 4, "the body was kept for the retries");
+    echo_stack_stop(&st);
+}
+
+Test(scgroute, retry_does_not_resend_a_body_too_large_to_keep)
+{
+    struct echo_stack st;
+    struct http_response r;
+    size_t n = 2 * 1024 * 1024;
+    char *body = malloc(n);
+    char *u;
+
+    memset(body, 'x', n);
+    echo_stack_start(&st, "", "",
+                     "  - id: posts\n"
+                     "    uri: http://@ECHO@\n"
+                     "    filters: ['Retry=2, BAD_GATEWAY, POST']\n");
+    u = harness_strf("http://127.0.0.1:%u/?status=503", st.gw_port);
+    http_request(&r, "POST", u, NULL, body, n, 10000);
+    cr_assert_eq(r.status, 503);
+    http_response_free(&r);
+    cr_assert_eq(echo_requests(&st), 1);
+    free(u);
+    free(body);
+    echo_stack_stop(&st);
+}
+
+Test(scgroute, retry_backs_off_between_connect_failures)
+{
+    struct echo_stack st;
+    uint16_t closed = harness_free_port();
+    char *routes = harness_strf(
+        "  - id: gone\n"
+        "    uri: http://127.0.0.1:%u\n"
+        "    filters:\n"
+        "      - name: Retry\n"
+        "        args:\n"
+        "          retries: 2\n"
+        "          backoff: {firstBackoff: 150ms, maxBackoff: 1s, factor: 2}\n",
+        closed);
+    int64_t t0;
+    int64_t took;
+
+    echo_stack_start(&st, "", "", routes);
+    t0 = harness_now_ms();
+    cr_assert_eq(echo_stack_get_status(&st, "/", NULL), 502);
+    took = harness_now_ms() - t0;
+    /* 150 ms, then 300 ms: never sooner; libevent's timers may run a
+     * millisecond early, no more. */
+    cr_assert(took >= 445, "answered after %lld ms", (long long)took);
+    cr_assert(took < 5000, "answered after %lld ms", (long long)took);
+    free(routes);
+    echo_stack_stop(&st);
+}
+
+Test(scgroute, retry_stops_at_its_total_timeout)
+{
+    struct echo_stack st;
+    int64_t t0;
+    int64_t took;
+    long n;
+
+    echo_stack_start(&st, "", "",
+                     "  - id: r\n"
+                     "    uri: http://@ECHO@\n"
+                     "    filters:\n"
+                     "      - name: Retry\n"
+                     "        args:\n"
+                     "          retries: 10\n"
+                     "          backoff: {firstBackoff: 300ms, factor: 1}\n"
+                     "          timeout: 750ms\n");
+    t0 = harness_now_ms();
+    cr_assert_eq(echo_stack_get_status(&st, "/?status=500", NULL), 500);
+    took = harness_now_ms() - t0;
+    n = echo_requests(&st);
+    /* At 0 and 300 ms, maybe 600: no retry may start past 750 ms. */
+    cr_assert(n >= 2 && n <= 3, "%ld attempts", n);
+    cr_assert(took < 3000, "answered after %lld ms", (long long)took);
+    echo_stack_stop(&st);
+}
+
+Test(scgroute, retry_never_follows_a_response_already_begun)
+{
+    struct echo_stack st;
+    struct http_download d;
+    char *u;
+
+    echo_stack_start(&st, "", "",
+                     "  - id: r\n"
+                     "    uri: http://@ECHO@\n"
+                     "    filters: ['Retry=3']\n");
+    u = harness_strf("http://127.0.0.1:%u/?bytes=4000000&break_after=1000000",
+                     st.gw_port);
+    cr_assert_neq(http_download(&d, u, NULL), 0, "the cut must show");
+    cr_assert_eq(d.status, 200);
+    /* Begun, and cut: what the gateway had not yet written goes with
+     * the connection. */
+    cr_assert(d.body_bytes > 0 && d.body_bytes < 4000000, "%llu bytes",
+              (unsigned long long)d.body_bytes);
+    http_download_free(&d);
+    free(u);
+    cr_assert_eq(echo_requests(&st), 1);
+    echo_stack_stop(&st);
+}
