@@ -668,24 +668,26 @@ check_identity_field(struct loader *ld, yaml_node_t *node,
 {
     const struct identity_conf *ic = &ld->cfg->identity;
     const char *field = NULL;
+    const char *name = flt->name;
 
-    if (flt->kind != FILTER_ADD_REQUEST_HEADER &&
-        flt->kind != FILTER_SET_REQUEST_HEADER &&
-        flt->kind != FILTER_REMOVE_REQUEST_HEADER) {
+    if (flt->kind == FILTER_MAP_REQUEST_HEADER) {
+        name = flt->name2;
+    } else if (flt->kind != FILTER_ADD_REQUEST_HEADER &&
+               flt->kind != FILTER_SET_REQUEST_HEADER &&
+               flt->kind != FILTER_REMOVE_REQUEST_HEADER) {
         return;
     }
-    if (ic->user_header != NULL &&
-        strcasecmp(flt->name, ic->user_header) == 0) {
+    if (ic->user_header != NULL && strcasecmp(name, ic->user_header) == 0) {
         field = "identity.user_header";
     } else if (ic->role_header != NULL &&
-               strcasecmp(flt->name, ic->role_header) == 0) {
+               strcasecmp(name, ic->role_header) == 0) {
         field = "identity.role_header";
     }
     if (field != NULL) {
         report(ld, node, path,
                "%s is %s: the gateway writes it from the identity it "
                "decided, so this filter would do nothing",
-               flt->name, field);
+               name, field);
     }
 }
 

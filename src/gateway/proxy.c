@@ -830,7 +830,7 @@ start_upstream(struct exchange *ex)
     if (ex->retry == NULL) {
         fields_give(&ex->proxy->fwd_spare, &ex->fwd);
     }
-    if (ex->ureq == NULL) {
+    if (ex->ureq == NULL && !retried(ex, 0, 0)) {
         char detail[160];
 
         snprintf(detail, sizeof(detail), "upstream %s:%u: cannot connect",

@@ -210,3 +210,11 @@ Test(scg_routes, every_new_filter_loads_in_shortcut_form)
                  "t.yaml:5:9: routes[0].filters[0]: RedirectTo: status must "
                  "be a 3xx redirect code, got \"200\"");
 }
+
+Test(scg_routes, map_request_header_onto_an_identity_field_is_an_error)
+{
+    assert_error(ROUTE("    filters: ['MapRequestHeader=X-Name, x-user-id']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: x-user-id is "
+                 "identity.user_header: the gateway writes it from the "
+                 "identity it decided, so this filter would do nothing");
+}
