@@ -577,3 +577,37 @@ Test(scgroute, retry_never_follows_a_response_already_begun)
     cr_assert_eq(echo_requests(&st), 1);
     echo_stack_stop(&st);
 }
+
+static bool
+logged_499(void *arg)
+{
+    return proc_log_contains(arg, "status=499");
+}
+
+Test(scgroute, retry_ends_when_the_client_leaves_during_a_backoff)
+{
+    struct echo_stack st;
+    struct http_response r;
+    char *u;
+
+    echo_stack_start(&st, "", "",
+                     "  - id: r\n"
+                     "    uri: http://@ECHO@\n"
+                     "    filters:\n"
+                     "      - name: Retry\n"
+                     "        args:\n"
+                     "          retries: 3\n"
+                     "          backoff: {firstBackoff: 5s}\n");
+    /* The client gives up 300 ms into the first 5 s backoff. */
+    u = harness_strf("http://127.0.0.1:%u/?status=503", st.gw_port);
+    http_request(&r, "GET", u, NULL, NULL, 0, 300);
+    cr_assert_eq(r.status, 0);
+    http_response_free(&r);
+    free(u);
+    cr_assert(harness_wait_until(logged_499, &st.gw, 5000),
+              "the exchange did not end when its client left");
+    /* Ended, so no attempt can follow: the first was the only one. */
+    cr_assert_eq(echo_requests(&st), 1);
+    cr_assert_eq(echo_stack_get_status(&st, "/?status=200", NULL), 200);
+    echo_stack_stop(&st);
+}
