@@ -2133,3 +2133,44 @@ Test(config, lease_is_for_token_bucket_and_gcra_within_bounds)
                  "t.yaml:2:42: limiters.a.lease: bad integer \"100001\" "
                  "(expected an integer from 1 to 100000)");
 }
+
+Test(config, a_limiter_with_a_lease_needs_the_redis_backend)
+{
+    /* No redis: section: the backend is local. */
+    assert_error("limiters:\n"
+                 "  hot: {algorithm: gcra, rate: 100/s, lease: 10}\n"
+                 "routes:\n"
+                 "  - id: api\n"
+                 "    uri: http://127.0.0.1:9000\n"
+                 "    predicates: [Path=/**]\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: { key: route, limiter: hot }\n",
+                 "t.yaml:9:38: routes[0].filters[0].args.limiter: limiter "
+                 "\"hot\" has lease: 10, and leases need backend: redis "
+                 "(there is no redis: section)");
+    assert_error("redis:\n"
+                 "  url: redis://127.0.0.1:6379/0\n"
+                 "limiters:\n"
+                 "  hot: {algorithm: gcra, rate: 100/s, lease: 10}\n"
+                 "routes:\n"
+                 "  - id: api\n"
+                 "    uri: http://127.0.0.1:9000\n"
+                 "    predicates: [Path=/**]\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: { key: route, limiter: hot, backend: local }\n",
+                 "t.yaml:11:38: routes[0].filters[0].args.limiter: limiter "
+                 "\"hot\" has lease: 10, and leases need backend: redis");
+    config_unref(parse_ok("redis:\n"
+                          "  url: redis://127.0.0.1:6379/0\n"
+                          "limiters:\n"
+                          "  hot: {algorithm: gcra, rate: 100/s, lease: 10}\n"
+                          "routes:\n"
+                          "  - id: api\n"
+                          "    uri: http://127.0.0.1:9000\n"
+                          "    predicates: [Path=/**]\n"
+                          "    filters:\n"
+                          "      - name: RequestRateLimiter\n"
+                          "        args: { key: route, limiter: hot }\n"));
+}
