@@ -791,8 +791,29 @@ hot_level_is(void *arg)
  * HOT_LIMIT in the end; and at most one Redis call per ten admitted
  * requests, where without leases it is one per request.
  */
+/* Every worker of a gateway has logged its Redis connection. */
+struct connected_wait {
+    const struct proc *gw; /* borrowed */
+    size_t workers;        /* how many must have connected */
+};
+
+static bool
+workers_connected(void *arg)
+{
+    struct connected_wait *cw = arg;
+    char *log = proc_log(cw->gw);
+    size_t n = 0;
+
+    for (const char *p = strstr(log, "redis: connected"); p != NULL;
+         p = strstr(p + 1, "redis: connected")) {
+        n++;
+    }
+    free(log);
+    return n >= cw->workers;
+}
+
 static void
-hot_key_exactness(const char *algorithm, int lease)
+hot_key_exactness(const char *algorithm, int lease, int workers)
 {
     struct rig r;
     struct load_result res;
@@ -805,12 +826,24 @@ hot_key_exactness(const char *algorithm, int lease)
     struct hot_level hl;
     size_t admitted;
     char *yaml = harness_strf(
-        GATEWAY_HEAD "limiters:\n"
-                     "  hot: { algorithm: %s, rules: [ { rate: 1000/d, "
-                     "burst: %d } ]%s }\n" HOT_ROUTE,
-        algorithm, HOT_LIMIT, lease > 0 ? ", lease: 100" : "");
+        "server:\n"
+        "  listen: 127.0.0.1:@PORT@\n"
+        "  workers: %d\n"
+        "redis:\n"
+        "  url: redis://@REDIS@/0\n"
+        "  timeout: 1s\n"
+        "limiters:\n"
+        "  hot: { algorithm: %s, rules: [ { rate: 1000/d, burst: %d } ]%s "
+        "}\n" HOT_ROUTE,
+        workers, algorithm, HOT_LIMIT, lease > 0 ? ", lease: 100" : "");
 
     rig_start(&r, true, 4, yaml);
+    for (size_t i = 0; i < 4; i++) {
+        struct connected_wait cw = {&r.gw[i], (size_t)workers};
+
+        cr_assert(harness_wait_until(workers_connected, &cw, 10000),
+                  "gateway %zu: not every worker connected to Redis", i);
+    }
     for (size_t i = 0; i < 4; i++) {
         owned[i] = gw_url(&r, i, "/hot");
         urls[i] = owned[i];
@@ -825,8 +858,11 @@ hot_key_exactness(const char *algorithm, int lease)
     hl = (struct hot_level){&r, strcmp(algorithm, "gcra") == 0, 0,
                             HOT_LIMIT - 2000};
     hot_level_is(&hl);
-    cr_log_info("%s, lease %d: Redis has %lld units while leases are out",
-                algorithm, lease, hl.units);
+    cr_log_info("%s, lease %d, %d workers: Redis has %lld units while "
+                "leases are out",
+                algorithm, lease, workers, hl.units);
+    /* At most N per worker and gateway are out. */
+    cr_assert_geq(hl.units, HOT_LIMIT - 2000 - 100 * 4 * workers);
     cr_assert_leq(hl.units, HOT_LIMIT - 2000);
     /* The leases come back (within their one-second lifetime): then Redis
      * holds exactly what was not admitted. */
@@ -856,8 +892,10 @@ hot_key_exactness(const char *algorithm, int lease)
     after = redis_now_ms(rc);
     redisFree(rc);
     calls = script_calls(&r);
-    cr_log_info("%s, lease %d: %ld script calls for %d admitted (%.4f)",
-                algorithm, lease, calls, HOT_LIMIT, (double)calls / HOT_LIMIT);
+    cr_log_info("%s, lease %d, %d workers: %ld script calls for %d "
+                "admitted (%.4f)",
+                algorithm, lease, workers, calls, HOT_LIMIT,
+                (double)calls / HOT_LIMIT);
     if (after - before >= HOT_W / HOT_L) {
         rig_stop(&r);
         cr_skip_test("the test ran long enough for the bucket to refill");
@@ -875,12 +913,19 @@ hot_key_exactness(const char *algorithm, int lease)
 Test(ratelimit, four_gateways_with_leases_on_a_token_bucket_stay_exact,
      .timeout = 120)
 {
-    hot_key_exactness("token_bucket", 100);
+    hot_key_exactness("token_bucket", 100, 1);
 }
 
 Test(ratelimit, four_gateways_with_leases_on_gcra_stay_exact, .timeout = 120)
 {
-    hot_key_exactness("gcra", 100);
+    hot_key_exactness("gcra", 100, 1);
+}
+
+/* Eight lease holders: two workers in each of the four gateways. */
+Test(ratelimit, four_gateways_of_two_workers_with_leases_stay_exact,
+     .timeout = 120)
+{
+    hot_key_exactness("token_bucket", 100, 2);
 }
 
 /* The sample 'series' of gateway admin port 'admin''s /metrics, or -1. */
@@ -983,6 +1028,56 @@ Test(ratelimit, a_lease_counts_down_exactly_and_goes_back_in_time_and_at_drain)
     r.ngw = 0;
     unlink(r.cfg_path[0]);
     free(r.cfg_path[0]);
+    free(yaml);
+    rig_stop(&r);
+}
+
+/*
+ * Redis goes away while a worker holds a lease: the units of the lease
+ * are still admitted (Redis counted them already), then the failure
+ * policy decides.
+ */
+Test(ratelimit, a_lease_held_when_redis_goes_away_is_still_spent)
+{
+    struct rig r;
+    char *yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:@PORT@\n"
+        "  workers: 1\n"
+        "redis:\n"
+        "  url: redis://@REDIS@/0\n"
+        "  timeout: 200ms\n"
+        "limiters:\n"
+        "  hot: { algorithm: gcra, rate: 1000/d, burst: %d, lease: 50 }\n"
+        "routes:\n"
+        "  - id: api\n"
+        "    uri: http://@ECHO@\n"
+        "    predicates: [Path=/**]\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: route, limiter: hot, on_redis_error: deny }\n",
+        HOT_LIMIT);
+    int from_lease = 0;
+
+    rig_start(&r, true, 1, yaml);
+    /* Takes of 1, 2, 4, 8, 16, 32, then 50 at request 64: after 70, the
+     * lease holds 44. */
+    for (int i = 0; i < 70; i++) {
+        cr_assert_eq(status_of(&r, "/hot", NULL), 200, "request %d", i);
+    }
+    cr_assert_eq(proc_stop(&r.redis, SIGTERM, 5000), 0);
+    for (int i = 0; i < 60; i++) {
+        long st = status_of(&r, "/hot", NULL);
+
+        if (st == 200) {
+            cr_assert_eq(from_lease, i, "a 200 after a 503 (request %d)", i);
+            from_lease++;
+        } else {
+            cr_assert_eq(st, 503, "request %d: %ld", i, st);
+        }
+    }
+    cr_assert(from_lease >= 1 && from_lease <= 44, "%d admitted from the lease",
+              from_lease);
     free(yaml);
     rig_stop(&r);
 }
