@@ -1082,6 +1082,57 @@ Test(ratelimit, a_lease_held_when_redis_goes_away_is_still_spent)
     rig_stop(&r);
 }
 
+/*
+ * Clients that give up while their requests wait for a take (Redis is
+ * paused): the take that went out still lands in the lease, the cost of
+ * the request that sent it included, and all of it goes back: no unit is
+ * lost to a request that was never served.
+ */
+Test(ratelimit, a_take_whose_requests_all_left_goes_back_whole)
+{
+    struct rig r;
+    char *yaml = harness_strf(GATEWAY_HEAD
+                              "limiters:\n"
+                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
+                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
+                              HOT_LIMIT);
+    const char *urls[1];
+    char *u;
+    struct load_result res;
+    struct hot_level hl;
+    redisContext *rc;
+    redisReply *rep;
+
+    rig_start(&r, true, 1, yaml);
+    u = gw_url(&r, 0, "/hot");
+    urls[0] = u;
+    rc = redis_sync(&r);
+    rep = redisCommand(rc, "CLIENT PAUSE 600 ALL");
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    /* One takes, nineteen wait behind it; all give up after 150 ms. */
+    http_load(urls, 1, NULL, 0, 20, 20, 150, &res);
+    cr_assert_eq(res.errors, 20, "%zu of 20 gave up", res.errors);
+    /* The take lands once Redis resumes; its lease ends and goes back. */
+    {
+        int64_t deadline = harness_now_ms() + 10000;
+
+        while (script_calls(&r) < 1 && harness_now_ms() < deadline) {
+        }
+        cr_assert_geq(script_calls(&r), 1, "the take never ran");
+    }
+    hl = (struct hot_level){&r, false, 0, HOT_LIMIT};
+    cr_assert(harness_wait_until(hot_level_is, &hl, 10000),
+              "Redis has %lld units; %d were never admitted", hl.units,
+              HOT_LIMIT);
+    redisFree(rc);
+    /* And the key is decided as ever afterwards. */
+    cr_assert_eq(status_of(&r, "/hot", NULL), 200);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
 /* ---- delay mode ---- */
 
 static int
