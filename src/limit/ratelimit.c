@@ -47,7 +47,7 @@ struct ratelimit {
 
 /* Refusals a worker remembers; each entry is 272 bytes (1.1 MiB). */
 #define DENY_CACHE_ENTRIES 4096
-/* Hot keys a worker may hold leases on; each entry is about 700 bytes. */
+/* Hot keys a worker may hold leases on; each entry is 872 bytes (436 KiB). */
 #define LEASE_ENTRIES 512
 /* A lease entry with nothing held is forgotten after this idle time. */
 #define LEASE_IDLE_US (10 * 1000000ULL)
