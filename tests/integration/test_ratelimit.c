@@ -1244,6 +1244,52 @@ Test(ratelimit, delay_mode_spaces_requests_at_the_rate)
     rig_stop(&r);
 }
 
+/*
+ * Delay mode with leases: a take that must wait grants only its own cost,
+ * so the requests past the burst are spaced at the rate as without
+ * leases, never sooner.
+ */
+Test(ratelimit, delay_mode_with_leases_still_spaces_requests_at_the_rate)
+{
+    enum { N = 10, BURST = 3 };
+    struct rig r;
+    struct fetch f[N];
+    pthread_t th[N];
+    long long arrived[N], sent;
+
+    rig_start(&r, true, 1,
+              GATEWAY_HEAD
+              "limiters:\n"
+              "  smooth: { algorithm: token_bucket, rate: 10/s, burst: 3, "
+              "mode: delay, max_delay: 2s, lease: 3 }\n"
+              "routes:\n"
+              "  - id: api\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: route, limiter: smooth }\n");
+    sent = harness_wall_ms();
+    for (int i = 0; i < N; i++) {
+        f[i].r = &r;
+        pthread_create(&th[i], NULL, fetch_one, &f[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(f[i].status, 200);
+        cr_assert_neq(f[i].received_ms, -1);
+        arrived[i] = f[i].received_ms;
+    }
+    qsort(arrived, N, sizeof(arrived[0]), cmp_ll);
+    /* The burst at once, then one every 100 ms (see above for the slack). */
+    for (int k = BURST; k < N; k++) {
+        cr_assert_geq(arrived[k] - sent, (k - BURST + 1) * 100 - 2,
+                      "request %d arrived %lld ms after the requests went out",
+                      k, arrived[k] - sent);
+    }
+    rig_stop(&r);
+}
+
 /* ---- when Redis fails ---- */
 
 #define POLICY_ROUTES                                                          \
