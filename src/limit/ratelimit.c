@@ -43,6 +43,9 @@ struct ratelimit {
                                       without Redis */
     size_t returns_in_flight;      /* lease returns awaiting Redis */
     size_t takes_in_flight;        /* lease takes awaiting Redis */
+    uint64_t wait_max_us;          /* a request that waited this long
+                                      for takes makes its own call:
+                                      half of redis.timeout */
 };
 
 /* Refusals a worker remembers; each entry is 272 bytes (1.1 MiB). */
@@ -67,6 +70,8 @@ struct part {
     struct lease *lease;           /* the lease whose take it waits for,
                                       or NULL */
     struct part *next;             /* the next waiting for 'lease' */
+    uint64_t queued_us;            /* when it first waited for a take;
+                                      0: never */
 };
 
 struct ratelimit_check {
@@ -105,6 +110,7 @@ ratelimit_new(struct event_base *base, const struct config *cfg,
                              cfg->redis.max_in_flight);
         rl->denied = denycache_new(DENY_CACHE_ENTRIES);
         rl->leases = lease_table_new(LEASE_ENTRIES);
+        rl->wait_max_us = cfg->redis.timeout_ms * 1000 / 2;
     }
     return rl;
 }
@@ -478,6 +484,9 @@ enqueue(struct lease *l, struct part *pt)
 {
     pt->lease = l;
     pt->next = NULL;
+    if (pt->queued_us == 0) {
+        pt->queued_us = now_us();
+    }
     if (l->queue_tail != NULL) {
         ((struct part *)l->queue_tail)->next = pt;
     } else {
@@ -614,7 +623,9 @@ queued_cost(const struct part *pt)
  * takes again, for them all (the script grants what the bucket can
  * spare), and the rest wait again: one call per round trip however many
  * wait. When it refused, each of the rest is refused from the deny cache
- * or makes an exact call of its own (another cost may still fit). When
+ * or makes an exact call of its own (another cost may still fit). A
+ * request that has waited half of redis.timeout makes its own call too,
+ * so that none waits more than one and a half times redis.timeout. When
  * Redis failed, the failure policy decides them all at once.
  */
 static void
@@ -636,6 +647,10 @@ serve_queue(struct ratelimit *rl, struct lease *l, bool answered, bool granted)
             apply_failure_policy(rl, w);
         } else if (lease_spend(l, w->v.conf->cost, now, &w->v.res)) {
             lease_hit(rl, w);
+        } else if (now - w->queued_us >= rl->wait_max_us) {
+            /* Waited long enough (Redis is slow, or the bucket nearly
+             * empty): an exact call of its own, at once. */
+            pending = !known_refused(rl, w) && start_redis(rl, w);
         } else if (taker != NULL) {
             enqueue(l, w);
             pending = true;

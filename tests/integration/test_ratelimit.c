@@ -1133,6 +1133,50 @@ Test(ratelimit, a_take_whose_requests_all_left_goes_back_whole)
     rig_stop(&r);
 }
 
+/*
+ * Redis slow to answer a take: the requests that waited for it half of
+ * redis.timeout or more make their own calls when it lands, rather than
+ * wait for another take; every one is admitted once, and the units add
+ * up once the lease is back.
+ */
+Test(ratelimit, requests_that_waited_long_for_a_take_make_their_own_calls)
+{
+    struct rig r;
+    char *yaml = harness_strf(GATEWAY_HEAD
+                              "limiters:\n"
+                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
+                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
+                              HOT_LIMIT);
+    const char *urls[1];
+    char *u;
+    struct load_result res;
+    struct hot_level hl;
+    redisContext *rc;
+    redisReply *rep;
+
+    rig_start(&r, true, 1, yaml);
+    u = gw_url(&r, 0, "/hot");
+    urls[0] = u;
+    rc = redis_sync(&r);
+    /* redis.timeout is 1 s: the take lands after 700 ms, past 500. */
+    rep = redisCommand(rc, "CLIENT PAUSE 700 ALL");
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    http_load(urls, 1, NULL, 0, 20, 20, 10000, &res);
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[200], 20);
+    /* One take for the first (a new key asks for its cost only), then
+     * one call each for the nineteen that waited. */
+    cr_assert_eq(script_calls(&r), 20, "%ld script calls", script_calls(&r));
+    hl = (struct hot_level){&r, false, 0, HOT_LIMIT - 20};
+    cr_assert(harness_wait_until(hot_level_is, &hl, 5000),
+              "Redis has %lld units", hl.units);
+    redisFree(rc);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
 /* A reload gives the leases back at once, not at the end of their time. */
 Test(ratelimit, a_reload_gives_the_leases_back)
 {
