@@ -103,6 +103,15 @@ strbuf_add_json(struct strbuf *b, const char *s)
     strbuf_add(b, "\"", 1);
 }
 
+void
+strbuf_reset(struct strbuf *b)
+{
+    b->n = 0;
+    if (b->p != NULL) {
+        b->p[0] = '\0';
+    }
+}
+
 char *
 strbuf_take(struct strbuf *b)
 {

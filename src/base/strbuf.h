@@ -33,6 +33,8 @@ const char *u64_dec(unsigned long long v, char *buf);
 void strbuf_add_u64(struct strbuf *b, unsigned long long v);
 /* Adds 's' as a JSON string, quotes included; NULL adds null. */
 void strbuf_add_json(struct strbuf *b, const char *s);
+/* Empties 'b' and keeps its memory for what is added next. */
+void strbuf_reset(struct strbuf *b);
 /* Hands the string over (never NULL: "" when empty); 'b' is reset. */
 char *strbuf_take(struct strbuf *b);
 

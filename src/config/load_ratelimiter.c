@@ -32,6 +32,7 @@ struct rl_ctx {
     const char *scope;        /* the resolved scope; borrowed */
     uint64_t cost;            /* as read; 1 if it was wrong (a limiter
                                  admits at least 1, so no more is said) */
+    bool local;               /* backend: local (no leases there) */
 };
 
 static const struct choice redis_failure_words[] = {
@@ -541,6 +542,13 @@ parse_tier_limiter(struct loader *ld, yaml_node_t *node, const struct field *f,
         t->limiter == NULL || t->limiter->nrules == 0) {
         return;
     }
+    if (tf->ctx->local && t->limiter->lease > 0) {
+        report(ld, node, path,
+               "limiter \"%s\" has lease: %u, and leases need backend: "
+               "redis%s",
+               t->limiter->name, t->limiter->lease,
+               ld->cfg->redis.enabled ? "" : " (there is no redis: section)");
+    }
     cap = limiter_capacity(t->limiter, &rule);
     what = limit_algorithm_is_bucket(t->limiter->algorithm) ? "burst" : "limit";
     if (cost > cap && t->limiter->nrules > 1) {
@@ -711,6 +719,7 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
     ctx.cfg = ld->cfg;
     ctx.scope = rl->scope != NULL ? rl->scope : "";
     ctx.cost = rl->cost;
+    ctx.local = rl->local;
 
     if (form.tiers != NULL && (form.key != NULL || form.limiter != NULL)) {
         sub = PATH_KEY(path, "tiers");

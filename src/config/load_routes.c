@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "load.h"
+#include "router.h"
 #include "xmalloc.h"
 
 /* What a route's "predicates:" or "filters:" list holds. */
@@ -28,10 +29,13 @@ struct kind_table {
 
 /* Arguments of one predicate or filter, in shortcut order. */
 struct arglist {
-    const char **v; /* borrowed from 'buf' or the document */
+    const char **v; /* borrowed from 'buf', 'own' or the document; NULL
+                       for one left out of a sparse spec */
     size_t n;       /* arguments in 'v' */
     size_t cap;     /* allocated entries in 'v' */
     char *buf;      /* the shortcut text, cut in place; owned */
+    char **own;     /* lists joined from sequences; owned */
+    size_t nown;    /* entries in 'own' */
 };
 
 static void
@@ -155,6 +159,10 @@ arglist_push(struct arglist *al, const char *arg)
 static void
 arglist_deinit(struct arglist *al)
 {
+    for (size_t i = 0; i < al->nown; i++) {
+        free(al->own[i]);
+    }
+    free(al->own);
     free(al->v);
     free(al->buf);
 }
@@ -249,12 +257,12 @@ parse_shortcut(struct loader *ld, yaml_node_t *node,
             *comma = '\0';
         }
         piece = load_trim(p);
-        if (*piece == '\0') {
+        if (*piece == '\0' && !spec->sparse) {
             report(ld, node, path, "%s: argument %zu is empty", spec->name,
                    al->n + 1);
             return NULL;
         }
-        arglist_push(al, piece);
+        arglist_push(al, *piece != '\0' ? piece : NULL);
         if (comma == NULL) {
             return spec;
         }
@@ -280,13 +288,55 @@ const struct table load_long_form_table = TABLE(long_form_fields);
  * gathering one may be a sequence of them. RequestRateLimiter, whose
  * args nest, never comes here (load_rate_limiter()).
  */
+/* A list argument given as a sequence of scalars: one "a,b" string. */
+static const char *
+join_list(struct loader *ld, yaml_node_t *v, const struct load_path *sub,
+          struct arglist *al)
+{
+    size_t n = load_sequence_length(v);
+    size_t len = 1;
+    char *joined;
+
+    for (size_t j = 0; j < n; j++) {
+        const char *s =
+            load_scalar(ld, load_sequence_item(ld, v, j), PATH_INDEX(sub, j));
+
+        if (s == NULL) {
+            return NULL;
+        }
+        len += strlen(s) + 1;
+    }
+    joined = xcalloc(1, len);
+    for (size_t j = 0; j < n; j++) {
+        if (j > 0) {
+            strcat(joined, ",");
+        }
+        strcat(joined, load_scalar(ld, load_sequence_item(ld, v, j),
+                                   PATH_INDEX(sub, j)));
+    }
+    al->own = xrealloc(al->own, (al->nown + 1) * sizeof(*al->own));
+    al->own[al->nown++] = joined;
+    return joined;
+}
+
+/*
+ * Puts the values of the long form's args (nodes[i] for spec->args[i],
+ * NULL when left out) in shortcut order. Arguments are scalars, and a
+ * gathering or list one may be a sequence of them. A sparse spec leaves
+ * NULL where one is left out. RequestRateLimiter, whose args nest, never
+ * comes here (load_rate_limiter()).
+ */
 static bool
 spread_args(struct loader *ld, yaml_node_t *node, const struct load_path *path,
             const struct kind_spec *spec, yaml_node_t **nodes,
             struct arglist *al)
 {
     const char *left_out = NULL;
+    size_t last = 0;
 
+    for (size_t i = 0; i < spec->nargs; i++) {
+        last = nodes[i] != NULL ? i + 1 : last;
+    }
     for (size_t i = 0; i < spec->nargs; i++) {
         const struct arg_spec *as = &spec->args[i];
         yaml_node_t *v = nodes[i];
@@ -299,7 +349,9 @@ spread_args(struct loader *ld, yaml_node_t *node, const struct load_path *path,
                        spec->name, as->name);
                 return false;
             }
-            if (left_out == NULL) {
+            if (spec->sparse && i < last) {
+                arglist_push(al, NULL);
+            } else if (left_out == NULL) {
                 left_out = as->name;
             }
             continue;
@@ -323,7 +375,9 @@ spread_args(struct loader *ld, yaml_node_t *node, const struct load_path *path,
                 ok = s != NULL;
             }
         } else {
-            const char *s = load_scalar(ld, v, sub);
+            const char *s = as->list && v->type == YAML_SEQUENCE_NODE
+                                ? join_list(ld, v, sub, al)
+                                : load_scalar(ld, v, sub);
 
             if (s != NULL) {
                 arglist_push(al, s);
@@ -337,6 +391,94 @@ spread_args(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     return true;
 }
 
+/* The long-form key of argument 'name': "backoff" for "backoff.factor". */
+static size_t
+top_key_len(const char *name)
+{
+    const char *dot = strchr(name, '.');
+
+    return dot != NULL ? (size_t)(dot - name) : strlen(name);
+}
+
+/*
+ * Reads the long form's args mapping into nodes[i] for spec->args[i].
+ * An argument "a.b" is key "b" of the mapping under key "a", so that
+ * Spring's nested keys (Retry's backoff.firstBackoff) read as written.
+ */
+static bool
+read_arg_nodes(struct loader *ld, yaml_node_t *args,
+               const struct load_path *sub, const struct kind_spec *spec,
+               yaml_node_t **nodes)
+{
+    struct field *fields = xcalloc(spec->nargs, sizeof(*fields));
+    yaml_node_t **tops = xcalloc(spec->nargs, sizeof(*tops));
+    char **keys = xcalloc(spec->nargs, sizeof(*keys));
+    size_t *first = xcalloc(spec->nargs, sizeof(*first));
+    struct table table = {.fields = fields};
+    size_t nf = 0;
+    bool ok;
+
+    for (size_t i = 0; i < spec->nargs; i++) {
+        const char *name = spec->args[i].name;
+        size_t len = top_key_len(name);
+        size_t j = 0;
+
+        while (j < nf &&
+               !(strlen(keys[j]) == len && strncmp(keys[j], name, len) == 0)) {
+            j++;
+        }
+        if (j == nf) {
+            keys[nf] = xstrndup(name, len);
+            first[nf] = i;
+            fields[nf].key = keys[nf];
+            fields[nf].parse = load_node;
+            fields[nf].offset = nf * sizeof(*tops);
+            nf++;
+        }
+    }
+    table.n = nf;
+    ok = load_fields(ld, args, sub, &table, tops) == LOAD_OK;
+    for (size_t j = 0; ok && j < nf; j++) {
+        const char *name = spec->args[first[j]].name;
+        size_t nsub = 0;
+        struct field *subf;
+        struct table subt = {.fields = NULL};
+
+        if (name[strlen(keys[j])] != '.') {
+            nodes[first[j]] = tops[j];
+            continue;
+        }
+        if (tops[j] == NULL) {
+            continue;
+        }
+        subf = xcalloc(spec->nargs, sizeof(*subf));
+        for (size_t i = first[j]; i < spec->nargs; i++) {
+            const char *n = spec->args[i].name;
+
+            if (strncmp(n, keys[j], strlen(keys[j])) == 0 &&
+                n[strlen(keys[j])] == '.') {
+                subf[nsub].key = n + strlen(keys[j]) + 1;
+                subf[nsub].parse = load_node;
+                subf[nsub].offset = i * sizeof(*nodes);
+                nsub++;
+            }
+        }
+        subt.fields = subf;
+        subt.n = nsub;
+        ok = load_fields(ld, tops[j], PATH_KEY(sub, keys[j]), &subt, nodes) ==
+             LOAD_OK;
+        free(subf);
+    }
+    for (size_t j = 0; j < nf; j++) {
+        free(keys[j]);
+    }
+    free(keys);
+    free(first);
+    free(tops);
+    free(fields);
+    return ok;
+}
+
 /* "{name: Header, args: {header: X-Id, regexp: '\d+'}}". */
 static const struct kind_spec *
 parse_long_form(struct loader *ld, yaml_node_t *node,
@@ -345,8 +487,6 @@ parse_long_form(struct loader *ld, yaml_node_t *node,
 {
     struct long_form lf = {NULL, NULL};
     const struct kind_spec *spec;
-    struct table args_table = {.fields = NULL};
-    struct field *fields;
     yaml_node_t **nodes;
     const char *name;
     const struct load_path *sub;
@@ -369,19 +509,10 @@ parse_long_form(struct loader *ld, yaml_node_t *node,
     }
     /* The arg names become the keys of a table made for this spec, so
      * that unknown and repeated keys are caught as everywhere else. */
-    fields = xcalloc(spec->nargs, sizeof(*fields));
     nodes = xcalloc(spec->nargs, sizeof(*nodes));
-    for (size_t i = 0; i < spec->nargs; i++) {
-        fields[i].key = spec->args[i].name;
-        fields[i].parse = load_node;
-        fields[i].offset = i * sizeof(*nodes);
-    }
     sub = PATH_KEY(path, "args");
-    args_table.fields = fields;
-    args_table.n = spec->nargs;
-    ok = load_fields(ld, lf.args, sub, &args_table, nodes) == LOAD_OK &&
+    ok = read_arg_nodes(ld, lf.args, sub, spec, nodes) &&
          spread_args(ld, node, path, spec, nodes, al);
-    free(fields);
     free(nodes);
     return ok ? spec : NULL;
 }
@@ -424,7 +555,7 @@ parse_element(struct loader *ld, yaml_node_t *node,
               const struct load_path *path, const struct kind_table *kt,
               void *obj)
 {
-    struct arglist al = {NULL, 0, 0, NULL};
+    struct arglist al = {NULL, 0, 0, NULL, NULL, 0};
     const struct kind_spec *spec = NULL;
     char err[256];
     bool ok = false;
@@ -537,24 +668,26 @@ check_identity_field(struct loader *ld, yaml_node_t *node,
 {
     const struct identity_conf *ic = &ld->cfg->identity;
     const char *field = NULL;
+    const char *name = flt->name;
 
-    if (flt->kind != FILTER_ADD_REQUEST_HEADER &&
-        flt->kind != FILTER_SET_REQUEST_HEADER &&
-        flt->kind != FILTER_REMOVE_REQUEST_HEADER) {
+    if (flt->kind == FILTER_MAP_REQUEST_HEADER) {
+        name = flt->name2;
+    } else if (flt->kind != FILTER_ADD_REQUEST_HEADER &&
+               flt->kind != FILTER_SET_REQUEST_HEADER &&
+               flt->kind != FILTER_REMOVE_REQUEST_HEADER) {
         return;
     }
-    if (ic->user_header != NULL &&
-        strcasecmp(flt->name, ic->user_header) == 0) {
+    if (ic->user_header != NULL && strcasecmp(name, ic->user_header) == 0) {
         field = "identity.user_header";
     } else if (ic->role_header != NULL &&
-               strcasecmp(flt->name, ic->role_header) == 0) {
+               strcasecmp(name, ic->role_header) == 0) {
         field = "identity.role_header";
     }
     if (field != NULL) {
         report(ld, node, path,
                "%s is %s: the gateway writes it from the identity it "
                "decided, so this filter would do nothing",
-               flt->name, field);
+               name, field);
     }
 }
 
@@ -640,4 +773,5 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
                     route);
     }
+    router_weigh(cfg->routes, cfg->nroutes);
 }

@@ -46,7 +46,12 @@ struct limiter_def {
     size_t nrules;                            /* 1..LIMIT_MAX_RULES */
     bool delay;                               /* mode: delay (buckets only) */
     uint64_t max_delay_ms;                    /* delay mode: longest hold */
+    unsigned lease; /* lease: most units a worker takes from Redis
+                       at once (lease.h); 0: no leases */
 };
+
+/* The largest lease: gateway.yaml refuses more. */
+#define LIMIT_LEASE_MAX 100000
 
 /* The record of one decision; identical from Lua and from C. */
 struct limit_result {

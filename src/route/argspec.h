@@ -17,6 +17,8 @@ struct arg_spec {
     const char *name; /* long-form key, e.g. "regexp" */
     bool optional;    /* may be left out (only trailing arguments) */
     bool gather;      /* last argument only: takes one or more values */
+    bool list;        /* a comma-separated list, which the long form may
+                         also give as a sequence */
 };
 
 struct kind_spec {
@@ -24,6 +26,10 @@ struct kind_spec {
     int kind;                    /* enum predicate_kind / filter_kind */
     const struct arg_spec *args; /* in shortcut order */
     size_t nargs;
+    bool sparse; /* any argument may be left out, in any position: the
+                    shortcut's empty pieces and the long form's missing
+                    keys are NULL arguments. A name "a.b" is key "b" of
+                    the long form's mapping "a". */
 };
 
 /* How argspec_check_count words its complaint. */

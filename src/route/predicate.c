@@ -1,6 +1,10 @@
+/* strptime(): glibc declares it under _XOPEN_SOURCE. */
+#define _XOPEN_SOURCE 700
+
 #include "predicate.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <stdint.h>
@@ -8,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include "cookie.h"
+#include "errbuf.h"
 #include "headers.h"
 #include "netaddr.h"
 #include "path.h"
@@ -20,31 +27,48 @@
 #define HOST_MAX 256
 /* Query values up to this size are decoded on the stack. */
 #define QUERY_VALUE_STACK 512
+/* A weight beyond this is a typo; Spring's are ints, usually percentages. */
+#define WEIGHT_MAX 1000000
 
 static const struct arg_spec path_args[] = {
-    {"patterns", false, true},
+    {"patterns", false, true, false},
 };
 static const struct arg_spec method_args[] = {
-    {"methods", false, true},
+    {"methods", false, true, false},
 };
 static const struct arg_spec host_args[] = {
-    {"patterns", false, true},
+    {"patterns", false, true, false},
 };
 static const struct arg_spec header_args[] = {
-    {"header", false, false},
-    {"regexp", true, false},
+    {"header", false, false, false},
+    {"regexp", true, false, false},
 };
 static const struct arg_spec query_args[] = {
-    {"param", false, false},
-    {"regexp", true, false},
+    {"param", false, false, false},
+    {"regexp", true, false, false},
 };
 static const struct arg_spec remote_addr_args[] = {
-    {"sources", false, true},
+    {"sources", false, true, false},
+};
+static const struct arg_spec after_args[] = {
+    {"datetime", false, false, false},
+};
+static const struct arg_spec between_args[] = {
+    {"datetime1", false, false, false},
+    {"datetime2", false, false, false},
+};
+static const struct arg_spec cookie_args[] = {
+    {"name", false, false, false},
+    {"regexp", true, false, false},
+};
+static const struct arg_spec weight_args[] = {
+    {"group", false, false, false},
+    {"weight", false, false, false},
 };
 
 #define SPEC(name, kind, args)                                                 \
     {                                                                          \
-        name, kind, args, sizeof(args) / sizeof(args[0])                       \
+        name, kind, args, sizeof(args) / sizeof(args[0]), false                \
     }
 
 static const struct kind_spec specs[] = {
@@ -54,6 +78,13 @@ static const struct kind_spec specs[] = {
     SPEC("Header", PREDICATE_HEADER, header_args),
     SPEC("Query", PREDICATE_QUERY, query_args),
     SPEC("RemoteAddr", PREDICATE_REMOTE_ADDR, remote_addr_args),
+    SPEC("After", PREDICATE_AFTER, after_args),
+    SPEC("Before", PREDICATE_BEFORE, after_args),
+    SPEC("Between", PREDICATE_BETWEEN, between_args),
+    SPEC("Cookie", PREDICATE_COOKIE, cookie_args),
+    SPEC("Weight", PREDICATE_WEIGHT, weight_args),
+    SPEC("XForwardedRemoteAddr", PREDICATE_XFORWARDED_REMOTE_ADDR,
+         remote_addr_args),
 };
 
 const struct kind_spec *
@@ -223,7 +254,7 @@ init_query(struct predicate *p, const struct kind_spec *spec,
 
 /* netaddr_parse_cidr() only says no; tell the operator which part is off. */
 static void
-explain_bad_cidr(const char *s, char *err, size_t errlen)
+explain_bad_cidr(const char *what, const char *s, char *err, size_t errlen)
 {
     char addr[64];
     const char *slash = strchr(s, '/');
@@ -239,13 +270,13 @@ explain_bad_cidr(const char *s, char *err, size_t errlen)
     memcpy(addr, s, alen);
     addr[alen] = '\0';
     if (slash == NULL || netaddr_parse(addr, &a) != 0) {
-        snprintf(err, errlen, "RemoteAddr: \"%s\" is not an IP address", s);
+        snprintf(err, errlen, "%s: \"%s\" is not an IP address", what, s);
         return;
     }
     prefix = strtoul(slash + 1, &end, 10);
     if (!isdigit((unsigned char)slash[1]) || *end != '\0' ||
         prefix > (a.family == AF_INET ? 32u : 128u)) {
-        snprintf(err, errlen, "RemoteAddr: \"%s\": bad prefix length", s);
+        snprintf(err, errlen, "%s: \"%s\": bad prefix length", what, s);
         return;
     }
     /* Only host bits remain: show the block they probably meant. */
@@ -255,23 +286,171 @@ explain_bad_cidr(const char *s, char *err, size_t errlen)
         widest.addr.bytes[i / 8] &= (uint8_t) ~(0x80u >> (i % 8));
     }
     netaddr_format(&widest.addr, addr, sizeof(addr));
-    snprintf(err, errlen,
-             "RemoteAddr: \"%s\" has host bits set (did you mean %s/%lu?)", s,
-             addr, prefix);
+    snprintf(err, errlen, "%s: \"%s\" has host bits set (did you mean %s/%lu?)",
+             what, s, addr, prefix);
 }
 
 static int
-init_remote_addr(struct predicate *p, const char *const *args, size_t nargs,
-                 char *err, size_t errlen)
+init_remote_addr(struct predicate *p, const struct kind_spec *spec,
+                 const char *const *args, size_t nargs, char *err,
+                 size_t errlen)
 {
     p->cidrs = xcalloc(nargs, sizeof(*p->cidrs));
     for (size_t i = 0; i < nargs; i++) {
         if (netaddr_parse_cidr(args[i], &p->cidrs[i]) != 0) {
-            explain_bad_cidr(args[i], err, errlen);
+            explain_bad_cidr(spec->name, args[i], err, errlen);
             return -1;
         }
         p->ncidrs++;
     }
+    return 0;
+}
+
+/* Digits of a fraction of a second, down to milliseconds. */
+static const char *
+skip_fraction(const char *p, int64_t *ms)
+{
+    int64_t scale = 100;
+
+    *ms = 0;
+    if (*p != '.' && *p != ',') {
+        return p;
+    }
+    p++;
+    if (!isdigit((unsigned char)*p)) {
+        return NULL;
+    }
+    for (; isdigit((unsigned char)*p); p++) {
+        *ms += (*p - '0') * scale;
+        scale /= 10;
+    }
+    return p;
+}
+
+int
+predicate_parse_time(const char *s, int64_t *ms, char *err, size_t errlen)
+{
+    struct tm tm;
+    const char *p;
+    char *end;
+    int64_t frac;
+    int64_t off;
+    time_t t;
+
+    /* Spring reads a plain number as epoch milliseconds. */
+    errno = 0;
+    if (isdigit((unsigned char)s[0]) && strspn(s, "0123456789") == strlen(s)) {
+        long long v = strtoll(s, &end, 10);
+
+        if (errno != 0) {
+            errbuf_printf(err, errlen, "\"%s\": out of range", s);
+            return -1;
+        }
+        *ms = (int64_t)v;
+        return 0;
+    }
+    memset(&tm, 0, sizeof(tm));
+    p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (p == NULL || (p = skip_fraction(p, &frac)) == NULL) {
+        errbuf_printf(err, errlen,
+                      "\"%s\" is not a date-time like "
+                      "2017-01-20T17:42:47.789-07:00[America/Denver]",
+                      s);
+        return -1;
+    }
+    if (*p == '\0' || *p == '[') {
+        errbuf_printf(err, errlen,
+                      "\"%s\": a UTC offset is needed (\"Z\", \"+01:00\"), "
+                      "a zone id alone is not read",
+                      s);
+        return -1;
+    }
+    /* glibc's %z takes "Z", "+hh", "+hhmm" and "+hh:mm". */
+    p = strptime(p, "%z", &tm);
+    if (p == NULL || (*p != '\0' && (*p != '[' || p[1] == ']' ||
+                                     strchr(p, ']') != p + strlen(p) - 1))) {
+        errbuf_printf(err, errlen,
+                      "\"%s\": bad UTC offset or zone id after the time", s);
+        return -1;
+    }
+    /* timegm() normalises 'tm', tm_gmtoff included: read it first. */
+    off = (int64_t)tm.tm_gmtoff;
+    t = timegm(&tm);
+    *ms = ((int64_t)t - off) * 1000 + frac;
+    return 0;
+}
+
+static int
+init_time(struct predicate *p, const struct kind_spec *spec,
+          const char *const *args, char *err, size_t errlen)
+{
+    char why[192];
+    int64_t v[2];
+    size_t n = p->kind == PREDICATE_BETWEEN ? 2 : 1;
+
+    for (size_t i = 0; i < n; i++) {
+        if (predicate_parse_time(args[i], &v[i], why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "%s: %s: %s", spec->name, spec->args[i].name,
+                     why);
+            return -1;
+        }
+    }
+    switch (p->kind) {
+    case PREDICATE_AFTER:
+        p->t0 = v[0];
+        break;
+    case PREDICATE_BEFORE:
+        p->t1 = v[0];
+        break;
+    default:
+        if (v[1] <= v[0]) {
+            snprintf(err, errlen,
+                     "Between: datetime2 \"%s\" must be after "
+                     "datetime1 \"%s\"",
+                     args[1], args[0]);
+            return -1;
+        }
+        p->t0 = v[0];
+        p->t1 = v[1];
+        break;
+    }
+    return 0;
+}
+
+static int
+init_cookie(struct predicate *p, const struct kind_spec *spec,
+            const char *const *args, size_t nargs, char *err, size_t errlen)
+{
+    if (!is_token(args[0])) {
+        snprintf(err, errlen, "Cookie: \"%s\" is not a cookie name", args[0]);
+        return -1;
+    }
+    p->name = xstrdup(args[0]);
+    return init_regexp(p, spec, nargs > 1 ? args[1] : NULL, err, errlen);
+}
+
+static int
+init_weight(struct predicate *p, const char *const *args, char *err,
+            size_t errlen)
+{
+    unsigned long long w;
+    char *end;
+
+    if (args[0][0] == '\0') {
+        snprintf(err, errlen, "Weight: empty group name");
+        return -1;
+    }
+    errno = 0;
+    w = strtoull(args[1], &end, 10);
+    if (!isdigit((unsigned char)args[1][0]) || *end != '\0' || errno != 0 ||
+        w > WEIGHT_MAX) {
+        snprintf(err, errlen,
+                 "Weight: weight must be an integer from 0 to %d, got \"%s\"",
+                 WEIGHT_MAX, args[1]);
+        return -1;
+    }
+    p->name = xstrdup(args[0]);
+    p->weight = w;
     return 0;
 }
 
@@ -310,7 +489,19 @@ predicate_init(struct predicate *p, const struct kind_spec *spec,
         rc = init_query(p, spec, args, nargs, err, errlen);
         break;
     case PREDICATE_REMOTE_ADDR:
-        rc = init_remote_addr(p, args, nargs, err, errlen);
+    case PREDICATE_XFORWARDED_REMOTE_ADDR:
+        rc = init_remote_addr(p, spec, args, nargs, err, errlen);
+        break;
+    case PREDICATE_AFTER:
+    case PREDICATE_BEFORE:
+    case PREDICATE_BETWEEN:
+        rc = init_time(p, spec, args, err, errlen);
+        break;
+    case PREDICATE_COOKIE:
+        rc = init_cookie(p, spec, args, nargs, err, errlen);
+        break;
+    case PREDICATE_WEIGHT:
+        rc = init_weight(p, args, err, errlen);
         break;
     default:
         snprintf(err, errlen, "%s: unknown predicate kind %d", spec->name,
@@ -437,6 +628,55 @@ test_query(const struct predicate *p, const char *query)
     return false;
 }
 
+static bool
+test_cookie(const struct predicate *p, const struct headers *h)
+{
+    const char *value;
+    size_t len;
+
+    if (cookie_find(h, p->name, &value, &len) == 0) {
+        return false;
+    }
+    return p->re == NULL || regexp_full_match(p->re, value, len);
+}
+
+/* splitmix64's finaliser: the group's own value from the request's draw. */
+static uint64_t
+mix(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static bool
+test_weight(const struct predicate *p, uint64_t draw)
+{
+    uint64_t d;
+
+    if (p->total == 0) {
+        return false;
+    }
+    /* Totals are at most WEIGHT_MAX times the routes: the modulo bias on
+     * 64 bits is far below anything measurable. */
+    d = mix(draw + 0x9e3779b97f4a7c15ULL * (p->group + 1)) % p->total;
+    return d >= p->lo && d < p->hi;
+}
+
+static bool
+test_cidrs(const struct predicate *p, const struct netaddr *client)
+{
+    if (client == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < p->ncidrs; i++) {
+        if (netaddr_in_cidr(&p->cidrs[i], client)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 bool
 predicate_test(const struct predicate *p, const struct request_view *req,
                struct glob_vars *vars)
@@ -469,15 +709,18 @@ predicate_test(const struct predicate *p, const struct request_view *req,
     case PREDICATE_QUERY:
         return test_query(p, req->query);
     case PREDICATE_REMOTE_ADDR:
-        if (req->client == NULL) {
-            return false;
-        }
-        for (size_t i = 0; i < p->ncidrs; i++) {
-            if (netaddr_in_cidr(&p->cidrs[i], req->client)) {
-                return true;
-            }
-        }
-        return false;
+    case PREDICATE_XFORWARDED_REMOTE_ADDR:
+        return test_cidrs(p, req->client);
+    case PREDICATE_AFTER:
+        return req->now_ms > p->t0;
+    case PREDICATE_BEFORE:
+        return req->now_ms < p->t1;
+    case PREDICATE_BETWEEN:
+        return req->now_ms > p->t0 && req->now_ms < p->t1;
+    case PREDICATE_COOKIE:
+        return test_cookie(p, req->headers);
+    case PREDICATE_WEIGHT:
+        return test_weight(p, req->draw);
     }
     return false;
 }

@@ -21,4 +21,13 @@ const struct route *router_match(const struct route *routes, size_t n,
                                  const struct request_view *req,
                                  struct glob_vars *vars);
 
+/*
+ * Spreads the Weight predicates of the 'n' routes over their groups
+ * (named by their first argument): each gets its group index and its
+ * range of draws, in route order, so that a group's routes share its
+ * draws in proportion to their weights. Call once, after every route is
+ * built. Returns the number of groups.
+ */
+size_t router_weigh(struct route *routes, size_t n);
+
 #endif

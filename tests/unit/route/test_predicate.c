@@ -73,7 +73,7 @@ Test(predicate, the_table_lists_every_kind_in_readme_order)
     size_t n;
     const struct kind_spec *s = predicate_specs(&n);
 
-    cr_assert_eq(n, 6);
+    cr_assert_eq(n, 12);
     cr_assert_str_eq(s[0].name, "Path");
     cr_assert_eq(s[0].kind, PREDICATE_PATH);
     cr_assert(s[0].args[0].gather);
@@ -85,6 +85,17 @@ Test(predicate, the_table_lists_every_kind_in_readme_order)
     cr_assert_str_eq(s[4].args[0].name, "param");
     cr_assert_str_eq(s[5].name, "RemoteAddr");
     cr_assert_str_eq(s[5].args[0].name, "sources");
+    cr_assert_str_eq(s[6].name, "After");
+    cr_assert_str_eq(s[6].args[0].name, "datetime");
+    cr_assert_str_eq(s[7].name, "Before");
+    cr_assert_str_eq(s[8].name, "Between");
+    cr_assert_str_eq(s[8].args[1].name, "datetime2");
+    cr_assert_str_eq(s[9].name, "Cookie");
+    cr_assert(s[9].args[1].optional);
+    cr_assert_str_eq(s[10].name, "Weight");
+    cr_assert_str_eq(s[10].args[0].name, "group");
+    cr_assert_str_eq(s[11].name, "XForwardedRemoteAddr");
+    cr_assert(s[11].args[0].gather);
 }
 
 Test(predicate, path_matches_any_of_its_patterns)
@@ -400,4 +411,181 @@ Test(predicate, deinit_leaves_an_empty_predicate)
     cr_assert_null(p.name);
     cr_assert_null(p.re);
     predicate_deinit(&p);
+}
+
+/* 2017-01-21T00:42:47.789Z, the instant of Spring's examples. */
+#define SPRING_EXAMPLE_MS 1484959367789LL
+
+Test(predicate, time_reads_spring_zoned_date_times)
+{
+    int64_t ms = 0;
+    char err[256] = "";
+
+    cr_assert_eq(
+        predicate_parse_time("2017-01-20T17:42:47.789-07:00[America/Denver]",
+                             &ms, err, sizeof(err)),
+        0, "%s", err);
+    cr_assert_eq(ms, SPRING_EXAMPLE_MS);
+    cr_assert_eq(
+        predicate_parse_time("2017-01-21T00:42:47.789Z", &ms, err, sizeof(err)),
+        0, "%s", err);
+    cr_assert_eq(ms, SPRING_EXAMPLE_MS);
+    cr_assert_eq(predicate_parse_time("2017-01-21T01:42:47.789+01:00", &ms, err,
+                                      sizeof(err)),
+                 0, "%s", err);
+    cr_assert_eq(ms, SPRING_EXAMPLE_MS);
+    cr_assert_eq(
+        predicate_parse_time("2017-01-21T00:42:47Z", &ms, err, sizeof(err)), 0,
+        "%s", err);
+    cr_assert_eq(ms, SPRING_EXAMPLE_MS - 789);
+    /* Spring reads a number as epoch milliseconds. */
+    cr_assert_eq(predicate_parse_time("1484959367789", &ms, err, sizeof(err)),
+                 0, "%s", err);
+    cr_assert_eq(ms, SPRING_EXAMPLE_MS);
+}
+
+Test(predicate, time_refuses_what_it_cannot_place)
+{
+    int64_t ms;
+    char err[256] = "";
+
+    cr_assert_eq(predicate_parse_time("2017-01-20T17:42:47[America/Denver]",
+                                      &ms, err, sizeof(err)),
+                 -1);
+    cr_assert(strstr(err, "a UTC offset is needed") != NULL, "%s", err);
+    cr_assert_eq(predicate_parse_time("2017-01-20", &ms, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "is not a date-time") != NULL, "%s", err);
+    cr_assert_eq(predicate_parse_time("2017-01-20T17:42:47+07:00 junk", &ms,
+                                      err, sizeof(err)),
+                 -1);
+    cr_assert(strstr(err, "bad UTC offset") != NULL, "%s", err);
+    cr_assert_eq(predicate_parse_time("2017-01-20T17:42:47+07:00[", &ms, err,
+                                      sizeof(err)),
+                 -1);
+}
+
+Test(predicate, after_before_and_between_read_the_injected_clock)
+{
+    struct predicate after = MAKE("After", "2017-01-21T00:42:47.789Z");
+    struct predicate before = MAKE("Before", "2017-01-21T00:42:47.789Z");
+    struct predicate between =
+        MAKE("Between", "2017-01-20T17:42:47.789-07:00[America/Denver]",
+             "2017-01-21T17:42:47.789-07:00[America/Denver]");
+    struct request_view r = request("GET", "/");
+
+    r.now_ms = SPRING_EXAMPLE_MS;
+    cr_assert_not(predicate_test(&after, &r, NULL), "the instant is not after");
+    cr_assert_not(predicate_test(&before, &r, NULL));
+    cr_assert_not(predicate_test(&between, &r, NULL));
+    r.now_ms = SPRING_EXAMPLE_MS + 1;
+    cr_assert(predicate_test(&after, &r, NULL));
+    cr_assert_not(predicate_test(&before, &r, NULL));
+    cr_assert(predicate_test(&between, &r, NULL));
+    r.now_ms = SPRING_EXAMPLE_MS - 1;
+    cr_assert_not(predicate_test(&after, &r, NULL));
+    cr_assert(predicate_test(&before, &r, NULL));
+    cr_assert_not(predicate_test(&between, &r, NULL));
+    r.now_ms = SPRING_EXAMPLE_MS + 86400000 - 1;
+    cr_assert(predicate_test(&between, &r, NULL));
+    r.now_ms = SPRING_EXAMPLE_MS + 86400000;
+    cr_assert_not(predicate_test(&between, &r, NULL));
+    predicate_deinit(&after);
+    predicate_deinit(&before);
+    predicate_deinit(&between);
+}
+
+Test(predicate, time_arguments_are_checked_at_load)
+{
+    REFUSE("After",
+           "After: datetime: \"yesterday\" is not a date-time like "
+           "2017-01-20T17:42:47.789-07:00[America/Denver]",
+           "yesterday");
+    REFUSE("Between",
+           "Between: datetime2 \"2017-01-20T00:00:00Z\" must be after "
+           "datetime1 \"2017-01-21T00:00:00Z\"",
+           "2017-01-21T00:00:00Z", "2017-01-20T00:00:00Z");
+    REFUSE("Between",
+           "Between: datetime2: \"2017-01-20T00:00:00\": a UTC offset is "
+           "needed (\"Z\", \"+01:00\"), a zone id alone is not read",
+           "2017-01-21T00:00:00Z", "2017-01-20T00:00:00");
+}
+
+static struct header cookie_fields[] = {
+    {"Cookie", "theme=dark; chocolate=chip"},
+    {"Cookie", "chocolate=chop"},
+};
+static const struct headers cookie_headers = {
+    .v = cookie_fields, .n = 2, .cap = 2};
+
+Test(predicate, cookie_matches_the_whole_value_of_the_first_cookie)
+{
+    struct predicate p = MAKE("Cookie", "chocolate", "ch.p");
+    struct predicate part = MAKE("Cookie", "chocolate", "ch");
+    struct predicate present = MAKE("Cookie", "theme");
+    struct predicate absent = MAKE("Cookie", "vanilla");
+    struct request_view r = request("GET", "/");
+
+    r.headers = &cookie_headers;
+    cr_assert(predicate_test(&p, &r, NULL));
+    cr_assert_not(predicate_test(&part, &r, NULL), "anchored at both ends");
+    cr_assert(predicate_test(&present, &r, NULL));
+    cr_assert_not(predicate_test(&absent, &r, NULL));
+    r.headers = NULL;
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+    predicate_deinit(&part);
+    predicate_deinit(&present);
+    predicate_deinit(&absent);
+}
+
+Test(predicate, cookie_arguments_are_checked_at_load)
+{
+    REFUSE("Cookie", "Cookie: \"a b\" is not a cookie name", "a b", "x");
+    REFUSE("Cookie",
+           "Cookie: bad regexp \"(\": missing closing parenthesis at "
+           "offset 1",
+           "id", "(");
+}
+
+Test(predicate, weight_arguments_are_checked_at_load)
+{
+    struct predicate p = MAKE("Weight", "canary", "0");
+
+    cr_assert_str_eq(p.name, "canary");
+    cr_assert_eq(p.weight, 0);
+    cr_assert_eq(p.total, 0);
+    cr_assert_not(predicate_test(&p, &(struct request_view){.draw = 1}, NULL),
+                  "an unweighed group matches nothing");
+    predicate_deinit(&p);
+    REFUSE("Weight",
+           "Weight: weight must be an integer from 0 to 1000000, got \"-1\"",
+           "g", "-1");
+    REFUSE("Weight",
+           "Weight: weight must be an integer from 0 to 1000000, got \"1.5\"",
+           "g", "1.5");
+    REFUSE("Weight",
+           "Weight: weight must be an integer from 0 to 1000000, got "
+           "\"1000001\"",
+           "g", "1000001");
+}
+
+Test(predicate, xforwarded_remote_addr_tests_the_resolved_client)
+{
+    struct predicate p = MAKE("XForwardedRemoteAddr", "192.168.1.0/24");
+    struct request_view r = request("GET", "/");
+    struct netaddr a;
+
+    cr_assert_eq(p.ncidrs, 1);
+    r.client = &a;
+    netaddr_parse("192.168.1.10", &a);
+    cr_assert(predicate_test(&p, &r, NULL));
+    netaddr_parse("192.168.2.10", &a);
+    cr_assert_not(predicate_test(&p, &r, NULL));
+    predicate_deinit(&p);
+    REFUSE("XForwardedRemoteAddr",
+           "XForwardedRemoteAddr: \"proxy\" is not an IP address", "proxy");
+    REFUSE("XForwardedRemoteAddr",
+           "XForwardedRemoteAddr: \"192.168.1.1/24\" has host bits set (did "
+           "you mean 192.168.1.0/24?)",
+           "192.168.1.1/24");
 }

@@ -201,3 +201,92 @@ Test(router, a_match_without_path_variables_reports_none)
     cr_assert_str_eq(match_id(&req, &vars), "host");
     cr_assert_eq(vars.n, 0);
 }
+
+/* Counts, over draws 1..n, which route each request goes to. */
+static void
+count_draws(size_t n, size_t *counts, size_t ncounts)
+{
+    struct request_view r = request("GET", "/");
+
+    for (size_t i = 0; i < ncounts; i++) {
+        counts[i] = 0;
+    }
+    for (uint64_t d = 1; d <= n; d++) {
+        const struct route *m;
+
+        r.draw = d * 0x9e3779b97f4a7c15ULL;
+        m = router_match(cfg->routes, cfg->nroutes, &r, NULL);
+        counts[m != NULL ? (size_t)(m - cfg->routes) : ncounts - 1]++;
+    }
+}
+
+Test(router, weight_groups_share_draws_in_proportion)
+{
+    size_t counts[4];
+
+    PREDICATE(add_route("high"), "Weight", "group1", "8");
+    PREDICATE(add_route("low"), "Weight", "group1", "2");
+    add_route("fallback");
+    cr_assert_eq(router_weigh(cfg->routes, cfg->nroutes), 1);
+    cr_assert_eq(cfg->routes[0].predicates[0].total, 10);
+    cr_assert_eq(cfg->routes[1].predicates[0].lo, 8);
+    cr_assert_eq(cfg->routes[1].predicates[0].hi, 10);
+    count_draws(100000, counts, 4);
+    /* Exactly one of the group answers each draw: nothing falls through. */
+    cr_assert_eq(counts[2], 0);
+    cr_assert_eq(counts[0] + counts[1], 100000);
+    /* 8 sigma of a binomial(100000, 0.8) is about 1012. */
+    cr_assert(counts[0] > 80000 - 1012 && counts[0] < 80000 + 1012, "%zu",
+              counts[0]);
+}
+
+Test(router, weight_zero_never_matches_and_one_route_takes_all)
+{
+    size_t counts[4];
+
+    PREDICATE(add_route("off"), "Weight", "g", "0");
+    PREDICATE(add_route("on"), "Weight", "g", "5");
+    PREDICATE(add_route("solo"), "Weight", "other", "3");
+    cr_assert_eq(router_weigh(cfg->routes, cfg->nroutes), 2);
+    count_draws(10000, counts, 4);
+    cr_assert_eq(counts[0], 0);
+    cr_assert_eq(counts[1], 10000);
+    cr_assert_eq(counts[2], 0, "shadowed by 'on', which always matches");
+}
+
+Test(router, weight_groups_draw_independently)
+{
+    struct request_view r = request("GET", "/");
+    size_t both = 0;
+    const size_t n = 40000;
+
+    /* Two groups of halves: with one value per group the pairs split in
+     * quarters; reusing one value for both would give halves. */
+    PREDICATE(add_route("a1"), "Weight", "a", "1");
+    PREDICATE(add_route("a2"), "Weight", "a", "1");
+    PREDICATE(add_route("b1"), "Weight", "b", "1");
+    PREDICATE(add_route("b2"), "Weight", "b", "1");
+    router_weigh(cfg->routes, cfg->nroutes);
+    for (uint64_t d = 1; d <= n; d++) {
+        r.draw = d * 0x9e3779b97f4a7c15ULL;
+        both += predicate_test(&cfg->routes[0].predicates[0], &r, NULL) &&
+                predicate_test(&cfg->routes[2].predicates[0], &r, NULL);
+    }
+    /* binomial(40000, 0.25): sigma ~ 87, 8 sigma ~ 693. */
+    cr_assert(both > 10000 - 693 && both < 10000 + 693, "%zu", both);
+}
+
+Test(router, the_same_draw_always_picks_the_same_route)
+{
+    struct request_view r = request("GET", "/");
+    const struct route *first;
+
+    PREDICATE(add_route("x"), "Weight", "g", "1");
+    PREDICATE(add_route("y"), "Weight", "g", "1");
+    router_weigh(cfg->routes, cfg->nroutes);
+    r.draw = 12345;
+    first = router_match(cfg->routes, cfg->nroutes, &r, NULL);
+    for (int i = 0; i < 10; i++) {
+        cr_assert_eq(router_match(cfg->routes, cfg->nroutes, &r, NULL), first);
+    }
+}
