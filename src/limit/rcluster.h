@@ -8,7 +8,7 @@
  * Design. The map comes from CLUSTER SLOTS, asked of a connected primary
  * (or, while none is, of the seed nodes of the config): at start, every
  * few seconds (jittered), at once after a MOVED, a CLUSTERDOWN, a
- * READONLY or a lost connection, and every quarter second while a slot
+ * READONLY or a lost connection, and every 250 to 500 ms while a slot
  * has no connected primary. Each primary of the map gets a node client
  * (redis_client_node_new()): its own connection with the handshake,
  * reconnects, script cache (SCRIPT LOAD at each connect, NOSCRIPT answered

@@ -994,8 +994,9 @@ Test(cluster_redis, killed_primary_is_replaced_and_counting_resumes,
     policy = atomic_load(&load.status[503]);
     fprintf(stderr,
             "cluster: %u requests during the failover: %u decided, %u by "
-            "the failure policy, slowest %lld ms\n",
-            sent, ok, policy, (long long)atomic_load(&load.max_ms));
+            "the failure policy, slowest %lld ms, %ld CLUSTERDOWN\n",
+            sent, ok, policy, (long long)atomic_load(&load.max_ms),
+            metric(&r, "sluice_redis_events_total{kind=\"clusterdown\"}"));
     cr_assert_eq(ok + policy, sent, "other statuses (%u without an answer)",
                  atomic_load(&load.status[0]));
     cr_assert_gt(policy, 0, "no request met the failure policy");
