@@ -43,6 +43,7 @@ struct ratelimit {
                                       without Redis */
     size_t returns_in_flight;      /* lease returns awaiting Redis */
     size_t takes_in_flight;        /* lease takes awaiting Redis */
+    uint64_t timeout_ms;           /* redis.timeout: a decision's time */
     uint64_t wait_max_us;          /* a request that waited this long
                                       for takes makes its own call:
                                       half of redis.timeout */
@@ -110,6 +111,7 @@ ratelimit_new(struct event_base *base, const struct config *cfg,
                              cfg->redis.max_in_flight);
         rl->denied = denycache_new(DENY_CACHE_ENTRIES);
         rl->leases = lease_table_new(LEASE_ENTRIES);
+        rl->timeout_ms = cfg->redis.timeout_ms;
         rl->wait_max_us = cfg->redis.timeout_ms * 1000 / 2;
     }
     return rl;
@@ -375,6 +377,28 @@ request_id(struct ratelimit *rl, char *buf)
     strcpy(buf + n + 1, u64_dec(++rl->seq, digits));
 }
 
+/* Below this much of its time left, a decision is not sent to Redis. */
+#define BUDGET_MIN_MS 2
+
+/*
+ * What is left of redis.timeout for 'pt': all of it, unless it has waited
+ * behind lease takes, whose time counts against it. 0 when less than
+ * BUDGET_MIN_MS is left: a call that would time out still runs in Redis,
+ * and would charge units for a request the failure policy decided.
+ */
+static uint64_t
+budget_ms(const struct ratelimit *rl, const struct part *pt)
+{
+    uint64_t waited;
+
+    if (pt->queued_us == 0) {
+        return rl->timeout_ms;
+    }
+    waited = (now_us() - pt->queued_us) / 1000;
+    return waited + BUDGET_MIN_MS <= rl->timeout_ms ? rl->timeout_ms - waited
+                                                    : 0;
+}
+
 /*
  * Sends the script call for 'pt'. True if it went out ('pt' is decided
  * in on_script_reply()); false if the failure policy decided it now.
@@ -384,11 +408,17 @@ start_redis(struct ratelimit *rl, struct part *pt)
 {
     const struct limiter_def *lim = pt->v.tier->limiter;
     const struct lua_script *script = rl->scripts[lim->algorithm];
+    uint64_t budget = budget_ms(rl, pt);
     struct scriptcall sc;
     char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
 
     _Static_assert(RATEKEY_MAX + 2 <= SCRIPTCALL_KEY_MAX,
                    "a key and its rule suffix fit a script call");
+    if (budget == 0) {
+        /* Its time went waiting behind lease takes. */
+        apply_failure_policy(rl, pt);
+        return false;
+    }
     if (script == NULL) {
         log_error("ratelimit: no script for %s",
                   limit_algorithm_name(lim->algorithm));
@@ -405,8 +435,9 @@ start_redis(struct ratelimit *rl, struct part *pt)
         return false;
     }
     clock_gettime(CLOCK_MONOTONIC, &pt->started);
-    pt->call = redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args,
-                                 sc.nargs, on_script_reply, pt);
+    pt->call =
+        redis_client_eval_within(rl->redis, script, sc.keys, sc.nkeys, sc.args,
+                                 sc.nargs, budget, on_script_reply, pt);
     return true;
 }
 
@@ -558,10 +589,21 @@ start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
 {
     const struct limiter_def *lim = pt->v.tier->limiter;
     const struct lua_script *script = rl->scripts[lim->algorithm];
+    uint64_t budget = budget_ms(rl, pt);
     struct scriptcall sc;
     char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
     struct take *tk;
 
+    if (budget == 0) {
+        /* Its time went waiting behind lease takes. */
+        apply_failure_policy(rl, pt);
+        return false;
+    }
+    /* What is left is too little for this cost (or out of time): back
+     * before the take, which replaces it; from the queue as from a new
+     * request. */
+    give_back(rl, l, l->units);
+    l->units = 0;
     lease_take_started(l, lim, now_us());
     tk = xcalloc(1, sizeof(*tk));
     tk->rl = rl;
@@ -584,8 +626,10 @@ start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
     pt->started = tk->started;
     pt->take = tk;
     rl->takes_in_flight++;
-    redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args, sc.nargs,
-                      on_take_reply, tk);
+    /* Those who wait behind it came later than 'pt', first in the queue:
+     * its budget is within theirs. */
+    redis_client_eval_within(rl->redis, script, sc.keys, sc.nkeys, sc.args,
+                             sc.nargs, budget, on_take_reply, tk);
     return true;
 }
 
@@ -624,9 +668,6 @@ lease_part(struct ratelimit *rl, struct part *pt)
             return start_redis(rl, pt);
         }
     }
-    /* Too few left for this cost, or out of time: back before a take. */
-    give_back(rl, l, l->units);
-    l->units = 0;
     return start_take(rl, pt, l, 0);
 }
 
@@ -651,7 +692,8 @@ queued_cost(const struct part *pt)
  * wait. When it refused, each of the rest is refused from the deny cache
  * or makes an exact call of its own (another cost may still fit). A
  * request that has waited half of redis.timeout makes its own call too,
- * so that none waits more than one and a half times redis.timeout. When
+ * within what is left of that timeout (budget_ms()), so that none waits
+ * longer than redis.timeout in all. When
  * Redis failed, the failure policy decides them all at once.
  */
 static void
@@ -659,6 +701,7 @@ serve_queue(struct ratelimit *rl, struct lease *l, bool answered, bool granted)
 {
     struct part *w = l->queue_head;
     struct part *taker = NULL;
+    struct part *done = NULL; /* decided here, finished after the walk */
     uint64_t now = now_us();
 
     l->queue_head = NULL;
@@ -691,9 +734,19 @@ serve_queue(struct ratelimit *rl, struct lease *l, bool answered, bool granted)
             pending = start_redis(rl, w);
         }
         if (!pending) {
-            finish_part(w);
+            w->next = done;
+            done = w;
         }
         w = next;
+    }
+    /* Finishing runs the gateway's callback, which may end other checks:
+     * none of them may be in the list being walked. */
+    while (done != NULL) {
+        struct part *next = done->next;
+
+        done->next = NULL;
+        finish_part(done);
+        done = next;
     }
 }
 
@@ -716,6 +769,16 @@ on_take_reply(enum redis_status status, const long long *ints, size_t n,
     if (!answered && (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK)) {
         log_warn("ratelimit: lease take: redis: %s",
                  error != NULL ? error : "unexpected reply");
+    }
+    if (status == REDIS_CALL_TIMEOUT) {
+        /* The script may still run and charge up to what was asked for,
+         * which is then never admitted nor returned: count it as used. */
+        count_units(rl, "lost", tk->wanted);
+    }
+    if (answered && granted > tk->wanted) {
+        log_warn("ratelimit: lease take: %llu units granted of %llu asked",
+                 (unsigned long long)granted, (unsigned long long)tk->wanted);
+        granted = tk->wanted;
     }
     if (answered && res.allowed) {
         /* A request that left unserved leaves its cost in the lease. */

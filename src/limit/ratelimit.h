@@ -52,7 +52,8 @@ void ratelimit_outcome_deinit(struct ratelimit_outcome *o);
 
 /*
  * Called once with the outcome (the callee owns it: deinit it). Never
- * called if the check was cancelled.
+ * called if the check was cancelled. It must not cancel another check:
+ * the answer to one lease take decides many checks in a row.
  */
 typedef void ratelimit_done_cb(struct ratelimit_outcome *o, void *arg);
 

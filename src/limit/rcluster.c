@@ -636,15 +636,20 @@ on_attempt_reply(enum redis_status status, const long long *ints, size_t nints,
 struct rcluster_call *
 rcluster_eval(struct rcluster *cl, const struct lua_script *script,
               const char *const *keys, size_t nkeys, const char *const *args,
-              size_t nargs, redis_script_cb *cb, void *arg)
+              size_t nargs, uint64_t timeout_ms, redis_script_cb *cb, void *arg)
 {
     struct rcluster_call *call = xcalloc(1, sizeof(*call));
-    struct timeval tv = clock_tv(cl->node_conf.timeout_ms);
+    struct timeval tv;
+
     size_t nwords = nkeys + nargs;
     size_t size = nwords * sizeof(char *);
     char *p;
 
     assert(!cl->freeing);
+    if (timeout_ms > cl->node_conf.timeout_ms) {
+        timeout_ms = cl->node_conf.timeout_ms;
+    }
+    tv = clock_tv(timeout_ms);
     cl->stats.calls++;
     call->cl = cl;
     call->script = script;
@@ -668,7 +673,7 @@ rcluster_eval(struct rcluster *cl, const struct lua_script *script,
     call->cb = cb;
     call->arg = arg;
     call->ev = evtimer_new(cl->base, on_call_event, call);
-    call->deadline_ms = clock_mono_ms() + (int64_t)cl->node_conf.timeout_ms;
+    call->deadline_ms = clock_mono_ms() + (int64_t)timeout_ms;
     call->backoff_ms = RETRY_MIN_MS;
     TAILQ_INSERT_TAIL(&cl->calls, call, link);
     evtimer_add(call->ev, &tv);

@@ -73,12 +73,13 @@ bool rcluster_ready(const struct rcluster *cl);
  * computed by this call. */
 const struct redis_stats *rcluster_stats(struct rcluster *cl);
 
-/* As redis_client_eval(), with the same guarantees. */
+/* As redis_client_eval_within(), with the same guarantees. */
 struct rcluster_call *rcluster_eval(struct rcluster *cl,
                                     const struct lua_script *script,
                                     const char *const *keys, size_t nkeys,
                                     const char *const *args, size_t nargs,
-                                    redis_script_cb *cb, void *arg);
+                                    uint64_t timeout_ms, redis_script_cb *cb,
+                                    void *arg);
 
 /* As redis_call_cancel(). */
 void rcluster_call_cancel(struct rcluster_call *call);

@@ -1046,18 +1046,32 @@ redis_client_eval(struct redis_client *c, const struct lua_script *script,
                   const char *const *args, size_t nargs, redis_script_cb *cb,
                   void *arg)
 {
+    return redis_client_eval_within(c, script, keys, nkeys, args, nargs,
+                                    c->timeout_ms, cb, arg);
+}
+
+struct redis_call *
+redis_client_eval_within(struct redis_client *c,
+                         const struct lua_script *script,
+                         const char *const *keys, size_t nkeys,
+                         const char *const *args, size_t nargs,
+                         uint64_t timeout_ms, redis_script_cb *cb, void *arg)
+{
     struct redis_call *call;
 
+    if (timeout_ms > c->timeout_ms) {
+        timeout_ms = c->timeout_ms;
+    }
     if (c->cluster == NULL) {
-        return eval_on(c, script, keys, nkeys, args, nargs, false,
-                       c->timeout_ms, cb, arg);
+        return eval_on(c, script, keys, nkeys, args, nargs, false, timeout_ms,
+                       cb, arg);
     }
     call = xcalloc(1, sizeof(*call));
     call->client = c;
     call->cb = cb;
     call->arg = arg;
     call->routed = rcluster_eval(c->cluster, script, keys, nkeys, args, nargs,
-                                 on_routed, call);
+                                 timeout_ms, on_routed, call);
     return call;
 }
 
@@ -1157,6 +1171,7 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
     if (conf->ncluster_nodes > 0) {
         c = xcalloc(1, sizeof(*c));
         c->base = base;
+        c->timeout_ms = conf->timeout_ms;
         c->cluster = rcluster_new(base, conf, scripts, nscripts, max_in_flight);
         return c;
     }

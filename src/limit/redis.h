@@ -114,6 +114,16 @@ struct redis_call *redis_client_eval(struct redis_client *c,
                                      redis_script_cb *cb, void *arg);
 
 /*
+ * redis_client_eval() answered within 'timeout_ms' instead of the
+ * configured timeout (never more than it): for a caller that has already
+ * spent part of its decision's time.
+ */
+struct redis_call *redis_client_eval_within(
+    struct redis_client *c, const struct lua_script *script,
+    const char *const *keys, size_t nkeys, const char *const *args,
+    size_t nargs, uint64_t timeout_ms, redis_script_cb *cb, void *arg);
+
+/*
  * The caller has gone: 'cb' will not run. Whatever hiredis still owes
  * for the call is received and dropped. Must not be called once the
  * callback has run.

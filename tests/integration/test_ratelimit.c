@@ -1191,6 +1191,131 @@ Test(ratelimit, requests_that_waited_long_for_a_take_make_their_own_calls)
     rig_stop(&r);
 }
 
+/*
+ * A request that waited behind a take and then takes again (the lease it
+ * was given holds fewer units than its cost) returns those units first:
+ * they used to vanish with the new take. Cost 3, leases of up to 10.
+ */
+Test(ratelimit, a_take_from_the_queue_returns_what_the_lease_left)
+{
+    struct rig r;
+    char *yaml = harness_strf(
+        GATEWAY_HEAD "limiters:\n"
+                     "  hot: { algorithm: token_bucket, rate: 1000/d, "
+                     "burst: %d, lease: 10 }\n"
+                     "routes:\n"
+                     "  - id: api\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n"
+                     "    filters:\n"
+                     "      - name: RequestRateLimiter\n"
+                     "        args: { key: route, limiter: hot, cost: 3 }\n",
+        HOT_LIMIT);
+    const char *urls[1];
+    char *u;
+    struct load_result res;
+    struct hot_level hl;
+    redisContext *rc;
+    redisReply *rep;
+
+    rig_start(&r, true, 1, yaml);
+    u = gw_url(&r, 0, "/hot");
+    urls[0] = u;
+    rc = redis_sync(&r);
+    /* All ten queue behind the first take. */
+    rep = redisCommand(rc, "CLIENT PAUSE 300 ALL");
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    http_load(urls, 1, NULL, 0, 10, 10, 10000, &res);
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[200], 10);
+    hl = (struct hot_level){&r, false, 0, HOT_LIMIT - 30};
+    cr_assert(harness_wait_until(hot_level_is, &hl, 5000),
+              "Redis has %lld units once the leases are back, want %d",
+              hl.units, HOT_LIMIT - 30);
+    redisFree(rc);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
+/* Keeps Redis busy for 900 ms, twice, the second as soon as the first
+ * ends: a script that loops on TIME. */
+#define BUSY_900MS                                                             \
+    "local t = redis.call('TIME') "                                            \
+    "local s = t[1] * 1000000 + t[2] "                                         \
+    "repeat t = redis.call('TIME') "                                           \
+    "until t[1] * 1000000 + t[2] - s >= 900000 "                               \
+    "return 1"
+
+static void *
+busy_twice(void *arg)
+{
+    redisContext *c = redis_sync(arg);
+
+    for (int i = 0; i < 2; i++) {
+        redisReply *rep = redisCommand(c, "EVAL %s 0", BUSY_900MS);
+
+        freeReplyObject(rep);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+/* True while Redis does not answer a PING within 50 ms. */
+static bool
+redis_is_busy(void *arg)
+{
+    const struct rig *r = arg;
+    struct timeval tv = {0, 50000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", r->redis_port, tv);
+    redisReply *rep;
+    bool busy;
+
+    cr_assert(c != NULL && c->err == 0);
+    redisSetTimeout(c, tv);
+    rep = redisCommand(c, "PING");
+    busy = rep == NULL;
+    freeReplyObject(rep);
+    redisFree(c);
+    return busy;
+}
+
+/*
+ * Redis busy while a take is out, and busy again just after answering it:
+ * the requests queued behind the take make their own calls within what
+ * is left of redis.timeout (1 s), not within a fresh one, so that none
+ * waits longer than redis.timeout in all. They waited up to 1.9 s.
+ */
+Test(ratelimit, no_request_waits_past_redis_timeout_behind_takes, .timeout = 60)
+{
+    struct rig r;
+    char *yaml = harness_strf(GATEWAY_HEAD
+                              "limiters:\n"
+                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
+                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
+                              HOT_LIMIT);
+    const char *urls[1];
+    char *u;
+    struct load_result res;
+    pthread_t th;
+
+    rig_start(&r, true, 1, yaml);
+    u = gw_url(&r, 0, "/hot");
+    urls[0] = u;
+    pthread_create(&th, NULL, busy_twice, &r);
+    cr_assert(harness_wait_until(redis_is_busy, &r, 5000),
+              "Redis never got busy");
+    http_load(urls, 1, NULL, 0, 20, 20, 10000, &res);
+    pthread_join(th, NULL);
+    cr_assert_eq(res.errors, 0);
+    /* 1 s, and room for a loaded machine; a fresh timeout is 1.9 s. */
+    cr_assert_leq(res.max_ms, 1300, "a request took %ld ms", res.max_ms);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
 /* A reload gives the leases back at once, not at the end of their time. */
 Test(ratelimit, a_reload_gives_the_leases_back)
 {
@@ -1309,24 +1434,31 @@ Test(ratelimit, delay_mode_spaces_requests_at_the_rate)
  */
 Test(ratelimit, delay_mode_with_leases_still_spaces_requests_at_the_rate)
 {
-    enum { N = 10, BURST = 3 };
+    /* A burst large enough that takes grant more than one unit: with a
+     * burst of 3 every grant was the request's own, and no request was
+     * ever admitted from a lease. */
+    enum { N = 30, BURST = 20 };
     struct rig r;
     struct fetch f[N];
     pthread_t th[N];
     long long arrived[N], sent;
+    uint16_t admin = harness_free_port();
+    char *yaml = harness_strf(
+        GATEWAY_HEAD "admin:\n"
+                     "  listen: 127.0.0.1:%u\n"
+                     "limiters:\n"
+                     "  smooth: { algorithm: token_bucket, rate: 10/s, "
+                     "burst: %d, mode: delay, max_delay: 2s, lease: 10 }\n"
+                     "routes:\n"
+                     "  - id: api\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n"
+                     "    filters:\n"
+                     "      - name: RequestRateLimiter\n"
+                     "        args: { key: route, limiter: smooth }\n",
+        admin, BURST);
 
-    rig_start(&r, true, 1,
-              GATEWAY_HEAD
-              "limiters:\n"
-              "  smooth: { algorithm: token_bucket, rate: 10/s, burst: 3, "
-              "mode: delay, max_delay: 2s, lease: 3 }\n"
-              "routes:\n"
-              "  - id: api\n"
-              "    uri: http://@ECHO@\n"
-              "    predicates: [Path=/**]\n"
-              "    filters:\n"
-              "      - name: RequestRateLimiter\n"
-              "        args: { key: route, limiter: smooth }\n");
+    rig_start(&r, true, 1, yaml);
     sent = harness_wall_ms();
     for (int i = 0; i < N; i++) {
         f[i].r = &r;
@@ -1345,6 +1477,9 @@ Test(ratelimit, delay_mode_with_leases_still_spaces_requests_at_the_rate)
                       "request %d arrived %lld ms after the requests went out",
                       k, arrived[k] - sent);
     }
+    cr_assert_gt(admin_metric(admin, "sluice_ratelimit_lease_hits_total"), 0,
+                 "no request was admitted from a lease");
+    free(yaml);
     rig_stop(&r);
 }
 
