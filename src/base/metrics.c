@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "strbuf.h"
 #include "xmalloc.h"
 
@@ -197,19 +198,13 @@ struct sample {
 static uint64_t
 hash_series(enum metric_id id, const char *const *labels, int n)
 {
-    uint64_t h = UINT64_C(14695981039346656037);
+    uint64_t h = hash_fnv1a_byte(HASH_FNV1A_INIT, (unsigned)id);
 
-    h ^= (uint64_t)id;
-    h *= UINT64_C(1099511628211);
     for (int i = 0; i < n; i++) {
-        for (const char *p = labels[i]; *p != '\0'; p++) {
-            h ^= (unsigned char)*p;
-            h *= UINT64_C(1099511628211);
-        }
+        h = hash_fnv1a(h, labels[i], strlen(labels[i]));
         /* A separator no label byte equals: ("ab","") differs from
            ("a","b"). */
-        h ^= 0x100;
-        h *= UINT64_C(1099511628211);
+        h = hash_fnv1a_byte(h, 0x100);
     }
     return h;
 }

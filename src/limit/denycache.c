@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "xmalloc.h"
 
 /* Keys are stored inline; longer ones (rare: ratekey hashes long values)
@@ -33,13 +34,10 @@ struct denycache {
 static uint64_t
 hash_of(const char *key, size_t len, uint64_t cost)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, key, len);
 
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    }
     for (int i = 0; i < 8; i++) {
-        h = (h ^ ((cost >> (8 * i)) & 0xff)) * 1099511628211ULL;
+        h = hash_fnv1a_byte(h, (unsigned)(cost >> (8 * i)) & 0xff);
     }
     return h != 0 ? h : 1;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "xmalloc.h"
 
 /* Slots a key may occupy, from its home slot on. Lookups look at all of
@@ -17,11 +18,8 @@ struct lease_table {
 static uint64_t
 hash_of(const char *key, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, key, len);
 
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    }
     return h != 0 ? h : 1;
 }
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "algo.h"
+#include "hash.h"
 #include "xmalloc.h"
 
 #define INITIAL_CHAINS 16
@@ -54,13 +55,7 @@ struct local_store {
 static uint64_t
 fnv1a(const char *s)
 {
-    uint64_t h = UINT64_C(14695981039346656037);
-
-    for (; *s != '\0'; s++) {
-        h ^= (unsigned char)*s;
-        h *= UINT64_C(1099511628211);
-    }
-    return h;
+    return hash_fnv1a(HASH_FNV1A_INIT, s, strlen(s));
 }
 
 static struct entry *
