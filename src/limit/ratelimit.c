@@ -383,7 +383,11 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
             pt->v.tier = NULL;
             continue;
         }
-        if (conf->local || rl->redis == NULL) {
+        if (pt->v.tier->limiter->refuse_all) {
+            /* burstCapacity 0: nothing to ask the store. */
+            pt->v.res.allowed = false;
+            pt->v.reason = VERDICT_DENIED;
+        } else if (conf->local || rl->redis == NULL) {
             decide_locally(rl, pt, false);
         } else if (!known_refused(rl, pt)) {
             start_redis(rl, pt);

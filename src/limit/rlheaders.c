@@ -192,6 +192,22 @@ rlheaders_add(struct headers *h, enum rl_headers style,
     }
 }
 
+void
+rlheaders_add_scg(struct headers *h, const struct limiter_def *lim,
+                  uint64_t cost, const struct limit_result *r)
+{
+    char num[U64_DEC_MAX];
+
+    headers_set(h, "X-RateLimit-Remaining", u64_dec(remaining(r), num));
+    headers_set(h, "X-RateLimit-Burst-Capacity",
+                u64_dec(lim->rules[0].burst, num));
+    /* SCG's rate is per second; a derived limiter's window is 1 s. */
+    headers_set(
+        h, "X-RateLimit-Replenish-Rate",
+        u64_dec(lim->rules[0].limit * 1000 / lim->rules[0].window_ms, num));
+    headers_set(h, "X-RateLimit-Requested-Tokens", u64_dec(cost, num));
+}
+
 char *
 rlheaders_problem(int status, const struct limiter_def *lim,
                   const struct limit_result *r, const char *instance)

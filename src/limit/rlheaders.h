@@ -8,6 +8,7 @@
 #define SLUICE_RLHEADERS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "limit.h"
 
@@ -29,6 +30,17 @@ struct headers;
  */
 void rlheaders_add(struct headers *h, enum rl_headers style,
                    const struct limiter_def *lim, const struct limit_result *r);
+
+/*
+ * Spring Cloud Gateway's four fields (headers: scg), set, not appended:
+ *   X-RateLimit-Remaining        units left after this decision
+ *   X-RateLimit-Burst-Capacity   rules[0].burst
+ *   X-RateLimit-Replenish-Rate   rules[0] in units per second
+ *   X-RateLimit-Requested-Tokens 'cost'
+ * Retry-After is left to rlheaders_add(), which every style calls.
+ */
+void rlheaders_add_scg(struct headers *h, const struct limiter_def *lim,
+                       uint64_t cost, const struct limit_result *r);
 
 /*
  * The problem+json body of a refusal by 'lim' with 'status' (429 unless
