@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "describe.h"
 #include "log.h"
 #include "server.h"
 
@@ -93,10 +94,17 @@ main(int argc, char **argv)
     }
     config_errors_deinit(&errs);
     if (check) {
+        char *text = config_describe(cfg);
+
         printf("sluice: %s: ok, %zu route%s\n", path, cfg->nroutes,
                cfg->nroutes == 1 ? "" : "s");
+        fputs(text, stdout);
+        free(text);
         config_unref(cfg);
         return 0;
+    }
+    for (size_t i = 0; i < cfg->warnings.n; i++) {
+        fprintf(stderr, "sluice: warning: %s\n", cfg->warnings.v[i]);
     }
 
     log_set_level((enum log_level)cfg->log_level);

@@ -694,25 +694,28 @@ check_identity_field(struct loader *ld, yaml_node_t *node,
 /*
  * parse_list(), but a RequestRateLimiter goes to the route's rate
  * limiters, built by load_ratelimiter.c; messages still name its index in
- * filters:.
+ * filters:. Appends to what the route has already.
  */
 static void
-parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
-              void *base, const struct load_path *path)
+append_filters(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, struct route *route)
 {
-    struct route *route = base;
     size_t n = load_sequence_length(node);
     size_t nrl = 0;
 
-    (void)f;
     if (!load_expect_sequence(ld, node, path)) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
         nrl += load_is_rate_limiter(ld, load_sequence_item(ld, node, i));
     }
-    route->filters = xcalloc(n - nrl, sizeof(*route->filters));
-    route->rate_limiters = xcalloc(nrl, sizeof(*route->rate_limiters));
+    route->filters = xrealloc(route->filters, (route->nfilters + n - nrl + 1) *
+                                                  sizeof(*route->filters));
+    memset(route->filters + route->nfilters, 0,
+           (n - nrl + 1) * sizeof(*route->filters));
+    route->rate_limiters =
+        xrealloc(route->rate_limiters, (route->nrate_limiters + nrl + 1) *
+                                           sizeof(*route->rate_limiters));
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *item = load_sequence_item(ld, node, i);
         const struct load_path *sub = PATH_INDEX(path, i);
@@ -729,6 +732,14 @@ parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
             route->rate_limiters[route->nrate_limiters++] = rl;
         }
     }
+}
+
+static void
+parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
+              void *base, const struct load_path *path)
+{
+    (void)f;
+    append_filters(ld, node, path, base);
 }
 
 static const struct field route_fields[] = {
@@ -773,5 +784,148 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
                     route);
     }
+    router_weigh(cfg->routes, cfg->nroutes);
+}
+
+/* ------------------------------------------------------------------ */
+/* Spring Cloud Gateway's shape                                        */
+
+/*
+ * SCG forwards to the request's own path: the uri's path is ignored
+ * ("http://host:8081/" followed by "**" is common), and lb:// needs service
+ * discovery, which sluice has not.
+ */
+static void
+parse_scg_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
+              void *base, const struct load_path *path)
+{
+    struct route *route = base;
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (strncasecmp(s, "lb://", 5) == 0) {
+        report(ld, node, path,
+               "lb:// needs service discovery, which sluice does not have: "
+               "give the service's address, http://host:port");
+        return;
+    }
+    parse_uri(ld, node, f, base, path);
+    if (route->uri.base_path != NULL) {
+        route->uri.base_path[0] = '\0';
+    }
+}
+
+/* order: any integer, negative first, as in SCG. */
+static void
+parse_order(struct loader *ld, yaml_node_t *node, const struct field *f,
+            void *base, const struct load_path *path)
+{
+    struct route *route = base;
+    const char *s = load_scalar(ld, node, path);
+    bool neg;
+    uint64_t v;
+
+    (void)f;
+    if (s == NULL) {
+        return;
+    }
+    neg = s[0] == '-';
+    if (load_decimal(s + neg, strlen(s + neg), INT32_MAX, &v) < 0) {
+        report(ld, node, path,
+               "bad order \"%s\" (expected an integer from %d to %d)", s,
+               -INT32_MAX, INT32_MAX);
+        return;
+    }
+    route->order = neg ? -(int64_t)v : (int64_t)v;
+}
+
+static const struct field scg_route_fields[] = {
+    {.key = "id", .parse = parse_route_id, .required = true},
+    {.key = "uri", .parse = parse_scg_uri, .required = true},
+    {.key = "predicates", .parse = parse_predicates},
+    {.key = "filters", .parse = parse_filters},
+    {.key = "order", .parse = parse_order},
+    {.key = "metadata", .parse = load_ignored},
+};
+
+static const struct table scg_route_table = TABLE(scg_route_fields);
+
+/* Moves the last 'k' of 'n' elements of 'size' bytes to the front. */
+static void
+rotate_tail(void *v, size_t n, size_t k, size_t size)
+{
+    char *a = v;
+    char *tmp;
+
+    if (k == 0 || k == n) {
+        return;
+    }
+    tmp = xmalloc(k * size);
+    memcpy(tmp, a + (n - k) * size, k * size);
+    memmove(a + k * size, a, (n - k) * size);
+    memcpy(a, tmp, k * size);
+    free(tmp);
+}
+
+/* Stable: equal orders keep the file's order. */
+static void
+sort_by_order(struct route *routes, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        struct route r = routes[i];
+        size_t j = i;
+
+        while (j > 0 && routes[j - 1].order > r.order) {
+            routes[j] = routes[j - 1];
+            j--;
+        }
+        routes[j] = r;
+    }
+}
+
+void
+load_scg_routes(struct loader *ld, yaml_node_t *node,
+                const struct load_path *path, yaml_node_t *defaults,
+                const struct load_path *defaults_path)
+{
+    struct config *cfg = ld->cfg;
+    size_t n = load_sequence_length(node);
+    bool defaults_ok = defaults != NULL;
+
+    if (!load_expect_sequence(ld, node, path)) {
+        return;
+    }
+    cfg->routes = xcalloc(n, sizeof(struct route));
+    for (size_t i = 0; i < n; i++) {
+        struct route *route = &cfg->routes[i];
+        size_t nf;
+        size_t nrl;
+        size_t before;
+
+        cfg->nroutes = i + 1;
+        route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
+        route->response_timeout_ms = cfg->upstream.response_timeout_ms;
+        load_fields(ld, load_sequence_item(ld, node, i), PATH_INDEX(path, i),
+                    &scg_route_table, route);
+        if (!defaults_ok) {
+            continue;
+        }
+        /* default-filters go first, as in SCG; read after the route's
+         * own, because a RequestRateLimiter needs the route's id. */
+        nf = route->nfilters;
+        nrl = route->nrate_limiters;
+        before = ld->ndiags;
+        append_filters(ld, defaults, defaults_path, route);
+        rotate_tail(route->filters, route->nfilters, route->nfilters - nf,
+                    sizeof(*route->filters));
+        rotate_tail(route->rate_limiters, route->nrate_limiters,
+                    route->nrate_limiters - nrl, sizeof(*route->rate_limiters));
+        /* A wrong default filter is reported once, not once a route. */
+        defaults_ok = ld->ndiags == before;
+        load_name_derived(route);
+    }
+    sort_by_order(cfg->routes, cfg->nroutes);
     router_weigh(cfg->routes, cfg->nroutes);
 }
