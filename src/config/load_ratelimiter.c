@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filter.h"
 #include "headers.h"
 #include "load.h"
 #include "ratekey.h"
@@ -760,23 +761,29 @@ static const struct field scg_rl_fields[] = {
 
 static const struct table scg_rl_table = TABLE(scg_rl_fields);
 
-/* A status code, plain or quoted (Spring reads a string), 400..599. */
+/*
+ * A status code, plain or quoted (Spring reads a string): a number or
+ * Spring's HttpStatus name ("FORBIDDEN"), from 400 to 599.
+ */
 static bool
 parse_status_text(struct loader *ld, yaml_node_t *node,
                   const struct load_path *path, int *out)
 {
     const char *s = load_scalar(ld, node, path);
-    uint64_t v;
+    int v;
 
     if (s == NULL) {
         return false;
     }
-    if (load_decimal(s, strlen(s), 599, &v) < 0 || v < 400) {
+    v = filter_status_code(s);
+    if (v < 400 || v > 599) {
         report(ld, node, path,
-               "bad status \"%s\" (expected a number from 400 to 599)", s);
+               "bad status \"%s\" (expected a number from 400 to 599, or "
+               "Spring's name of one, like FORBIDDEN)",
+               s);
         return false;
     }
-    *out = (int)v;
+    *out = v;
     return true;
 }
 

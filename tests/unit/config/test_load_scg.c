@@ -405,7 +405,7 @@ Test(scg_shape, native_shape_takes_the_spring_args_too)
                  "        args:\n"
                  "          key-resolver: \"#{@tenantKeyResolver}\"\n"
                  "          deny-empty-key: false\n"
-                 "          status-code: 503\n"
+                 "          status-code: SERVICE_UNAVAILABLE\n"
                  "          redis-rate-limiter.replenishRate: 10\n"
                  "          redis-rate-limiter.burstCapacity: 20\n");
     const struct rate_limit_conf *rl = rl0(cfg, 0);
@@ -432,4 +432,15 @@ Test(scg_shape, mapping_and_dotted_forms_are_exclusive)
         "app.yml:11:19: spring.cloud.gateway.routes[0].filters[0].args."
         "redis-rate-limiter: give redis-rate-limiter as a mapping or as "
         "dotted keys (redis-rate-limiter.replenishRate), not both");
+}
+
+Test(scg_shape, a_bad_status_is_an_error)
+{
+    assert_error(
+        SCG_HEAD SCG_ROUTE(
+            "a", RRL("                empty-key-status-code: 200\n"
+                     "                redis-rate-limiter.replenishRate: 1\n")),
+        "app.yml:10:40: spring.cloud.gateway.routes[0].filters[0].args."
+        "empty-key-status-code: bad status \"200\" (expected a number from "
+        "400 to 599, or Spring's name of one, like FORBIDDEN)");
 }
