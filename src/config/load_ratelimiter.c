@@ -854,13 +854,20 @@ resolve_bean(struct loader *ld, yaml_node_t *node, const struct load_path *path)
     return key;
 }
 
-/* "scg.<route id>" for the first RequestRateLimiter, "scg.<id>.<i>"
- * for the i-th after it. */
+/*
+ * "scg.<route id>" for the first RequestRateLimiter of a route,
+ * "scg.<id>.<i>" for the i-th after it; "scg.<scope>" for one with a
+ * scope of its own, so that routes naming the same scope (and the same
+ * rules) share one bucket, as the name is part of the key.
+ */
 static char *
-derived_name(const struct route *route, size_t i)
+derived_name(const struct route *route, const char *scope, size_t i)
 {
     const char *id = route->id != NULL ? route->id : "";
 
+    if (scope != NULL && strcmp(scope, id) != 0) {
+        return xasprintf("scg.%s", scope);
+    }
     return i == 0 ? xasprintf("scg.%s", id) : xasprintf("scg.%s.%zu", id, i);
 }
 
@@ -872,7 +879,7 @@ load_name_derived(struct route *route)
 
         if (def != NULL) {
             free(def->name);
-            def->name = derived_name(route, i);
+            def->name = derived_name(route, route->rate_limiters[i]->scope, i);
         }
     }
 }
@@ -966,7 +973,7 @@ parse_scg_limiter(struct loader *ld, const struct rl_form *form,
     }
     rl->cost = sf.requested;
     def = xcalloc(1, sizeof(*def));
-    def->name = derived_name(route, route->nrate_limiters);
+    def->name = derived_name(route, rl->scope, route->nrate_limiters);
     def->algorithm = LIMIT_TOKEN_BUCKET;
     def->rules[0].limit = sf.replenish;
     def->rules[0].window_ms = 1000;

@@ -362,8 +362,51 @@ static const struct field top_fields[] = {
 
 static const struct table top_table = TABLE(top_fields);
 
+/*
+ * "${NAME:default}" is a Spring property placeholder, resolved by Spring
+ * before the gateway reads the value; read as text it would be a wrong
+ * host or port found only later. (A literal "${" is written "$\{" in
+ * Spring files, as in RewritePath's replacement.)
+ */
+static void
+check_placeholders(struct loader *ld, yaml_node_t *node,
+                   const struct load_path *path, size_t depth)
+{
+    if (depth == 64) {
+        return;
+    }
+    if (node->type == YAML_SCALAR_NODE) {
+        if (strstr((const char *)node->data.scalar.value, "${") != NULL) {
+            report(ld, node, path,
+                   "property placeholders (\"${...}\") are not supported: "
+                   "write the value");
+        }
+    } else if (node->type == YAML_SEQUENCE_NODE) {
+        for (size_t i = 0; i < load_sequence_length(node); i++) {
+            check_placeholders(ld, load_sequence_item(ld, node, i),
+                               PATH_INDEX(path, i), depth + 1);
+        }
+    } else if (node->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+             p < node->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = load_node_at(ld, p->key);
+            const char *key = k->type == YAML_SCALAR_NODE
+                                  ? (const char *)k->data.scalar.value
+                                  : "?";
+
+            check_placeholders(ld, load_node_at(ld, p->value),
+                               PATH_KEY(path, key), depth + 1);
+        }
+    }
+}
+
 void
 load_scg(struct loader *ld, yaml_node_t *root)
 {
-    load_fields(ld, root, NULL, &top_table, ld->cfg);
+    size_t before = ld->ndiags;
+
+    check_placeholders(ld, root, NULL, 0);
+    if (ld->ndiags == before) {
+        load_fields(ld, root, NULL, &top_table, ld->cfg);
+    }
 }

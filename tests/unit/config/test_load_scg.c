@@ -87,7 +87,8 @@ rl0(const struct config *cfg, size_t route)
 Test(scg_shape, every_file_under_tests_scg_loads)
 {
     static const char *const files[] = {"basic.yml", "sentinel.yml",
-                                        "sluice_part.yml"};
+                                        "sluice_part.yml",
+                                        "../../conf/application.yml"};
 
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         struct config *cfg = load_file(files[i]);
@@ -443,4 +444,34 @@ Test(scg_shape, a_bad_status_is_an_error)
         "app.yml:10:40: spring.cloud.gateway.routes[0].filters[0].args."
         "empty-key-status-code: bad status \"200\" (expected a number from "
         "400 to 599, or Spring's name of one, like FORBIDDEN)");
+}
+
+Test(scg_shape, property_placeholders_are_errors)
+{
+    assert_error("spring:\n"
+                 "  redis:\n"
+                 "    host: ${REDIS_HOST:localhost}\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      routes:\n" SCG_ROUTE("a", ""),
+                 "app.yml:3:11: spring.redis.host: property placeholders "
+                 "(\"${...}\") are not supported: write the value");
+}
+
+/* A scope of its own names the limiter, so that routes share a bucket. */
+Test(scg_shape, routes_naming_one_scope_share_one_limiter_name)
+{
+    struct config *cfg = parse_ok(
+        SCG_HEAD SCG_ROUTE(
+            "a", RRL("                scope: shop\n"
+                     "                redis-rate-limiter.replenishRate: 4\n"))
+            SCG_ROUTE(
+                "b",
+                RRL("                scope: shop\n"
+                    "                redis-rate-limiter.replenishRate: 4\n")));
+
+    cr_assert_str_eq(rl0(cfg, 0)->derived->name, "scg.shop");
+    cr_assert_str_eq(rl0(cfg, 1)->derived->name, "scg.shop");
+    cr_assert_str_eq(rl0(cfg, 0)->derived->tag, rl0(cfg, 1)->derived->tag);
+    config_unref(cfg);
 }
