@@ -906,7 +906,9 @@ config_parse(const char *text, size_t len, const char *name,
     }
     yaml_parser_delete(&parser);
     free(ld.resolvers);
-    qsort(ld.warns, ld.nwarns, sizeof(*ld.warns), diag_cmp);
+    if (ld.nwarns > 0) {
+        qsort(ld.warns, ld.nwarns, sizeof(*ld.warns), diag_cmp);
+    }
     for (size_t i = 0; i < ld.nwarns; i++) {
         errors_push(&ld.cfg->warnings, ld.warns[i].text);
     }

@@ -835,7 +835,9 @@ resolve_bean(struct loader *ld, yaml_node_t *node, const struct load_path *path)
     name = xstrndup(s + 3, strlen(s) - 4);
     /* The file's own names first: they may redefine a conventional one. */
     all = xcalloc(n, sizeof(*all));
-    memcpy(all, ld->resolvers, ld->nresolvers * sizeof(*all));
+    if (ld->nresolvers > 0) {
+        memcpy(all, ld->resolvers, ld->nresolvers * sizeof(*all));
+    }
     memcpy(all + ld->nresolvers, default_resolvers, sizeof(default_resolvers));
     for (size_t i = 0; i < n && key == NULL; i++) {
         if (strcmp(all[i].name, name) == 0) {
