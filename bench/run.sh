@@ -18,6 +18,8 @@
 #    6  sluice redis            RequestRateLimiter, Redis token bucket, never refusing
 #    6  sluice local            the same limiter with backend: local
 #    6  sluice flood            Redis token bucket 1/s burst 1, one exhausted key
+#    6  sluice hot, leases      the Redis token bucket with lease: 1000 (one hot
+#                               key: a worker admits from its lease)
 #    7  sluice 2 workers        sluice with server.workers: 2, no limiter
 #    7  nginx proxy 2 workers   row 2 with worker_processes 2
 #
@@ -71,18 +73,19 @@ NGINX_MODULES=/usr/lib/nginx/modules
 
 # The rows, in table order: id, number in the issue, label.
 ROW_IDS=(direct nginx haproxy limit_req lua lua_flood
-         sluice sluice_redis sluice_local sluice_flood sluice_jwt sluice_jwt_nc
-         sluice_2w nginx_2w evhttp)
+         sluice sluice_redis sluice_hot sluice_local sluice_flood sluice_jwt
+         sluice_jwt_nc sluice_2w nginx_2w evhttp)
 declare -A NUM=(
     [direct]=1 [nginx]=2 [haproxy]=3 [limit_req]=4 [lua]=5 [lua_flood]=5
-    [sluice]=6 [sluice_redis]=6 [sluice_local]=6 [sluice_flood]=6
+    [sluice]=6 [sluice_redis]=6 [sluice_hot]=6 [sluice_local]=6 [sluice_flood]=6
     [sluice_jwt]=6 [sluice_jwt_nc]=6
     [sluice_2w]=7 [nginx_2w]=7 [evhttp]=8)
 declare -A LABEL=(
     [direct]="backend direct" [nginx]="nginx proxy" [haproxy]="haproxy"
     [limit_req]="nginx limit_req flood" [lua]="nginx+lua+redis"
     [lua_flood]="nginx+lua+redis flood" [sluice]="sluice"
-    [sluice_redis]="sluice redis" [sluice_local]="sluice local"
+    [sluice_redis]="sluice redis" [sluice_hot]="sluice hot, leases"
+    [sluice_local]="sluice local"
     [sluice_flood]="sluice flood" [sluice_jwt]="sluice jwt, cached"
     [sluice_jwt_nc]="sluice jwt, no cache" [sluice_2w]="sluice 2 workers"
     [nginx_2w]="nginx proxy 2 workers" [evhttp]="bare evhttp, ok")
@@ -386,6 +389,7 @@ log:
 limiters:
   huge: { algorithm: token_bucket, rate: 1000000000/s, burst: 1000000000 }
   flood: { algorithm: token_bucket, rate: 1/s, burst: 1 }
+  hot: { algorithm: token_bucket, rate: 1000000000/s, burst: 1000000000, lease: 1000 }
 routes:
   - id: plain
     uri: http://127.0.0.1:$BACKEND_PORT
@@ -396,6 +400,12 @@ routes:
     filters:
       - name: RequestRateLimiter
         args: { key: ip, limiter: huge, on_redis_error: deny }
+  - id: hot
+    uri: http://127.0.0.1:$BACKEND_PORT
+    predicates: [ 'Path=/hot/**' ]
+    filters:
+      - name: RequestRateLimiter
+        args: { key: route, limiter: hot, on_redis_error: deny }
   - id: local
     uri: http://127.0.0.1:$BACKEND_PORT
     predicates: [ 'Path=/local/**' ]
@@ -589,6 +599,7 @@ URL[lua]=http://127.0.0.1:$NGINX_PORT/lua/
 URL[lua_flood]=http://127.0.0.1:$NGINX_PORT/lua_flood/
 URL[sluice]=http://127.0.0.1:$SLUICE_PORT/plain/
 URL[sluice_redis]=http://127.0.0.1:$SLUICE_PORT/redis/
+URL[sluice_hot]=http://127.0.0.1:$SLUICE_PORT/hot/
 URL[sluice_local]=http://127.0.0.1:$SLUICE_PORT/local/
 URL[sluice_flood]=http://127.0.0.1:$SLUICE_PORT/flood/
 URL[sluice_2w]=http://127.0.0.1:$SLUICE2_PORT/plain/
@@ -733,6 +744,7 @@ ratio_line "  sluice / nginx proxy" sluice nginx
 ratio_line "  sluice / haproxy" sluice haproxy
 ratio_line "  sluice redis / nginx proxy" sluice_redis nginx
 ratio_line "  sluice redis / nginx+lua+redis" sluice_redis lua
+ratio_line "  sluice hot, leases / sluice redis" sluice_hot sluice_redis
 ratio_line "  sluice local / nginx proxy" sluice_local nginx
 ratio_line "  sluice jwt, cached / sluice local" sluice_jwt sluice_local
 ratio_line "  sluice jwt, no cache / sluice jwt, cached" sluice_jwt_nc sluice_jwt
@@ -891,7 +903,25 @@ redis_row() {
         }' "$before" "$after"
 }
 
-want lua || want lua_flood || want sluice_redis || want sluice_flood || NO_REDIS_ROWS=1
+# hot_row ROW: script calls per request of a row with leases, where most
+# requests make none.
+hot_row() {
+    local row=$1 before=$tmp/redis.$1.0 after=$tmp/redis.$1.1
+    counted "$row" 1000 || return
+    redis_snapshot >"$before"
+    counted "$row" "$REDIS_N" || return
+    redis_snapshot >"$after"
+    awk -v label="${LABEL[$row]}" -v reqs="$REDIS_N" '
+        FNR == NR { was[$1] = $2; next }
+        { d[$1] = $2 - was[$1] }
+        END {
+            n = d["evalsha"] + d["eval"]
+            printf "  %-22s %d script calls (takes and returns) for %d requests: %.4f per request\n",
+                label, n, reqs, n / reqs
+        }' "$before" "$after"
+}
+
+want lua || want lua_flood || want sluice_redis || want sluice_flood || want sluice_hot || NO_REDIS_ROWS=1
 [ -z "${NO_REDIS_ROWS:-}" ] && {
 say ""
 say "== Redis per rate-limit decision: INFO commandstats and INFO cpu around a counted run of $REDIS_N requests"
@@ -902,6 +932,7 @@ printf '  %-22s %7s %8s %8s %6s  %s\n' "row" "decisions" "commands" "CPU us" "ne
 want lua && redis_row lua
 want lua_flood && redis_row lua_flood
 want sluice_redis && redis_row sluice_redis
+want sluice_hot && hot_row sluice_hot
 want sluice_flood && redis_row sluice_flood
 }
 

@@ -11,6 +11,7 @@ SET ... PX, so the key never lives without a TTL; the TTL is the time to
 the window's end. A value that does not parse counts as no state.
 ]]
 local BUCKET = false
+local LEASE = false
 
 --#include lib/prelude.lua
 

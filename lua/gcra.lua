@@ -15,13 +15,13 @@ state is as good as absent). A value that does not parse counts as no
 state.
 ]]
 local BUCKET = true
+local LEASE = true
 
 --#include lib/prelude.lua
 
-local function evaluate(rule, a)
-    local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
-    local full = B * W
-    local st = redis.call('GET', key)
+-- The distance d (1/L ms ticks) of a rule's tat ahead of 'now'; 0 if none.
+local function backlog(rule, now)
+    local st = redis.call('GET', rule.key)
     local d = 0
     local t, f
     if st then
@@ -31,9 +31,23 @@ local function evaluate(rule, a)
         local tat = tonumber(t)
         -- tat < now makes (tat - now) * L + f negative, as 0 <= f < L.
         if tat >= now then
-            d = (tat - now) * L + tonumber(f)
+            d = (tat - now) * rule.L + tonumber(f)
         end
     end
+    return d
+end
+
+-- Writes tat = now + nd / L ms with its fraction.
+local function store_tat(rule, now, nd)
+    local q = floordiv(nd, rule.L)
+    store(rule.key, string.format('%d:%d', now + q, nd - q * rule.L),
+          ceildiv(nd, rule.L))
+end
+
+local function evaluate(rule, a)
+    local L, W, B, now = rule.L, rule.W, rule.B, a.now
+    local full = B * W
+    local d = backlog(rule, now)
     local nd = d + a.cost * W
     local wait = 0
     if nd > full then
@@ -49,11 +63,23 @@ local function evaluate(rule, a)
         retry = wait - a.maxd,
     }
     r.commit = function()
-        local q = floordiv(nd, L)
-        store(key, string.format('%d:%d', now + q, nd - q * L),
-              r.reset_after)
+        store_tat(rule, now, nd)
     end
     return r
+end
+
+-- A lease's unused units move tat back by units * W / L ms, never to
+-- before now (lua/README.md, "Leases"). Returns the units left and
+-- reset_ms.
+local function restore(rule, a, units)
+    local W, B, now = rule.W, rule.B, a.now
+    local nd = math.max(0, backlog(rule, now) - units * W)
+    if nd == 0 then
+        redis.call('DEL', rule.key)
+    else
+        store_tat(rule, now, nd)
+    end
+    return math.max(0, floordiv(B * W - nd, W)), ceildiv(nd, rule.L)
 end
 
 --#include lib/decide.lua

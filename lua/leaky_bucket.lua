@@ -15,6 +15,7 @@ with a TTL of the time the bucket takes to drain. A value that does not
 parse counts as no state, an empty bucket.
 ]]
 local BUCKET = true
+local LEASE = false
 
 --#include lib/prelude.lua
 

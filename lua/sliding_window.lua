@@ -13,6 +13,7 @@ a denial may trim); new members are added only on admission, with the TTL
 set to when the newest member leaves the window.
 ]]
 local BUCKET = false
+local LEASE = false
 
 --#include lib/prelude.lua
 

@@ -13,6 +13,7 @@ SET ... PX, with a TTL of 2W - e: until the current window's count no
 longer weighs anything. A value that does not parse counts as no state.
 ]]
 local BUCKET = false
+local LEASE = false
 
 --#include lib/prelude.lua
 

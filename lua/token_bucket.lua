@@ -16,13 +16,15 @@ the units are reserved from the future and the request is held for
 delay_ms.
 ]]
 local BUCKET = true
+local LEASE = true
 
 --#include lib/prelude.lua
 
-local function evaluate(rule, a)
-    local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
-    local full, need = B * W, a.cost * rule.W
-    local st = redis.call('GET', key)
+-- The level S (unit-ms) of a rule at 'now', refilled since the last write.
+local function level(rule, now)
+    local L, W, B = rule.L, rule.W, rule.B
+    local full = B * W
+    local st = redis.call('GET', rule.key)
     local S = full
     local s, t
     if st then
@@ -38,6 +40,13 @@ local function evaluate(rule, a)
             S = S + elapsed * L
         end
     end
+    return S
+end
+
+local function evaluate(rule, a)
+    local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
+    local full, need = B * W, a.cost * rule.W
+    local S = level(rule, now)
     local wait = 0
     if S < need then
         wait = ceildiv(need - S, L)
@@ -56,6 +65,20 @@ local function evaluate(rule, a)
         store(key, string.format('%d:%d', after, now), r.reset_after)
     end
     return r
+end
+
+-- A lease's unused units go back into the bucket, which never holds more
+-- than B (lua/README.md, "Leases"). Returns the units left and reset_ms.
+local function restore(rule, a, units)
+    local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
+    local full = B * W
+    local S = math.min(full, level(rule, now) + units * W)
+    if S >= full then
+        redis.call('DEL', key)
+    else
+        store(key, string.format('%d:%d', S, now), ceildiv(full - S, L))
+    end
+    return math.max(0, floordiv(S, W)), ceildiv(full - S, L)
 end
 
 --#include lib/decide.lua

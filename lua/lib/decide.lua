@@ -1,17 +1,59 @@
 -- decide.lua - the second half every rate-limit script shares: evaluate
 -- every rule, write only if all admit, and build the reply record
 -- (src/algo.h, "Combining"). Put in place of "--#include lib/decide.lua"
--- by cmake/embed_lua.cmake; it expects parse() and evaluate() above it.
+-- by cmake/embed_lua.cmake; it expects parse() and evaluate() above it,
+-- and restore() too where LEASE is true.
 -- All-or-nothing: every rule is evaluated before anything is written, and
 -- states are written only if every rule admits (algo.h, "Combining").
+-- A lease take (lua/README.md, "Leases") grants at most this share of
+-- the units the tightest rule has left, so that the lease shrinks as the
+-- bucket nears empty, down to the cost itself.
+local LEASE_SHARE = 4
 local a, err = parse()
 if not a then
     return redis.error_reply('ERR sluice: ' .. err)
 end
-local res, allowed = {}, true
-for i = 1, #a.rules do
-    res[i] = evaluate(a.rules[i], a)
-    allowed = allowed and res[i].ok
+if a.op == 'return' then
+    -- Only token_bucket and gcra get here: parse() sets op where LEASE is.
+    local remaining, rule, reset = nil, 0, 0
+    for i = 1, #a.rules do
+        local rem, rs = restore(a.rules[i], a, a.units)
+        if remaining == nil or rem < remaining then
+            remaining, rule = rem, i - 1
+        end
+        if rs > reset then
+            reset = rs
+        end
+    end
+    return {1, remaining, 0, reset, 0, rule, a.units}
+end
+local function evaluate_all()
+    local res, ok = {}, true
+    for i = 1, #a.rules do
+        res[i] = evaluate(a.rules[i], a)
+        ok = ok and res[i].ok
+    end
+    return res, ok
+end
+local res, allowed = evaluate_all()
+if allowed and a.op == 'take' then
+    -- Units reserved from the future (delay mode) are never leased.
+    local avail, waits = nil, false
+    for i = 1, #res do
+        waits = waits or res[i].wait > 0
+        if avail == nil or res[i].rem_now < avail then
+            avail = res[i].rem_now
+        end
+    end
+    if not waits then
+        local g = math.min(a.units, math.max(a.cost,
+                                             floordiv(avail, LEASE_SHARE)))
+        if g > a.cost then
+            -- g <= avail: every rule still admits, with no wait.
+            a.cost = g
+            res, allowed = evaluate_all()
+        end
+    end
 end
 local remaining, rule, reset, delay = nil, 0, 0, 0
 for i = 1, #res do
@@ -32,6 +74,9 @@ if allowed then
     for i = 1, #res do
         res[i].commit()
     end
+    if a.op == 'take' then
+        return {1, remaining, 0, reset, delay, rule, a.cost}
+    end
     return {1, remaining, 0, reset, delay, rule}
 end
 local retry = -1
@@ -39,5 +84,8 @@ for i = 1, #res do
     if not res[i].ok and res[i].retry > retry then
         retry, rule = res[i].retry, i - 1
     end
+end
+if a.op == 'take' then
+    return {0, remaining, retry, reset, 0, rule, 0}
 end
 return {0, remaining, retry, reset, 0, rule}

@@ -66,9 +66,12 @@ local function parse()
     if nkeys < 1 or nkeys > 8 then
         return nil, 'expected 1 to 8 keys (one per rule), got ' .. nkeys
     end
-    if #ARGV ~= 5 + 3 * nkeys then
+    -- A lease call (token_bucket and gcra) adds two arguments at the end.
+    local leased = LEASE and #ARGV == 7 + 3 * nkeys
+    if #ARGV ~= 5 + 3 * nkeys and not leased then
         return nil, 'expected ' .. (5 + 3 * nkeys) .. ' arguments for '
-            .. nkeys .. ' keys, got ' .. #ARGV
+            .. nkeys .. ' keys' .. (LEASE and (' (' .. (7 + 3 * nkeys)
+            .. ' with a lease)') or '') .. ', got ' .. #ARGV
     end
     if KEYS[1] == '' then
         return nil, 'KEYS[1] is empty'
@@ -147,6 +150,29 @@ local function parse()
                 .. (BUCKET and 'burst ' or 'limit ') .. B)
         end
         a.rules[i] = {key = KEYS[i], L = L, W = W, B = B}
+    end
+    if leased then
+        local at = 5 + 3 * nkeys
+        local op, units = ARGV[at + 1], int(ARGV[at + 2])
+        if op ~= 'take' and op ~= 'return' then
+            return nil, 'lease operation (ARGV[' .. (at + 1) .. ']) must be '
+                .. 'take or return'
+        end
+        if not units or units < 1 then
+            return nil, 'lease units (ARGV[' .. (at + 2) .. ']) must be an '
+                .. 'integer >= 1'
+        end
+        if op == 'take' and units < cost then
+            return nil, 'lease units (ARGV[' .. (at + 2) .. ']) must be at '
+                .. 'least the cost'
+        end
+        for i = 1, nkeys do
+            if units > a.rules[i].B then
+                return nil, 'lease units (ARGV[' .. (at + 2) .. ']) exceed '
+                    .. 'burst ' .. a.rules[i].B .. ' of rule ' .. i
+            end
+        end
+        a.op, a.units = op, units
     end
     if a.now == 0 then
         local t = redis.call('TIME')

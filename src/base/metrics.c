@@ -87,6 +87,18 @@ static const struct metric_def defs[M_COUNT] = {
                            "without asking Redis.",
                            0,
                            {NULL}},
+    [M_LEASE_HITS] = {"sluice_ratelimit_lease_hits_total",
+                      T_COUNTER,
+                      "Requests admitted from a worker's lease on a hot key "
+                      "without asking Redis.",
+                      0,
+                      {NULL}},
+    [M_LEASE_UNITS] = {"sluice_ratelimit_lease_units_total",
+                       T_COUNTER,
+                       "Units of leases on hot keys: taken from Redis, "
+                       "returned unused, or lost by a failed return.",
+                       1,
+                       {"event"}},
     [M_JWT_CACHE_HITS] = {"sluice_jwt_cache_hits_total",
                           T_COUNTER,
                           "Tokens found valid in the token cache, without "

@@ -33,6 +33,13 @@ enum metric_id {
     /* counter {}: refusals answered from the over-limit cache, without
        a Redis call */
     M_DENY_CACHE_HITS,
+    /* counter {}: requests admitted from a worker's lease on a hot key,
+       without a Redis call */
+    M_LEASE_HITS,
+    /* counter {event}: units of leases; event: taken (granted by Redis,
+       the taking request's own cost included), returned (given back
+       unused), lost (a return that failed: counted as used) */
+    M_LEASE_UNITS,
     /* counter {}: tokens found valid in the token cache (identity.jwt),
        without a signature check */
     M_JWT_CACHE_HITS,

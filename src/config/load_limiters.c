@@ -58,6 +58,7 @@ struct limiter_form {
     yaml_node_t *rules;      /* several rules instead of the four above */
     yaml_node_t *mode;       /* deny | delay */
     yaml_node_t *max_delay;  /* delay mode: longest hold */
+    yaml_node_t *lease;      /* token_bucket, gcra: units per lease */
 };
 
 /* A rule of a window algorithm: at most 'limit' per 'window'. */
@@ -399,6 +400,29 @@ parse_mode(struct loader *ld, yaml_node_t *node, const struct limiter_form *lf,
     return ld->ndiags == before;
 }
 
+/* lease: only where the script can lease (lua/README.md, "Leases"). */
+static bool
+parse_lease(struct loader *ld, const struct limiter_form *lf,
+            const struct load_path *path, struct limiter_def *def)
+{
+    struct field lease_field = {
+        .parse = load_uint, .min = 1, .max = LIMIT_LEASE_MAX};
+    size_t before = ld->ndiags;
+    const struct load_path *sub;
+
+    if (lf->lease == NULL) {
+        return true;
+    }
+    sub = PATH_KEY(path, "lease");
+    if (def->algorithm != LIMIT_TOKEN_BUCKET && def->algorithm != LIMIT_GCRA) {
+        report(ld, lf->lease, sub, "lease needs token_bucket or gcra, not %s",
+               limit_algorithm_name(def->algorithm));
+        return false;
+    }
+    load_uint(ld, lf->lease, &lease_field, &def->lease, sub);
+    return ld->ndiags == before;
+}
+
 /*
  * The rules between a limiter's keys, once its keys and algorithm are
  * right. On any error nrules stays 0, so that a route naming this
@@ -417,6 +441,7 @@ check_limiter(struct loader *ld, yaml_node_t *node,
     bucket = limit_algorithm_is_bucket(def->algorithm);
     ok = check_family_keys(ld, lf, path, def->algorithm);
     ok = parse_mode(ld, node, lf, path, def) && ok;
+    ok = parse_lease(ld, lf, path, def) && ok;
     if (!ok) {
         return;
     }
@@ -468,6 +493,7 @@ static const struct field limiter_fields[] = {
     LIMITER_NODE(rules),
     LIMITER_NODE(mode),
     LIMITER_NODE(max_delay),
+    LIMITER_NODE(lease),
 };
 
 /* A wrong key or algorithm ends the reading: the rest depends on them. */

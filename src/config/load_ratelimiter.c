@@ -33,6 +33,7 @@ struct rl_ctx {
     const char *scope;        /* the resolved scope; borrowed */
     uint64_t cost;            /* as read; 1 if it was wrong (a limiter
                                  admits at least 1, so no more is said) */
+    bool local;               /* backend: local (no leases there) */
 };
 
 static const struct choice redis_failure_words[] = {
@@ -587,6 +588,13 @@ parse_tier_limiter(struct loader *ld, yaml_node_t *node, const struct field *f,
     if (!find_limiter(ld, node, path, tf->ctx->cfg, &t->limiter) ||
         t->limiter == NULL || t->limiter->nrules == 0) {
         return;
+    }
+    if (tf->ctx->local && t->limiter->lease > 0) {
+        report(ld, node, path,
+               "limiter \"%s\" has lease: %u, and leases need backend: "
+               "redis%s",
+               t->limiter->name, t->limiter->lease,
+               ld->cfg->redis.enabled ? "" : " (there is no redis: section)");
     }
     cap = limiter_capacity(t->limiter, &rule);
     what = limit_algorithm_is_bucket(t->limiter->algorithm) ? "burst" : "limit";
@@ -1155,6 +1163,7 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
     ctx.cfg = ld->cfg;
     ctx.scope = rl->scope != NULL ? rl->scope : "";
     ctx.cost = rl->cost;
+    ctx.local = rl->local;
 
     parse_scg_options(ld, &form, path, rl);
     if (form.scg_rl != NULL || form.scg_flat[0] != NULL ||

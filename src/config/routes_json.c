@@ -134,6 +134,9 @@ routes_json_limiter(struct strbuf *b, const struct limiter_def *d)
         strbuf_addf(b, ",\"max_delay_ms\":%llu",
                     (unsigned long long)d->max_delay_ms);
     }
+    if (d->lease > 0) {
+        strbuf_addf(b, ",\"lease\":%u", d->lease);
+    }
     strbuf_adds(b, ",\"rules\":[");
     for (size_t i = 0; i < d->nrules; i++) {
         strbuf_addf(b, "%s{\"limit\":%llu,\"window_ms\":%llu,\"burst\":%llu}",

@@ -186,6 +186,8 @@ on_reload(evutil_socket_t fd, short what, void *arg)
     /* Requests in flight hold their own reference to the old config. */
     config_unref(w->cfg);
     w->cfg = next;
+    /* Leases were sized by the old limiters: give them back. */
+    ratelimit_release(w->rl);
     apply_http_limits(w->http, &next->server);
     {
         struct clientconns_conf cc;
@@ -201,10 +203,13 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
     struct worker *w = arg;
     struct timeval tv = clock_tv(DRAIN_POLL_MS);
     bool idle = proxy_idle(w->proxy) && clientconns_flushed(w->conns);
+    /* Once no request can take another lease, the leases go back; the
+     * loop waits for Redis to have them (ratelimit.h). */
+    bool released = idle && ratelimit_release(w->rl);
 
     (void)fd;
     (void)what;
-    if (idle || w->drain_left_ms == 0) {
+    if (released || w->drain_left_ms == 0) {
         if (!idle) {
             log_warn("server: worker %u: drain timeout; aborting %zu "
                      "requests and unsent responses",
@@ -285,6 +290,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     atomic_store(&w->redis_ok, ratelimit_ready(w->rl));
+    ratelimit_tick(w->rl);
     ratelimit_publish(w->rl);
 }
 

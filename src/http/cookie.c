@@ -5,12 +5,6 @@
 
 #include "headers.h"
 
-static int
-is_space(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 size_t
 cookie_find(const struct headers *h, const char *name, const char **value,
             size_t *len)
@@ -31,10 +25,10 @@ cookie_find(const struct headers *h, const char *name, const char **value,
             const char *k = s;
             const char *kend = eq != NULL ? eq : end;
 
-            while (k < kend && is_space(*k)) {
+            while (k < kend && headers_is_ows(*k)) {
                 k++;
             }
-            while (kend > k && is_space(kend[-1])) {
+            while (kend > k && headers_is_ows(kend[-1])) {
                 kend--;
             }
             if (eq != NULL && (size_t)(kend - k) == namelen &&
@@ -42,10 +36,10 @@ cookie_find(const struct headers *h, const char *name, const char **value,
                 const char *val = eq + 1;
                 const char *vend = end;
 
-                while (val < vend && is_space(*val)) {
+                while (val < vend && headers_is_ows(*val)) {
                     val++;
                 }
-                while (vend > val && is_space(vend[-1])) {
+                while (vend > val && headers_is_ows(vend[-1])) {
                     vend--;
                 }
                 if (found++ == 0) {

@@ -23,19 +23,14 @@ static int
 parse_entry(const char *xff, size_t start, size_t end, struct netaddr *out)
 {
     char tmp[64];
-    size_t len;
+    const char *p = xff + start;
+    size_t len = end - start;
 
-    while (start < end && (xff[start] == ' ' || xff[start] == '\t')) {
-        start++;
-    }
-    while (end > start && (xff[end - 1] == ' ' || xff[end - 1] == '\t')) {
-        end--;
-    }
-    len = end - start;
+    headers_trim_ows(&p, &len);
     if (len == 0 || len >= sizeof(tmp)) {
         return -1;
     }
-    memcpy(tmp, xff + start, len);
+    memcpy(tmp, p, len);
     tmp[len] = '\0';
     return netaddr_parse(tmp, out);
 }

@@ -284,3 +284,15 @@ headers_valid_value(const char *value)
 {
     return headers_value_len(value) != SIZE_MAX;
 }
+
+void
+headers_trim_ows(const char **p, size_t *len)
+{
+    while (*len > 0 && headers_is_ows(**p)) {
+        (*p)++;
+        (*len)--;
+    }
+    while (*len > 0 && headers_is_ows((*p)[*len - 1])) {
+        (*len)--;
+    }
+}

@@ -76,4 +76,14 @@ size_t headers_name_len(const char *name);
 /* strlen('value') when headers_valid_value() holds, else SIZE_MAX. */
 size_t headers_value_len(const char *value);
 
+/* True for the optional whitespace of RFC 9110 5.6.3: SP and HTAB. */
+static inline bool
+headers_is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Narrows the slice [*p, *p + *len) to leave out the OWS around it. */
+void headers_trim_ows(const char **p, size_t *len);
+
 #endif

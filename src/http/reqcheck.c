@@ -26,25 +26,6 @@ target_ok(const char *target)
     return true;
 }
 
-static bool
-is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-/* Trims OWS (SP, HTAB) around [*p, *p + *len): it is no part of a value. */
-static void
-trim_ows(const char **p, size_t *len)
-{
-    while (*len > 0 && is_ows(**p)) {
-        (*p)++;
-        (*len)--;
-    }
-    while (*len > 0 && is_ows((*p)[*len - 1])) {
-        (*len)--;
-    }
-}
-
 /*
  * Every Content-Length field must be 1*DIGIT and all must agree; '*len'
  * gets the value (0 when there is no field). Returns NULL or why not.
@@ -70,7 +51,7 @@ check_content_length(const struct headers *h, uint64_t *len)
         if (strcasecmp(h->v[i].name, "Content-Length") != 0) {
             continue;
         }
-        trim_ows(&v, &n);
+        headers_trim_ows(&v, &n);
         if (n == 0 || strspn(v, "0123456789") != n) {
             return "Content-Length is not a number";
         }
@@ -107,7 +88,7 @@ check_codings(const char *value, const char **why)
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
         const char *c = p;
 
-        trim_ows(&c, &n);
+        headers_trim_ows(&c, &n);
         if (n == 7 && strncasecmp(c, "chunked", 7) == 0) {
             chunked++;
         } else {

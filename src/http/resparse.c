@@ -251,19 +251,6 @@ on_header_value(http_parser *hp, const char *at, size_t len)
     return 0;
 }
 
-/* Trims blanks (SP, HTAB) around [*p, *p + *len). */
-static void
-trim(const char **p, size_t *len)
-{
-    while (*len > 0 && (**p == ' ' || **p == '\t')) {
-        (*p)++;
-        (*len)--;
-    }
-    while (*len > 0 && ((*p)[*len - 1] == ' ' || (*p)[*len - 1] == '\t')) {
-        (*len)--;
-    }
-}
-
 /*
  * Transfer-Encoding may only say "chunked", once: any other coding would
  * leave the body's end to be guessed (http_parser reads such a response
@@ -285,7 +272,7 @@ check_transfer_encoding(const struct headers *h)
         if (++n > 1) {
             return "more than one Transfer-Encoding field";
         }
-        trim(&v, &len);
+        headers_trim_ows(&v, &len);
         if (len != 7 || strncasecmp(v, "chunked", 7) != 0) {
             return "a transfer coding other than chunked";
         }

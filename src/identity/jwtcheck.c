@@ -383,25 +383,13 @@ jwtcheck_verify(const struct jwtcheck *v, const char *token, size_t len,
     return c;
 }
 
-static bool
-is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-/* 's' without the blanks around it, into '*p', '*n'. */
+/* 's' ('n' bytes) without the OWS around it, into '*p', '*len'. */
 static void
 trim(const char *s, size_t n, const char **p, size_t *len)
 {
-    while (n > 0 && is_blank(*s)) {
-        s++;
-        n--;
-    }
-    while (n > 0 && is_blank(s[n - 1])) {
-        n--;
-    }
     *p = s;
     *len = n;
+    headers_trim_ows(p, len);
 }
 
 /* "Bearer <token>": true and the token, or false for another scheme. */
@@ -410,7 +398,7 @@ strip_bearer(const char *s, const char **p, size_t *n)
 {
     trim(s, strlen(s), &s, n);
     if (*n < 6 || strncasecmp(s, "Bearer", 6) != 0 ||
-        (*n > 6 && !is_blank(s[6]))) {
+        (*n > 6 && !headers_is_ows(s[6]))) {
         return false;
     }
     trim(s + 6, *n - 6, p, n);

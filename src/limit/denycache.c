@@ -107,11 +107,20 @@ void
 denycache_put(struct denycache *dc, const char *key, uint64_t cost,
               const struct limit_result *res, uint64_t sent_us)
 {
+    denycache_put_for(dc, key, cost, res, sent_us, UINT64_MAX);
+}
+
+void
+denycache_put_for(struct denycache *dc, const char *key, uint64_t cost,
+                  const struct limit_result *res, uint64_t sent_us,
+                  uint64_t hold_ms)
+{
     size_t len = strlen(key);
     uint64_t h;
     struct entry *e;
 
-    if (res->allowed || res->retry_after_ms < MIN_RETRY_MS || len >= KEY_CAP) {
+    if (res->allowed || res->retry_after_ms < MIN_RETRY_MS ||
+        hold_ms < MIN_RETRY_MS || len >= KEY_CAP) {
         return;
     }
     h = hash_of(key, len, cost);
@@ -136,7 +145,10 @@ denycache_put(struct denycache *dc, const char *key, uint64_t cost,
     e->hash = h;
     e->cost = cost;
     e->sent_us = sent_us;
-    e->deadline_us = sent_us + (res->retry_after_ms - 1) * 1000;
+    e->deadline_us =
+        sent_us +
+        ((res->retry_after_ms < hold_ms ? res->retry_after_ms : hold_ms) - 1) *
+            1000;
     e->res = *res;
     memcpy(e->key, key, len + 1);
 }

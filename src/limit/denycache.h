@@ -49,6 +49,16 @@ void denycache_put(struct denycache *dc, const char *key, uint64_t cost,
                    const struct limit_result *res, uint64_t sent_us);
 
 /*
+ * The same, but remembered for at most 'hold_ms' (>= 2) from 'sent_us',
+ * however long the retry_after: for limiters whose units can come back
+ * (leases, lease.h). The answers it gives still count down the refusal's
+ * own retry_after and reset.
+ */
+void denycache_put_for(struct denycache *dc, const char *key, uint64_t cost,
+                       const struct limit_result *res, uint64_t sent_us,
+                       uint64_t hold_ms);
+
+/*
  * True if a request for 'cost' units of 'key' at 'now_us' (same clock)
  * is known refused; then '*res' is the remembered refusal with
  * retry_after_ms and reset_ms counted down to 'now_us'. An entry whose

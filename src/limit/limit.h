@@ -46,10 +46,15 @@ struct limiter_def {
     size_t nrules;                            /* 1..LIMIT_MAX_RULES */
     bool delay;                               /* mode: delay (buckets only) */
     uint64_t max_delay_ms;                    /* delay mode: longest hold */
+    unsigned lease;  /* lease: most units a worker takes from Redis
+                        at once (lease.h); 0: no leases */
     bool refuse_all; /* Spring Cloud Gateway's burstCapacity 0: every
                         request is refused without asking the store;
                         rules[0].burst is then 0 */
 };
+
+/* The largest lease: gateway.yaml refuses more. */
+#define LIMIT_LEASE_MAX 100000
 
 /* The record of one decision; identical from Lua and from C. */
 struct limit_result {

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "config.h"
 #include "denycache.h"
+#include "lease.h"
 #include "limit.h"
 #include "local_store.h"
 #include "log.h"
@@ -38,12 +39,24 @@ struct ratelimit {
                                       NULL without Redis */
     uint64_t reconnects_seen;      /* the client's reconnect count when
                                       'denied' was last known valid */
+    struct lease_table *leases;    /* leases on hot keys (lease.h); NULL
+                                      without Redis */
+    size_t returns_in_flight;      /* lease returns awaiting Redis */
+    size_t takes_in_flight;        /* lease takes awaiting Redis */
+    uint64_t wait_max_us;          /* a request that waited this long
+                                      for takes makes its own call:
+                                      half of redis.timeout */
 };
 
 /* Refusals a worker remembers; each entry is 272 bytes (1.1 MiB). */
 #define DENY_CACHE_ENTRIES 4096
+/* Hot keys a worker may hold leases on; each entry is 872 bytes (436 KiB). */
+#define LEASE_ENTRIES 512
+/* A lease entry with nothing held is forgotten after this idle time. */
+#define LEASE_IDLE_US (10 * 1000000ULL)
 
 struct ratelimit_check;
+struct take;
 
 /* One RequestRateLimiter filter's part of a check. */
 struct part {
@@ -53,6 +66,12 @@ struct part {
     char key[RATEKEY_MAX];         /* the tier's key, if limited */
     struct redis_call *call;       /* pending script call, or NULL */
     struct timespec started;       /* when the script call went out */
+    struct take *take;             /* its lease take in flight, or NULL */
+    struct lease *lease;           /* the lease whose take it waits for,
+                                      or NULL */
+    struct part *next;             /* the next waiting for 'lease' */
+    uint64_t queued_us;            /* when it first waited for a take;
+                                      0: never */
 };
 
 struct ratelimit_check {
@@ -90,6 +109,8 @@ ratelimit_new(struct event_base *base, const struct config *cfg,
             redis_client_new(base, &cfg->redis, lua_scripts, lua_script_count,
                              cfg->redis.max_in_flight);
         rl->denied = denycache_new(DENY_CACHE_ENTRIES);
+        rl->leases = lease_table_new(LEASE_ENTRIES);
+        rl->wait_max_us = cfg->redis.timeout_ms * 1000 / 2;
     }
     return rl;
 }
@@ -100,8 +121,11 @@ ratelimit_free(struct ratelimit *rl)
     if (rl == NULL) {
         return;
     }
+    /* Returns still in flight are answered DOWN here: lost, counted as
+     * used. ratelimit_release() at drain gives them time to land. */
     redis_client_free(rl->redis);
     denycache_free(rl->denied);
+    lease_table_free(rl->leases);
     free(rl);
 }
 
@@ -202,29 +226,74 @@ mono_us(const struct timespec *ts)
     return (uint64_t)ts->tv_sec * 1000000u + (uint64_t)ts->tv_nsec / 1000u;
 }
 
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return mono_us(&ts);
+}
+
+/* 'pt' is decided: when it was the last part awaited, answers the check. */
+static void
+finish_part(struct part *pt)
+{
+    struct ratelimit_check *c = pt->check;
+    struct ratelimit_outcome o;
+
+    if (--c->pending > 0) {
+        return;
+    }
+    assemble(c, &o);
+    c->cb(&o, c->arg);
+    free(c);
+}
+
+static void
+observe_latency(struct ratelimit *rl, const struct timespec *started)
+{
+    struct timespec now;
+
+    if (rl->metrics == NULL) {
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    metrics_observe(rl->metrics, M_REDIS_SECONDS, NULL,
+                    (double)(now.tv_sec - started->tv_sec) +
+                        (double)(now.tv_nsec - started->tv_nsec) / 1e9);
+}
+
+/*
+ * Remembers Redis's refusal of 'pt' (denycache.h). With leases, units
+ * may come back before retry_after (a lease ends within its lifetime),
+ * so a refusal of a limiter with leases is remembered no longer than
+ * that.
+ */
+static void
+remember_refusal(struct ratelimit *rl, struct part *pt)
+{
+    const struct limiter_def *lim = pt->v.tier->limiter;
+
+    denycache_put_for(rl->denied, pt->key, pt->v.conf->cost, &pt->v.res,
+                      mono_us(&pt->started),
+                      lim->lease > 0 ? lease_lifetime_ms(lim) : UINT64_MAX);
+}
+
 static void
 on_script_reply(enum redis_status status, const long long *ints, size_t n,
                 const char *error, void *arg)
 {
     struct part *pt = arg;
-    struct ratelimit_check *c = pt->check;
-    struct ratelimit_outcome o;
+    struct ratelimit *rl = pt->check->rl;
 
     pt->call = NULL;
-    if (c->rl->metrics != NULL) {
-        struct timespec now;
-
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        metrics_observe(c->rl->metrics, M_REDIS_SECONDS, NULL,
-                        (double)(now.tv_sec - pt->started.tv_sec) +
-                            (double)(now.tv_nsec - pt->started.tv_nsec) / 1e9);
-    }
+    observe_latency(rl, &pt->started);
     if (status == REDIS_CALL_OK &&
         scriptcall_decode(ints, n, &pt->v.res) == 0) {
         pt->v.reason = verdict_reason_of(&pt->v.res, false);
         if (!pt->v.res.allowed) {
-            denycache_put(c->rl->denied, pt->key, pt->v.conf->cost, &pt->v.res,
-                          mono_us(&pt->started));
+            remember_refusal(rl, pt);
         }
     } else {
         if (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK) {
@@ -232,14 +301,9 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
                      pt->v.tier->limiter->name,
                      error != NULL ? error : "unexpected reply");
         }
-        apply_failure_policy(c->rl, pt);
+        apply_failure_policy(rl, pt);
     }
-    if (--c->pending > 0) {
-        return;
-    }
-    assemble(c, &o);
-    c->cb(&o, c->arg);
-    free(c);
+    finish_part(pt);
 }
 
 /*
@@ -285,8 +349,11 @@ request_id(struct ratelimit *rl, char *buf)
     strcpy(buf + n + 1, u64_dec(++rl->seq, digits));
 }
 
-/* Sends the script call for 'pt'; on failure the policy decides now. */
-static void
+/*
+ * Sends the script call for 'pt'. True if it went out ('pt' is decided
+ * in on_script_reply()); false if the failure policy decided it now.
+ */
+static bool
 start_redis(struct ratelimit *rl, struct part *pt)
 {
     const struct limiter_def *lim = pt->v.tier->limiter;
@@ -300,7 +367,7 @@ start_redis(struct ratelimit *rl, struct part *pt)
         log_error("ratelimit: no script for %s",
                   limit_algorithm_name(lim->algorithm));
         apply_failure_policy(rl, pt);
-        return;
+        return false;
     }
     request_id(rl, reqid);
     /* The time override is always 0: only tests inject a time. */
@@ -309,12 +376,370 @@ start_redis(struct ratelimit *rl, struct part *pt)
         log_error("ratelimit: limiter %s: cannot encode the script call",
                   lim->name);
         apply_failure_policy(rl, pt);
-        return;
+        return false;
     }
     clock_gettime(CLOCK_MONOTONIC, &pt->started);
     pt->call = redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args,
                                  sc.nargs, on_script_reply, pt);
-    pt->check->pending++;
+    return true;
+}
+
+/* ---- leases on hot keys (lease.h) ---- */
+
+/*
+ * A take in flight. It outlives the request that sent it if that one is
+ * cancelled: the grant must still reach the lease, and the requests
+ * queued behind it must still be served.
+ */
+struct take {
+    struct ratelimit *rl;    /* borrowed */
+    struct lease *lease;     /* borrowed: stays while it is 'taking' */
+    struct part *pt;         /* the request taking, or NULL if it left */
+    uint64_t cost;           /* the request's units */
+    uint64_t wanted;         /* the units asked for */
+    struct timespec started; /* when the call went out */
+};
+
+/* A lease return in flight. */
+struct giveback {
+    struct ratelimit *rl; /* borrowed */
+    uint64_t units;       /* given back */
+};
+
+static void
+count_units(struct ratelimit *rl, const char *event, uint64_t units)
+{
+    if (rl->metrics != NULL && units > 0) {
+        metrics_add(rl->metrics, M_LEASE_UNITS, &event, (int64_t)units);
+    }
+}
+
+static void
+on_return_reply(enum redis_status status, const long long *ints, size_t n,
+                const char *error, void *arg)
+{
+    struct giveback *g = arg;
+    struct limit_result res;
+    uint64_t units;
+
+    g->rl->returns_in_flight--;
+    if (status == REDIS_CALL_OK &&
+        scriptcall_decode_lease(ints, n, &res, &units) == 0) {
+        count_units(g->rl, "returned", g->units);
+    } else {
+        /* Lost: they count as used, so nothing is admitted twice. */
+        if (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK) {
+            log_warn("ratelimit: lease return: redis: %s",
+                     error != NULL ? error : "unexpected reply");
+        }
+        count_units(g->rl, "lost", g->units);
+    }
+    free(g);
+}
+
+/* Gives the 'units' of 'l' (lease.h: its key and limiter) back to Redis. */
+static void
+give_back(struct ratelimit *rl, const struct lease *l, uint64_t units)
+{
+    const struct lua_script *script = rl->scripts[l->def.algorithm];
+    struct scriptcall sc;
+    char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
+    struct giveback *g;
+
+    if (units == 0) {
+        return;
+    }
+    request_id(rl, reqid);
+    if (script == NULL ||
+        scriptcall_encode(&sc, &l->def, l->key, 1, reqid, 0) != 0 ||
+        scriptcall_lease(&sc, SCRIPTCALL_LEASE_RETURN, units) != 0) {
+        count_units(rl, "lost", units);
+        return;
+    }
+    g = xmalloc(sizeof(*g));
+    g->rl = rl;
+    g->units = units;
+    rl->returns_in_flight++;
+    redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args, sc.nargs,
+                      on_return_reply, g);
+}
+
+static void
+on_lease_end(const struct lease *l, void *arg)
+{
+    give_back(arg, l, l->units);
+}
+
+static void
+lease_hit(struct ratelimit *rl, struct part *pt)
+{
+    pt->v.reason = verdict_reason_of(&pt->v.res, false);
+    if (rl->metrics != NULL) {
+        metrics_add(rl->metrics, M_LEASE_HITS, NULL, 1);
+    }
+}
+
+static void
+enqueue(struct lease *l, struct part *pt)
+{
+    pt->lease = l;
+    pt->next = NULL;
+    if (pt->queued_us == 0) {
+        pt->queued_us = now_us();
+    }
+    if (l->queue_tail != NULL) {
+        ((struct part *)l->queue_tail)->next = pt;
+    } else {
+        l->queue_head = pt;
+    }
+    l->queue_tail = pt;
+}
+
+static void
+unqueue(struct lease *l, struct part *pt)
+{
+    struct part *prev = NULL;
+
+    for (struct part *q = l->queue_head; q != NULL; prev = q, q = q->next) {
+        if (q != pt) {
+            continue;
+        }
+        if (prev != NULL) {
+            prev->next = q->next;
+        } else {
+            l->queue_head = q->next;
+        }
+        if (l->queue_tail == q) {
+            l->queue_tail = prev;
+        }
+        break;
+    }
+    pt->lease = NULL;
+    pt->next = NULL;
+}
+
+static void on_take_reply(enum redis_status status, const long long *ints,
+                          size_t n, const char *error, void *arg);
+
+/*
+ * Sends a take for 'pt' on 'l', asking for enough for 'queued' more
+ * units of requests waiting too. True if it went out; false if the
+ * failure policy decided 'pt' now ('l' is then not taking).
+ */
+static bool
+start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
+           uint64_t queued)
+{
+    const struct limiter_def *lim = pt->v.tier->limiter;
+    const struct lua_script *script = rl->scripts[lim->algorithm];
+    struct scriptcall sc;
+    char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
+    struct take *tk;
+
+    lease_take_started(l, lim, now_us());
+    tk = xcalloc(1, sizeof(*tk));
+    tk->rl = rl;
+    tk->lease = l;
+    tk->pt = pt;
+    tk->cost = pt->v.conf->cost;
+    tk->wanted = lease_want(l, lim, tk->cost, queued);
+    request_id(rl, reqid);
+    if (script == NULL ||
+        scriptcall_encode(&sc, lim, pt->key, tk->cost, reqid, 0) != 0 ||
+        scriptcall_lease(&sc, SCRIPTCALL_LEASE_TAKE, tk->wanted) != 0) {
+        log_error("ratelimit: limiter %s: cannot encode the lease call",
+                  lim->name);
+        l->taking = false;
+        free(tk);
+        apply_failure_policy(rl, pt);
+        return false;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &tk->started);
+    pt->started = tk->started;
+    pt->take = tk;
+    rl->takes_in_flight++;
+    redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args, sc.nargs,
+                      on_take_reply, tk);
+    return true;
+}
+
+/*
+ * Decides 'pt', a part of a limiter with leases: from the worker's
+ * lease when it covers the cost, else behind the take in flight for the
+ * key, else by a take of its own. True if pending.
+ */
+static bool
+lease_part(struct ratelimit *rl, struct part *pt)
+{
+    uint64_t now = now_us();
+    struct lease *l = lease_table_find(rl->leases, pt->key);
+
+    if (l != NULL && lease_spend(l, pt->v.conf->cost, now, &pt->v.res)) {
+        lease_hit(rl, pt);
+        return false;
+    }
+    if (l != NULL && l->taking) {
+        enqueue(l, pt);
+        return true;
+    }
+    if (known_refused(rl, pt)) {
+        return false;
+    }
+    if (l == NULL) {
+        struct lease evicted;
+        bool did_evict;
+
+        l = lease_table_add(rl->leases, pt->key, now, &evicted, &did_evict);
+        if (did_evict) {
+            give_back(rl, &evicted, evicted.units);
+        }
+        if (l == NULL) {
+            /* Every neighbour is taking: an exact call, no lease. */
+            return start_redis(rl, pt);
+        }
+    }
+    /* Too few left for this cost, or out of time: back before a take. */
+    give_back(rl, l, l->units);
+    l->units = 0;
+    return start_take(rl, pt, l, 0);
+}
+
+/* Units the requests in the queue from 'pt' on want. */
+static uint64_t
+queued_cost(const struct part *pt)
+{
+    uint64_t n = 0;
+
+    for (; pt != NULL; pt = pt->next) {
+        n += pt->v.conf->cost;
+    }
+    return n;
+}
+
+/*
+ * The take on 'l' was answered ('answered': by the script; 'granted': it
+ * admitted): serves the requests that waited for it. Those the lease
+ * covers are admitted from it. When it admitted, the first of the rest
+ * takes again, for them all (the script grants what the bucket can
+ * spare), and the rest wait again: one call per round trip however many
+ * wait. When it refused, each of the rest is refused from the deny cache
+ * or makes an exact call of its own (another cost may still fit). A
+ * request that has waited half of redis.timeout makes its own call too,
+ * so that none waits more than one and a half times redis.timeout. When
+ * Redis failed, the failure policy decides them all at once.
+ */
+static void
+serve_queue(struct ratelimit *rl, struct lease *l, bool answered, bool granted)
+{
+    struct part *w = l->queue_head;
+    struct part *taker = NULL;
+    uint64_t now = now_us();
+
+    l->queue_head = NULL;
+    l->queue_tail = NULL;
+    while (w != NULL) {
+        struct part *next = w->next;
+        bool pending = false;
+
+        w->next = NULL;
+        w->lease = NULL;
+        if (!answered) {
+            apply_failure_policy(rl, w);
+        } else if (lease_spend(l, w->v.conf->cost, now, &w->v.res)) {
+            lease_hit(rl, w);
+        } else if (now - w->queued_us >= rl->wait_max_us) {
+            /* Waited long enough (Redis is slow, or the bucket nearly
+             * empty): an exact call of its own, at once. */
+            pending = !known_refused(rl, w) && start_redis(rl, w);
+        } else if (taker != NULL) {
+            enqueue(l, w);
+            pending = true;
+        } else if (granted) {
+            pending = start_take(rl, w, l, queued_cost(next));
+            if (pending) {
+                taker = w;
+            } else {
+                granted = false;
+            }
+        } else if (!known_refused(rl, w)) {
+            pending = start_redis(rl, w);
+        }
+        if (!pending) {
+            finish_part(w);
+        }
+        w = next;
+    }
+}
+
+static void
+on_take_reply(enum redis_status status, const long long *ints, size_t n,
+              const char *error, void *arg)
+{
+    struct take *tk = arg;
+    struct ratelimit *rl = tk->rl;
+    struct lease *l = tk->lease;
+    struct part *pt = tk->pt;
+    struct limit_result res;
+    uint64_t granted = 0;
+    bool answered;
+
+    rl->takes_in_flight--;
+    observe_latency(rl, &tk->started);
+    answered = status == REDIS_CALL_OK &&
+               scriptcall_decode_lease(ints, n, &res, &granted) == 0;
+    if (!answered && (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK)) {
+        log_warn("ratelimit: lease take: redis: %s",
+                 error != NULL ? error : "unexpected reply");
+    }
+    if (answered && res.allowed) {
+        /* A request that left unserved leaves its cost in the lease. */
+        lease_take_granted(l, pt != NULL ? tk->cost : 0, granted, &res,
+                           mono_us(&tk->started));
+        count_units(rl, "taken", granted);
+    } else {
+        l->taking = false;
+    }
+    if (pt != NULL) {
+        pt->take = NULL;
+        if (answered) {
+            pt->v.res = res;
+            if (res.allowed) {
+                /* Units on lease are the worker's to admit: remaining. */
+                pt->v.res.remaining += (int64_t)l->units;
+            }
+            pt->v.reason = verdict_reason_of(&res, false);
+            if (!res.allowed) {
+                remember_refusal(rl, pt);
+            }
+        } else {
+            apply_failure_policy(rl, pt);
+        }
+    }
+    serve_queue(rl, l, answered, answered && res.allowed);
+    free(tk);
+    if (pt != NULL) {
+        finish_part(pt);
+    }
+}
+
+bool
+ratelimit_release(struct ratelimit *rl)
+{
+    if (rl->leases == NULL) {
+        return true;
+    }
+    lease_table_release(rl->leases, on_lease_end, rl);
+    return rl->returns_in_flight == 0 && lease_table_held(rl->leases) == 0 &&
+           rl->takes_in_flight == 0;
+}
+
+void
+ratelimit_tick(struct ratelimit *rl)
+{
+    if (rl->leases != NULL) {
+        lease_table_expire(rl->leases, now_us(), LEASE_IDLE_US, on_lease_end,
+                           rl);
+    }
 }
 
 /* ---- the whole check ---- */
@@ -389,8 +814,10 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
             pt->v.reason = VERDICT_DENIED;
         } else if (conf->local || rl->redis == NULL) {
             decide_locally(rl, pt, false);
+        } else if (pt->v.tier->limiter->lease > 0) {
+            c->pending += lease_part(rl, pt) ? 1 : 0;
         } else if (!known_refused(rl, pt)) {
-            start_redis(rl, pt);
+            c->pending += start_redis(rl, pt) ? 1 : 0;
         }
     }
     if (c->pending > 0) {
@@ -405,8 +832,17 @@ void
 ratelimit_cancel(struct ratelimit_check *c)
 {
     for (size_t i = 0; i < c->nparts; i++) {
-        if (c->parts[i].call != NULL) {
-            redis_call_cancel(c->parts[i].call);
+        struct part *pt = &c->parts[i];
+
+        if (pt->call != NULL) {
+            redis_call_cancel(pt->call);
+        }
+        if (pt->take != NULL) {
+            /* The take goes on: its grant goes to the lease. */
+            pt->take->pt = NULL;
+        }
+        if (pt->lease != NULL) {
+            unqueue(pt->lease, pt);
         }
     }
     free(c);

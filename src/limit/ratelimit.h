@@ -4,6 +4,12 @@
  * at once) or the in-process twin, apply the failure policy, and give each
  * filter's part a reason; verdict.h turns the parts into the outcome. One
  * per worker thread; does I/O through redis.h.
+ *
+ * A limiter with `lease:` is decided from the worker's lease on the key
+ * when it covers the cost (no Redis call), behind the take in flight for
+ * the key, or by a take (lease.h; lua/README.md, "Leases"). Refusals of
+ * such a limiter stay in the deny cache for at most a lease's lifetime,
+ * since units on lease may come back sooner than retry_after says.
  */
 #ifndef SLUICE_RATELIMIT_H
 #define SLUICE_RATELIMIT_H
@@ -65,6 +71,22 @@ void ratelimit_free(struct ratelimit *rl);
 
 /* True when Redis is connected, or when no limiter of 'cfg' needs it. */
 bool ratelimit_ready(const struct ratelimit *rl);
+
+/*
+ * Leases on hot keys (lease.h, lua/README.md "Leases"): ends those whose
+ * time is up, giving their unused units back to Redis. Call it every few
+ * hundred milliseconds: a lease ends at most that much after its
+ * lifetime.
+ */
+void ratelimit_tick(struct ratelimit *rl);
+
+/*
+ * Ends every lease now and gives its units back (reload, drain). True
+ * once nothing is held and no take or return awaits Redis: call it
+ * again until then (or until the drain gives up; what is still out is
+ * then counted as used).
+ */
+bool ratelimit_release(struct ratelimit *rl);
 
 /* Moves the Redis client's event counters into the metrics. */
 void ratelimit_publish(struct ratelimit *rl);

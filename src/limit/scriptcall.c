@@ -84,3 +84,30 @@ scriptcall_decode(const long long *ints, size_t n, struct limit_result *out)
     out->rule = (unsigned)clamp(ints[5]);
     return 0;
 }
+
+int
+scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
+                 uint64_t units)
+{
+    if (sc->nargs != SCRIPTCALL_FIXED_ARGS + 3 * sc->nkeys) {
+        return -1;
+    }
+    sc->args[sc->nargs++] = op == SCRIPTCALL_LEASE_TAKE ? "take" : "return";
+    push_number(sc, units);
+    return 0;
+}
+
+int
+scriptcall_decode_lease(const long long *ints, size_t n,
+                        struct limit_result *out, uint64_t *units)
+{
+    struct limit_result res;
+
+    if (n < SCRIPTCALL_LEASE_REPLY_LEN ||
+        scriptcall_decode(ints, n, &res) != 0 || (res.allowed && ints[6] < 1)) {
+        return -1;
+    }
+    *out = res;
+    *units = clamp(ints[6]);
+    return 0;
+}

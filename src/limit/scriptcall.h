@@ -13,7 +13,10 @@
 
 /* ARGV before the per-rule triples: time, cost, mode, max_delay, id. */
 #define SCRIPTCALL_FIXED_ARGS 5
-#define SCRIPTCALL_MAX_ARGS (SCRIPTCALL_FIXED_ARGS + 3 * LIMIT_MAX_RULES)
+/* A lease call (token_bucket, gcra) adds two: the operation, the units. */
+#define SCRIPTCALL_LEASE_ARGS 2
+#define SCRIPTCALL_MAX_ARGS                                                    \
+    (SCRIPTCALL_FIXED_ARGS + 3 * LIMIT_MAX_RULES + SCRIPTCALL_LEASE_ARGS)
 /* The longest key, NUL included: a key base and ":<rule>". */
 #define SCRIPTCALL_KEY_MAX 520
 /* The longest numeric argument, NUL included (2^64 - 1 has 20 digits). */
@@ -21,6 +24,15 @@
 /* The integers of a reply: allowed, remaining, retry_after_ms, reset_ms,
  * delay_ms, rule. */
 #define SCRIPTCALL_REPLY_LEN 6
+/* A lease call's reply adds one: the units granted (take) or given back
+ * (return). */
+#define SCRIPTCALL_LEASE_REPLY_LEN 7
+
+/* What a lease call asks of the script (lua/README.md, "Leases"). */
+enum scriptcall_lease_op {
+    SCRIPTCALL_LEASE_TAKE,   /* admit 'cost' and grant up to 'units' */
+    SCRIPTCALL_LEASE_RETURN, /* give 'units' unused units back */
+};
 
 /*
  * The words of one script call, in caller-provided storage. 'keys' and
@@ -29,11 +41,11 @@
  * not be copied, and both must outlive the use of the words.
  */
 struct scriptcall {
-    const char *keys[LIMIT_MAX_RULES];                /* KEYS[1..nkeys] */
-    size_t nkeys;                                     /* the limiter's nrules */
-    const char *args[SCRIPTCALL_MAX_ARGS];            /* ARGV[1..nargs] */
-    size_t nargs;                                     /* 5 + 3 * nkeys */
-    char keybuf[LIMIT_MAX_RULES][SCRIPTCALL_KEY_MAX]; /* the keys' text */
+    const char *keys[LIMIT_MAX_RULES];     /* KEYS[1..nkeys] */
+    size_t nkeys;                          /* the limiter's nrules */
+    const char *args[SCRIPTCALL_MAX_ARGS]; /* ARGV[1..nargs] */
+    size_t nargs; /* 5 + 3 * nkeys, + 2 for a lease call */
+    char keybuf[LIMIT_MAX_RULES][SCRIPTCALL_KEY_MAX];     /* the keys' text */
     char argbuf[SCRIPTCALL_MAX_ARGS][SCRIPTCALL_ARG_MAX]; /* numbers */
 };
 
@@ -58,6 +70,25 @@ int scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule);
 int scriptcall_encode(struct scriptcall *sc, const struct limiter_def *lim,
                       const char *key_base, uint64_t cost,
                       const char *request_id, uint64_t now_ms);
+
+/*
+ * Turns the call encoded in '*sc' into a lease call: appends the
+ * operation and 'units' (take: the most to grant, >= the cost; return:
+ * the units given back). Returns 0, or -1 if '*sc' holds a lease call
+ * already.
+ */
+int scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
+                     uint64_t units);
+
+/*
+ * Reads a lease call's reply: the first six integers as
+ * scriptcall_decode() does, the seventh into '*units' (granted by a take,
+ * 0 when denied; given back by a return). Returns 0, or -1 for a
+ * malformed reply (fewer than SCRIPTCALL_LEASE_REPLY_LEN integers, or an
+ * allowed take that granted nothing).
+ */
+int scriptcall_decode_lease(const long long *ints, size_t n,
+                            struct limit_result *out, uint64_t *units);
 
 /*
  * Reads a script's reply, the 'n' integers 'ints' (borrowed), into '*out'.

@@ -711,6 +711,518 @@ Test(ratelimit, a_cached_refusal_ends_by_the_time_redis_would_admit)
     rig_stop(&r);
 }
 
+/* ---- leases on a hot key ---- */
+
+/* Burst 3000, refilled 1000 a day: under one unit (86.4 s) in a test. */
+#define HOT_LIMIT 3000
+#define HOT_ROUTE                                                              \
+    "routes:\n"                                                                \
+    "  - id: api\n"                                                            \
+    "    uri: http://@ECHO@\n"                                                 \
+    "    predicates: [Path=/**]\n"                                             \
+    "    filters:\n"                                                           \
+    "      - name: RequestRateLimiter\n"                                       \
+    "        args: { key: route, limiter: hot }\n"
+
+struct hot_poll {
+    const struct rig *r; /* the gateways */
+    size_t next;         /* the gateway the next request goes to */
+    size_t admitted;     /* 200s so far */
+    size_t want;         /* stop once this many are admitted */
+};
+
+/* One request, to the gateways in turn; true once 'want' are admitted. */
+static bool
+hot_admit_one(void *arg)
+{
+    struct hot_poll *hp = arg;
+    char *u = gw_url(hp->r, hp->next++ % hp->r->ngw, "/hot");
+    struct http_response resp;
+
+    http_request(&resp, "GET", u, NULL, NULL, 0, 10000);
+    cr_assert(resp.status == 200 || resp.status == 429, "status %ld",
+              resp.status);
+    hp->admitted += resp.status == 200;
+    http_response_free(&resp);
+    free(u);
+    return hp->admitted >= hp->want;
+}
+
+/* The hot limiter's rule: 1000 a day, burst HOT_LIMIT. */
+#define HOT_L 1000LL
+#define HOT_W 86400000LL
+
+struct hot_level {
+    const struct rig *r; /* the Redis */
+    bool gcra;           /* how the state reads */
+    long long units;     /* the units Redis has now */
+    long long expect;    /* the condition: units == expect */
+};
+
+/* Reads the units the one hot key holds in Redis now (lua/README.md,
+ * "State"). */
+static bool
+hot_level_is(void *arg)
+{
+    struct hot_level *hl = arg;
+    redisContext *c = redis_sync(hl->r);
+    redisReply *keys = redisCommand(c, "KEYS *:hot:*");
+    long long now = redis_now_ms(c);
+    long long full = HOT_LIMIT * HOT_W;
+
+    cr_assert(keys != NULL && keys->type == REDIS_REPLY_ARRAY);
+    hl->units = HOT_LIMIT; /* no key: a full bucket */
+    if (keys->elements == 1) {
+        redisReply *v = redisCommand(c, "GET %s", keys->element[0]->str);
+        long long a = 0, b = 0;
+
+        cr_assert(v != NULL && v->type == REDIS_REPLY_STRING);
+        cr_assert_eq(sscanf(v->str, "%lld:%lld", &a, &b), 2, "%s", v->str);
+        if (hl->gcra) {
+            long long d = a >= now ? (a - now) * HOT_L + b : 0;
+
+            hl->units = (full - d) / HOT_W;
+        } else {
+            long long lvl = a + (now > b ? now - b : 0) * HOT_L;
+
+            hl->units = (lvl < full ? lvl : full) / HOT_W;
+        }
+        freeReplyObject(v);
+    } else {
+        cr_assert_eq(keys->elements, 0);
+    }
+    freeReplyObject(keys);
+    redisFree(c);
+    return hl->units == hl->expect;
+}
+
+/*
+ * The exactness test of four gateways with leases on one hot key, 200
+ * connections to each. The bucket holds HOT_LIMIT and refills less than
+ * one unit in the test (skipped if it ran that long), so "exact" is
+ * exact: the units Redis holds are HOT_LIMIT minus those admitted, once
+ * the leases are back; never more than HOT_LIMIT admitted; exactly
+ * HOT_LIMIT in the end; and at most one Redis call per ten admitted
+ * requests, where without leases it is one per request.
+ */
+/* Every worker of a gateway has logged its Redis connection. */
+struct connected_wait {
+    const struct proc *gw; /* borrowed */
+    size_t workers;        /* how many must have connected */
+};
+
+static bool
+workers_connected(void *arg)
+{
+    struct connected_wait *cw = arg;
+    char *log = proc_log(cw->gw);
+    size_t n = 0;
+
+    for (const char *p = strstr(log, "redis: connected"); p != NULL;
+         p = strstr(p + 1, "redis: connected")) {
+        n++;
+    }
+    free(log);
+    return n >= cw->workers;
+}
+
+static void
+hot_key_exactness(const char *algorithm, int lease, int workers)
+{
+    struct rig r;
+    struct load_result res;
+    const char *urls[MAX_GATEWAYS];
+    char *owned[MAX_GATEWAYS];
+    redisContext *rc;
+    long long before, after;
+    long calls;
+    struct hot_poll hp;
+    struct hot_level hl;
+    size_t admitted;
+    char *yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:@PORT@\n"
+        "  workers: %d\n"
+        "redis:\n"
+        "  url: redis://@REDIS@/0\n"
+        "  timeout: 1s\n"
+        "limiters:\n"
+        "  hot: { algorithm: %s, rules: [ { rate: 1000/d, burst: %d } ]%s "
+        "}\n" HOT_ROUTE,
+        workers, algorithm, HOT_LIMIT, lease > 0 ? ", lease: 100" : "");
+
+    rig_start(&r, true, 4, yaml);
+    for (size_t i = 0; i < 4; i++) {
+        struct connected_wait cw = {&r.gw[i], (size_t)workers};
+
+        cr_assert(harness_wait_until(workers_connected, &cw, 10000),
+                  "gateway %zu: not every worker connected to Redis", i);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        owned[i] = gw_url(&r, i, "/hot");
+        urls[i] = owned[i];
+    }
+    rc = redis_sync(&r);
+    before = redis_now_ms(rc);
+    /* Two thirds of the limit: all admitted, whatever the leases hold. */
+    http_load(urls, 4, NULL, 0, 800, 2000, 20000, &res);
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[200], 2000, "%s: admitted %zu of 2000", algorithm,
+                 res.status[200]);
+    hl = (struct hot_level){&r, strcmp(algorithm, "gcra") == 0, 0,
+                            HOT_LIMIT - 2000};
+    hot_level_is(&hl);
+    cr_log_info("%s, lease %d, %d workers: Redis has %lld units while "
+                "leases are out",
+                algorithm, lease, workers, hl.units);
+    /* At most N per worker and gateway are out. */
+    cr_assert_geq(hl.units, HOT_LIMIT - 2000 - 100 * 4 * workers);
+    cr_assert_leq(hl.units, HOT_LIMIT - 2000);
+    /* The leases come back (within their one-second lifetime): then Redis
+     * holds exactly what was not admitted. */
+    cr_assert(harness_wait_until(hot_level_is, &hl, 10000),
+              "%s: Redis holds %lld units after 2000 admitted, not %d",
+              algorithm, hl.units, HOT_LIMIT - 2000);
+    /* Past the limit under load: never over it. */
+    http_load(urls, 4, NULL, 0, 800, 2000, 20000, &res);
+    cr_assert_eq(res.errors, 0);
+    admitted = 2000 + res.status[200];
+    cr_assert_leq(admitted, HOT_LIMIT, "%s: admitted %zu of %d", algorithm,
+                  admitted, HOT_LIMIT);
+    /* Then the units still on lease come back and are admitted too: the
+     * limit exactly, and not one more, from any gateway. */
+    hp = (struct hot_poll){&r, 0, admitted, HOT_LIMIT};
+    cr_assert(harness_wait_until(hot_admit_one, &hp, 20000),
+              "%s: %zu admitted in all; %d expected", algorithm, hp.admitted,
+              HOT_LIMIT);
+    for (size_t i = 0; i < 8; i++) {
+        hp.want = hp.admitted + 1;
+        cr_assert_not(hot_admit_one(&hp), "%s: admitted past the limit",
+                      algorithm);
+    }
+    hl.expect = 0;
+    cr_assert(hot_level_is(&hl), "%s: %lld units left in Redis", algorithm,
+              hl.units);
+    after = redis_now_ms(rc);
+    redisFree(rc);
+    calls = script_calls(&r);
+    cr_log_info("%s, lease %d, %d workers: %ld script calls for %d "
+                "admitted (%.4f)",
+                algorithm, lease, workers, calls, HOT_LIMIT,
+                (double)calls / HOT_LIMIT);
+    if (after - before >= HOT_W / HOT_L) {
+        rig_stop(&r);
+        cr_skip_test("the test ran long enough for the bucket to refill");
+    }
+    cr_assert_leq(calls * 10, HOT_LIMIT,
+                  "%s: %ld Redis calls for %d admitted requests", algorithm,
+                  calls, HOT_LIMIT);
+    for (size_t i = 0; i < 4; i++) {
+        free(owned[i]);
+    }
+    free(yaml);
+    rig_stop(&r);
+}
+
+Test(ratelimit, four_gateways_with_leases_on_a_token_bucket_stay_exact,
+     .timeout = 120)
+{
+    hot_key_exactness("token_bucket", 100, 1);
+}
+
+Test(ratelimit, four_gateways_with_leases_on_gcra_stay_exact, .timeout = 120)
+{
+    hot_key_exactness("gcra", 100, 1);
+}
+
+/* Eight lease holders: two workers in each of the four gateways. */
+Test(ratelimit, four_gateways_of_two_workers_with_leases_stay_exact,
+     .timeout = 120)
+{
+    hot_key_exactness("token_bucket", 100, 2);
+}
+
+/* The sample 'series' of gateway admin port 'admin''s /metrics, or -1. */
+static long
+admin_metric(uint16_t admin, const char *series)
+{
+    char *u = harness_strf("http://127.0.0.1:%u/metrics", admin);
+    struct http_response resp;
+    long v;
+
+    cr_assert_eq(http_get(&resp, u, 10000), 0);
+    cr_assert_eq(resp.status, 200);
+    v = metric_sample(resp.body, series);
+    http_response_free(&resp);
+    free(u);
+    return v;
+}
+
+struct returned_wait {
+    uint16_t admin; /* the gateway's admin port */
+    long units;     /* the condition: at least this many returned */
+};
+
+static bool
+units_returned(void *arg)
+{
+    struct returned_wait *rw = arg;
+
+    return admin_metric(rw->admin, "sluice_ratelimit_lease_units_total{"
+                                   "event=\"returned\"}") >= rw->units;
+}
+
+/*
+ * One worker on a hot key: requests admitted from its lease count down
+ * RateLimit-Remaining exactly as Redis would (the units in Redis plus
+ * those the lease holds); an unused lease goes back after its lifetime,
+ * and at drain; /metrics counts hits and units.
+ */
+Test(ratelimit, a_lease_counts_down_exactly_and_goes_back_in_time_and_at_drain)
+{
+    struct rig r;
+    uint16_t admin = harness_free_port();
+    char *yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:@PORT@\n"
+        "  workers: 1\n"
+        "admin:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "redis:\n"
+        "  url: redis://@REDIS@/0\n"
+        "  timeout: 1s\n"
+        "limiters:\n"
+        "  hot: { algorithm: token_bucket, rate: 1000/d, burst: %d, "
+        "lease: 50 }\n" HOT_ROUTE,
+        admin, HOT_LIMIT);
+    struct hot_level hl;
+    struct returned_wait rw;
+    long hits, taken, returned;
+
+    rig_start(&r, true, 1, yaml);
+    cr_assert(harness_wait_port(admin, 5000), "no admin listener");
+    hl = (struct hot_level){&r, false, 0, 0};
+    for (int i = 1; i <= 100; i++) {
+        struct http_response resp;
+        char *rem;
+
+        cr_assert_eq(get_with(&r, 0, "/hot", NULL, &resp), 200);
+        rem = must_header(&resp, "X-RateLimit-Remaining");
+        cr_assert_eq(atol(rem), HOT_LIMIT - i, "request %d: remaining %s", i,
+                     rem);
+        free(rem);
+        http_response_free(&resp);
+    }
+    hits = admin_metric(admin, "sluice_ratelimit_lease_hits_total");
+    taken = admin_metric(admin, "sluice_ratelimit_lease_units_total{"
+                                "event=\"taken\"}");
+    /* Takes of 1, 2, 4, 8, 16, 32, then 50: 7 of 100 asked Redis. */
+    cr_assert_eq(hits, 93, "lease hits: %ld", hits);
+    cr_assert_eq(taken, 113, "units taken: %ld", taken);
+    /* 13 units on lease: Redis has 2887; they come back in time. */
+    hot_level_is(&hl);
+    cr_assert_eq(hl.units, HOT_LIMIT - 113);
+    rw = (struct returned_wait){admin, 13};
+    cr_assert(harness_wait_until(units_returned, &rw, 5000),
+              "the lease never went back");
+    hl.expect = HOT_LIMIT - 100;
+    cr_assert(hot_level_is(&hl), "Redis has %lld units", hl.units);
+    /* Drain: the worker hands back what it holds before it exits. */
+    for (int i = 0; i < 10; i++) {
+        cr_assert_eq(status_of(&r, "/hot", NULL), 200);
+    }
+    hl.expect = HOT_LIMIT - 110;
+    cr_assert_not(hot_level_is(&hl), "no units on lease before the drain");
+    returned = admin_metric(admin, "sluice_ratelimit_lease_units_total{"
+                                   "event=\"returned\"}");
+    cr_assert_eq(returned, 13);
+    cr_assert_eq(proc_stop(&r.gw[0], SIGTERM, 15000), 0);
+    cr_assert(hot_level_is(&hl), "Redis has %lld units after the drain",
+              hl.units);
+    r.ngw = 0;
+    unlink(r.cfg_path[0]);
+    free(r.cfg_path[0]);
+    free(yaml);
+    rig_stop(&r);
+}
+
+/*
+ * Redis goes away while a worker holds a lease: the units of the lease
+ * are still admitted (Redis counted them already), then the failure
+ * policy decides.
+ */
+Test(ratelimit, a_lease_held_when_redis_goes_away_is_still_spent)
+{
+    struct rig r;
+    char *yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:@PORT@\n"
+        "  workers: 1\n"
+        "redis:\n"
+        "  url: redis://@REDIS@/0\n"
+        "  timeout: 200ms\n"
+        "limiters:\n"
+        "  hot: { algorithm: gcra, rate: 1000/d, burst: %d, lease: 50 }\n"
+        "routes:\n"
+        "  - id: api\n"
+        "    uri: http://@ECHO@\n"
+        "    predicates: [Path=/**]\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: route, limiter: hot, on_redis_error: deny }\n",
+        HOT_LIMIT);
+    int from_lease = 0;
+
+    rig_start(&r, true, 1, yaml);
+    /* Takes of 1, 2, 4, 8, 16, 32, then 50 at request 64: after 70, the
+     * lease holds 43. */
+    for (int i = 0; i < 70; i++) {
+        cr_assert_eq(status_of(&r, "/hot", NULL), 200, "request %d", i);
+    }
+    cr_assert_eq(proc_stop(&r.redis, SIGTERM, 5000), 0);
+    for (int i = 0; i < 60; i++) {
+        long st = status_of(&r, "/hot", NULL);
+
+        if (st == 200) {
+            cr_assert_eq(from_lease, i, "a 200 after a 503 (request %d)", i);
+            from_lease++;
+        } else {
+            cr_assert_eq(st, 503, "request %d: %ld", i, st);
+        }
+    }
+    cr_assert(from_lease >= 1 && from_lease <= 43, "%d admitted from the lease",
+              from_lease);
+    free(yaml);
+    rig_stop(&r);
+}
+
+/*
+ * Clients that give up while their requests wait for a take (Redis is
+ * paused): the take that went out still lands in the lease, the cost of
+ * the request that sent it included, and all of it goes back: no unit is
+ * lost to a request that was never served.
+ */
+Test(ratelimit, a_take_whose_requests_all_left_goes_back_whole)
+{
+    struct rig r;
+    char *yaml = harness_strf(GATEWAY_HEAD
+                              "limiters:\n"
+                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
+                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
+                              HOT_LIMIT);
+    const char *urls[1];
+    char *u;
+    struct load_result res;
+    struct hot_level hl;
+    redisContext *rc;
+    redisReply *rep;
+
+    rig_start(&r, true, 1, yaml);
+    u = gw_url(&r, 0, "/hot");
+    urls[0] = u;
+    rc = redis_sync(&r);
+    rep = redisCommand(rc, "CLIENT PAUSE 600 ALL");
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    /* One takes, nineteen wait behind it; all give up after 150 ms. */
+    http_load(urls, 1, NULL, 0, 20, 20, 150, &res);
+    cr_assert_eq(res.errors, 20, "%zu of 20 gave up", res.errors);
+    /* The take lands once Redis resumes; its lease ends and goes back. */
+    {
+        int64_t deadline = harness_now_ms() + 10000;
+
+        while (script_calls(&r) < 1 && harness_now_ms() < deadline) {
+        }
+        cr_assert_geq(script_calls(&r), 1, "the take never ran");
+    }
+    hl = (struct hot_level){&r, false, 0, HOT_LIMIT};
+    cr_assert(harness_wait_until(hot_level_is, &hl, 10000),
+              "Redis has %lld units; %d were never admitted", hl.units,
+              HOT_LIMIT);
+    redisFree(rc);
+    /* And the key is decided as ever afterwards. */
+    cr_assert_eq(status_of(&r, "/hot", NULL), 200);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
+/*
+ * Redis slow to answer a take: the requests that waited for it half of
+ * redis.timeout or more make their own calls when it lands, rather than
+ * wait for another take; every one is admitted once, and the units add
+ * up once the lease is back.
+ */
+Test(ratelimit, requests_that_waited_long_for_a_take_make_their_own_calls)
+{
+    struct rig r;
+    char *yaml = harness_strf(GATEWAY_HEAD
+                              "limiters:\n"
+                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
+                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
+                              HOT_LIMIT);
+    const char *urls[1];
+    char *u;
+    struct load_result res;
+    struct hot_level hl;
+    redisContext *rc;
+    redisReply *rep;
+
+    rig_start(&r, true, 1, yaml);
+    u = gw_url(&r, 0, "/hot");
+    urls[0] = u;
+    rc = redis_sync(&r);
+    /* redis.timeout is 1 s: the take lands after 700 ms, past 500. */
+    rep = redisCommand(rc, "CLIENT PAUSE 700 ALL");
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    http_load(urls, 1, NULL, 0, 20, 20, 10000, &res);
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[200], 20);
+    /* One take for the first (a new key asks for its cost only), then
+     * one call each for the nineteen that waited. */
+    cr_assert_eq(script_calls(&r), 20, "%ld script calls", script_calls(&r));
+    hl = (struct hot_level){&r, false, 0, HOT_LIMIT - 20};
+    cr_assert(harness_wait_until(hot_level_is, &hl, 5000),
+              "Redis has %lld units", hl.units);
+    redisFree(rc);
+    free(u);
+    free(yaml);
+    rig_stop(&r);
+}
+
+/* A reload gives the leases back at once, not at the end of their time. */
+Test(ratelimit, a_reload_gives_the_leases_back)
+{
+    struct rig r;
+    char *yaml = harness_strf(GATEWAY_HEAD
+                              "limiters:\n"
+                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
+                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
+                              HOT_LIMIT);
+    struct hot_level hl;
+    int64_t take_at = 0, left;
+
+    rig_start(&r, true, 1, yaml);
+    for (int i = 1; i <= 70; i++) {
+        if (i == 64) {
+            take_at = harness_now_ms(); /* the take of 50 goes out */
+        }
+        cr_assert_eq(status_of(&r, "/hot", NULL), 200, "request %d", i);
+    }
+    hl = (struct hot_level){&r, false, 0, HOT_LIMIT - 70};
+    hot_level_is(&hl);
+    cr_assert_eq(hl.units, HOT_LIMIT - 113, "43 units are out on lease");
+    cr_assert_eq(kill(r.gw[0].pid, SIGHUP), 0);
+    /* Before the lease's own second is up. */
+    left = take_at + 1000 - harness_now_ms();
+    cr_assert_gt(left, 0, "too slow to tell a reload from the lease's end");
+    cr_assert(harness_wait_until(hot_level_is, &hl, (int)left),
+              "Redis has %lld units after the reload", hl.units);
+    free(yaml);
+    rig_stop(&r);
+}
+
 /* ---- delay mode ---- */
 
 static int
@@ -784,6 +1296,52 @@ Test(ratelimit, delay_mode_spaces_requests_at_the_rate)
      */
     for (int k = 1; k < N; k++) {
         cr_assert_geq(arrived[k] - sent, k * 100 - 2,
+                      "request %d arrived %lld ms after the requests went out",
+                      k, arrived[k] - sent);
+    }
+    rig_stop(&r);
+}
+
+/*
+ * Delay mode with leases: a take that must wait grants only its own cost,
+ * so the requests past the burst are spaced at the rate as without
+ * leases, never sooner.
+ */
+Test(ratelimit, delay_mode_with_leases_still_spaces_requests_at_the_rate)
+{
+    enum { N = 10, BURST = 3 };
+    struct rig r;
+    struct fetch f[N];
+    pthread_t th[N];
+    long long arrived[N], sent;
+
+    rig_start(&r, true, 1,
+              GATEWAY_HEAD
+              "limiters:\n"
+              "  smooth: { algorithm: token_bucket, rate: 10/s, burst: 3, "
+              "mode: delay, max_delay: 2s, lease: 3 }\n"
+              "routes:\n"
+              "  - id: api\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: route, limiter: smooth }\n");
+    sent = harness_wall_ms();
+    for (int i = 0; i < N; i++) {
+        f[i].r = &r;
+        pthread_create(&th[i], NULL, fetch_one, &f[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(f[i].status, 200);
+        cr_assert_neq(f[i].received_ms, -1);
+        arrived[i] = f[i].received_ms;
+    }
+    qsort(arrived, N, sizeof(arrived[0]), cmp_ll);
+    /* The burst at once, then one every 100 ms (see above for the slack). */
+    for (int k = BURST; k < N; k++) {
+        cr_assert_geq(arrived[k] - sent, (k - BURST + 1) * 100 - 2,
                       "request %d arrived %lld ms after the requests went out",
                       k, arrived[k] - sent);
     }

@@ -288,6 +288,8 @@ Test(metrics, empty_registry_declares_every_metric)
         {"sluice_redis_duration_seconds", "histogram"},
         {"sluice_redis_events_total", "counter"},
         {"sluice_ratelimit_deny_cache_hits_total", "counter"},
+        {"sluice_ratelimit_lease_hits_total", "counter"},
+        {"sluice_ratelimit_lease_units_total", "counter"},
         {"sluice_jwt_cache_hits_total", "counter"},
         {"sluice_jwt_tokens_total", "counter"},
         {"sluice_connections_open", "gauge"},
@@ -330,6 +332,7 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
     const char *kind[] = {"timeout"};
     const char *res[] = {"ok"};
     const char *tok[] = {"invalid"};
+    const char *units[] = {"returned"};
     regex_t sample;
     regex_t comment;
     char *text;
@@ -342,6 +345,8 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
     metrics_observe(s, M_REDIS_SECONDS, NULL, 0.0001);
     metrics_add(s, M_REDIS_EVENTS, kind, 1);
     metrics_add(s, M_DENY_CACHE_HITS, NULL, 7);
+    metrics_add(s, M_LEASE_HITS, NULL, 90);
+    metrics_add(s, M_LEASE_UNITS, units, 10);
     metrics_add(s, M_JWT_CACHE_HITS, NULL, 3);
     metrics_add(s, M_JWT_TOKENS, tok, 1);
     metrics_add(s, M_CONNECTIONS, NULL, 2);
@@ -375,8 +380,8 @@ Test(metrics, every_line_parses_back_as_a_comment_or_a_sample)
             samples++;
         }
     }
-    /* 7 counters + 4 gauges + 2 histograms of 15 buckets + 2. */
-    cr_assert_eq(samples, 7 + 4 + 2 * 17);
+    /* 9 counters + 4 gauges + 2 histograms of 15 buckets + 2. */
+    cr_assert_eq(samples, 9 + 4 + 2 * 17);
     regfree(&sample);
     regfree(&comment);
     free(text);

@@ -2099,3 +2099,81 @@ Test(config, a_filter_on_an_identity_field_is_an_error)
                           "    uri: http://u\n"
                           "    filters: ['SetResponseHeader=X-User-Id, u']\n"));
 }
+
+Test(config, lease_is_for_token_bucket_and_gcra_within_bounds)
+{
+    struct config *cfg =
+        parse_ok("limiters:\n"
+                 "  a: {algorithm: token_bucket, rate: 100/s, burst: 100, "
+                 "lease: 20}\n"
+                 "  b: {algorithm: gcra, rate: 100/s, lease: 100000}\n"
+                 "  c: {algorithm: gcra, rate: 100/s}\n"
+                 "routes: []\n");
+
+    cr_assert_eq(cfg->limiters[0].lease, 20);
+    cr_assert_eq(cfg->limiters[1].lease, 100000);
+    cr_assert_eq(cfg->limiters[2].lease, 0);
+    config_unref(cfg);
+    assert_error("limiters:\n"
+                 "  a: {algorithm: leaky_bucket, rate: 1/s, lease: 5}\n"
+                 "routes: []\n",
+                 "t.yaml:2:50: limiters.a.lease: lease needs token_bucket or "
+                 "gcra, not leaky_bucket");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: fixed_window, limit: 1, window: 1s, "
+                 "lease: 5}\n"
+                 "routes: []\n",
+                 "t.yaml:2:61: limiters.a.lease: lease needs token_bucket or "
+                 "gcra, not fixed_window");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s, lease: 0}\n"
+                 "routes: []\n",
+                 "t.yaml:2:42: limiters.a.lease: bad integer \"0\" (expected "
+                 "an integer from 1 to 100000)");
+    assert_error("limiters:\n"
+                 "  a: {algorithm: gcra, rate: 1/s, lease: 100001}\n"
+                 "routes: []\n",
+                 "t.yaml:2:42: limiters.a.lease: bad integer \"100001\" "
+                 "(expected an integer from 1 to 100000)");
+}
+
+Test(config, a_limiter_with_a_lease_needs_the_redis_backend)
+{
+    /* No redis: section: the backend is local. */
+    assert_error("limiters:\n"
+                 "  hot: {algorithm: gcra, rate: 100/s, lease: 10}\n"
+                 "routes:\n"
+                 "  - id: api\n"
+                 "    uri: http://127.0.0.1:9000\n"
+                 "    predicates: [Path=/**]\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: { key: route, limiter: hot }\n",
+                 "t.yaml:9:38: routes[0].filters[0].args.limiter: limiter "
+                 "\"hot\" has lease: 10, and leases need backend: redis "
+                 "(there is no redis: section)");
+    assert_error("redis:\n"
+                 "  url: redis://127.0.0.1:6379/0\n"
+                 "limiters:\n"
+                 "  hot: {algorithm: gcra, rate: 100/s, lease: 10}\n"
+                 "routes:\n"
+                 "  - id: api\n"
+                 "    uri: http://127.0.0.1:9000\n"
+                 "    predicates: [Path=/**]\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: { key: route, limiter: hot, backend: local }\n",
+                 "t.yaml:11:38: routes[0].filters[0].args.limiter: limiter "
+                 "\"hot\" has lease: 10, and leases need backend: redis");
+    config_unref(parse_ok("redis:\n"
+                          "  url: redis://127.0.0.1:6379/0\n"
+                          "limiters:\n"
+                          "  hot: {algorithm: gcra, rate: 100/s, lease: 10}\n"
+                          "routes:\n"
+                          "  - id: api\n"
+                          "    uri: http://127.0.0.1:9000\n"
+                          "    predicates: [Path=/**]\n"
+                          "    filters:\n"
+                          "      - name: RequestRateLimiter\n"
+                          "        args: { key: route, limiter: hot }\n"));
+}

@@ -8,7 +8,7 @@
 static const char yaml[] =
     "redis: { url: 'redis://127.0.0.1:6379' }\n"
     "limiters:\n"
-    "  per-ip: { algorithm: gcra, rate: 5/s, burst: 10 }\n"
+    "  per-ip: { algorithm: gcra, rate: 5/s, burst: 10, lease: 4 }\n"
     "  smooth: { algorithm: leaky_bucket, rate: 10/s, burst: 50,"
     " mode: delay, max_delay: 2s }\n"
     "routes:\n"
@@ -106,4 +106,8 @@ Test(routes_json, limiters_show_algorithm_mode_and_rules)
     assert_has("{\"name\":\"per-ip\",\"algorithm\":\"gcra\"");
     assert_has("\"mode\":\"delay\",\"max_delay_ms\":2000");
     assert_has("{\"name\":\"smooth\",\"algorithm\":\"leaky_bucket\"");
+    /* The lease, where there is one. */
+    assert_has("\"mode\":\"deny\",\"lease\":4,\"rules\":");
+    cr_assert_null(strstr(strstr(json, "\"lease\":") + 1, "\"lease\":"),
+                   "smooth has no lease: %s", json);
 }

@@ -135,3 +135,22 @@ Test(denycache, clear_forgets_and_long_keys_are_not_kept)
     cr_assert_eq(denycache_size(dc), 0);
     denycache_free(dc);
 }
+
+Test(denycache, a_hold_shorter_than_retry_after_ends_the_refusal_sooner)
+{
+    struct denycache *dc = denycache_new(64);
+    struct limit_result r = refusal(60000, 90000), got;
+
+    denycache_put_for(dc, "k", 1, &r, 10000 * MS, 1000);
+    /* The answer still reads as the refusal Redis gave, counted down. */
+    cr_assert(denycache_get(dc, "k", 1, 10500 * MS, &got));
+    cr_assert_eq(got.retry_after_ms, 59500);
+    cr_assert_eq(got.reset_ms, 89500);
+    cr_assert(denycache_get(dc, "k", 1, 10999 * MS - 1, &got));
+    /* Held for 1 s less 1 ms, not 60 s. */
+    cr_assert_not(denycache_get(dc, "k", 1, 10999 * MS, &got));
+    /* A hold too short to keep anything keeps nothing. */
+    denycache_put_for(dc, "j", 1, &r, 10000 * MS, 1);
+    cr_assert_eq(denycache_size(dc), 0);
+    denycache_free(dc);
+}

@@ -72,14 +72,14 @@ Test(scriptcall, eight_rules_are_suffixed_zero_to_seven)
     d = def(LIMIT_FIXED_WINDOW, LIMIT_MAX_RULES, r);
     cr_assert_eq(scriptcall_encode(&sc, &d, "b", 1, "id", 0), 0);
     cr_assert_eq(sc.nkeys, LIMIT_MAX_RULES);
-    cr_assert_eq(sc.nargs, SCRIPTCALL_MAX_ARGS);
+    cr_assert_eq(sc.nargs, SCRIPTCALL_FIXED_ARGS + 3 * LIMIT_MAX_RULES);
     for (size_t i = 0; i < LIMIT_MAX_RULES; i++) {
         char want[8];
 
         snprintf(want, sizeof(want), "b:%zu", i);
         cr_assert_str_eq(sc.keys[i], want);
     }
-    cr_assert_str_eq(sc.args[SCRIPTCALL_MAX_ARGS - 3], "8");
+    cr_assert_str_eq(sc.args[sc.nargs - 3], "8");
 }
 
 Test(scriptcall, delay_mode_sends_mode_one_and_the_longest_hold)
@@ -265,4 +265,45 @@ Test(scriptcall, negative_counts_are_taken_as_zero)
     cr_assert_eq(r.reset_ms, 0);
     cr_assert_eq(r.delay_ms, 0);
     cr_assert_eq(r.rule, 0);
+}
+
+Test(scriptcall, a_lease_call_appends_the_operation_and_the_units)
+{
+    struct limit_rule r = {100, 1000, 100};
+    struct limiter_def d = def(LIMIT_TOKEN_BUCKET, 1, &r);
+    struct scriptcall sc;
+
+    cr_assert_eq(scriptcall_encode(&sc, &d, "b", 2, "id", 0), 0);
+    cr_assert_eq(scriptcall_lease(&sc, SCRIPTCALL_LEASE_TAKE, 40), 0);
+    cr_assert_eq(sc.nargs, SCRIPTCALL_FIXED_ARGS + 3 + 2);
+    cr_assert_str_eq(sc.args[8], "take");
+    cr_assert_str_eq(sc.args[9], "40");
+    /* Once only. */
+    cr_assert_eq(scriptcall_lease(&sc, SCRIPTCALL_LEASE_RETURN, 3), -1);
+    cr_assert_eq(scriptcall_encode(&sc, &d, "b", 1, "id", 0), 0);
+    cr_assert_eq(scriptcall_lease(&sc, SCRIPTCALL_LEASE_RETURN, 3), 0);
+    cr_assert_str_eq(sc.args[8], "return");
+    cr_assert_str_eq(sc.args[9], "3");
+}
+
+Test(scriptcall, a_lease_reply_carries_the_units_in_the_seventh_integer)
+{
+    const long long granted[] = {1, 50, 0, 900, 0, 0, 25};
+    const long long denied[] = {0, 0, 70, 900, 0, 0, 0};
+    const long long nothing[] = {1, 50, 0, 900, 0, 0, 0};
+    struct limit_result res;
+    uint64_t units = 99;
+
+    cr_assert_eq(scriptcall_decode_lease(granted, 7, &res, &units), 0);
+    cr_assert(res.allowed);
+    cr_assert_eq(res.remaining, 50);
+    cr_assert_eq(units, 25);
+    cr_assert_eq(scriptcall_decode_lease(denied, 7, &res, &units), 0);
+    cr_assert(!res.allowed);
+    cr_assert_eq(res.retry_after_ms, 70);
+    cr_assert_eq(units, 0);
+    /* Six integers are a plain decision, not a lease's reply. */
+    cr_assert_eq(scriptcall_decode_lease(granted, 6, &res, &units), -1);
+    /* An admission always grants at least the cost. */
+    cr_assert_eq(scriptcall_decode_lease(nothing, 7, &res, &units), -1);
 }
