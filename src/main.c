@@ -103,11 +103,10 @@ main(int argc, char **argv)
         config_unref(cfg);
         return 0;
     }
-    for (size_t i = 0; i < cfg->warnings.n; i++) {
-        fprintf(stderr, "sluice: warning: %s\n", cfg->warnings.v[i]);
-    }
-
     log_set_level((enum log_level)cfg->log_level);
+    for (size_t i = 0; i < cfg->warnings.n; i++) {
+        log_warn("config: %s", cfg->warnings.v[i]);
+    }
     srv = server_new(cfg, watch);
     config_unref(cfg);
     if (srv == NULL) {

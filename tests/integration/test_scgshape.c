@@ -358,8 +358,35 @@ Test(scg_shape, default_filters_apply_to_every_route)
         http_response_free(&resp);
     }
     /* The ignored key is told at start, as a warning. */
-    cr_assert(proc_log_contains(&r.gw, "warning: "),
+    cr_assert(proc_log_contains(&r.gw, " warn config: "),
               "no warning in the gateway's log");
     cr_assert(proc_log_contains(&r.gw, "spring.application.name: ignored"));
+    rig_stop(&r);
+}
+
+static bool
+warned_twice(void *arg)
+{
+    char *log = proc_log(arg);
+    const char *first = strstr(log, "spring.application.name: ignored");
+    bool twice = first != NULL &&
+                 strstr(first + 1, "spring.application.name: ignored") != NULL;
+
+    free(log);
+    return twice;
+}
+
+/* A reload tells the ignored keys again, as the start did. */
+Test(scg_shape, a_reload_warns_of_the_ignored_keys_again)
+{
+    struct scg_rig r;
+
+    rig_start(&r);
+    cr_assert(proc_log_contains(&r.gw, "spring.application.name: ignored"));
+    cr_assert(!warned_twice(&r.gw));
+    kill(r.gw.pid, SIGHUP);
+    cr_assert(harness_wait_until(warned_twice, &r.gw, 10000),
+              "no warning after the reload");
+    cr_assert_eq(status_of(&r, "/plain/x", NULL), 200);
     rig_stop(&r);
 }
