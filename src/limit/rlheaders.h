@@ -20,7 +20,8 @@ struct headers;
  *                     items after the first named "<name>/<i>"
  *   RateLimit:        "<name>";r=<remaining>;t=<s>      the deciding rule
  *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds)
- *   Retry-After (whole seconds, rounded up, at least 1) when !r->allowed
+ *   Retry-After (whole seconds, rounded up, at least 1) when !r->allowed,
+ *               unless the limiter refuses all (lim->refuse_all)
  * Quota is the limit (windows) or the burst (buckets); the window is W for
  * windows and the time to fill the bucket, burst * W / limit, for buckets,
  * both in whole seconds rounded up. t is the seconds until r->reset_ms,

@@ -277,6 +277,10 @@ Test(scg_shape, burst_capacity_0_refuses_every_request)
         assert_field(&resp, "X-RateLimit-Burst-Capacity", "0");
         assert_field(&resp, "X-RateLimit-Replenish-Rate", "5");
         assert_field(&resp, "X-RateLimit-Requested-Tokens", "1");
+        cr_assert_eq(http_response_header_count(&resp, "Retry-After"), 0,
+                     "no retry can pass");
+        cr_assert(strstr(resp.body, "refuses every request") != NULL, "%s",
+                  resp.body);
         http_response_free(&resp);
     }
     rig_stop(&r);

@@ -299,3 +299,23 @@ Test(rlheaders, scg_fields_give_the_rate_per_second)
                           "X-RateLimit-Requested-Tokens: 60");
     headers_deinit(&h);
 }
+
+Test(rlheaders, a_limiter_refusing_all_names_no_retry)
+{
+    struct limiter_def lim = limiter("shut", LIMIT_TOKEN_BUCKET, 5, 1000, 0);
+    struct limit_result r = denied(0, 0, 0);
+    struct headers h;
+    char *body;
+
+    lim.refuse_all = true;
+    headers_init(&h);
+    rlheaders_add(&h, RL_HEADERS_NONE, &lim, &r);
+    cr_assert_eq(h.n, 0);
+    headers_deinit(&h);
+    body = rlheaders_problem(429, &lim, &r, "/x");
+    cr_assert(strstr(body, "\"detail\":\"Rate limit \\\"shut\\\" refuses every "
+                           "request.\"") != NULL,
+              "%s", body);
+    cr_assert(strstr(body, "retry_after_ms") == NULL, "%s", body);
+    free(body);
+}
