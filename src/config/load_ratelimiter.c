@@ -736,6 +736,25 @@ parse_scope(struct loader *ld, yaml_node_t *node, const struct load_path *path,
  * (load_limiters.c) with the window of 1 s. */
 #define SCG_RATE_MAX 1000000000000ULL
 
+/* True if the mapping 'node' has the key 'key'. */
+static bool
+has_key(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        return false;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, key) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* The names SCG users give their KeyResolver beans, mapped by default. */
 static const struct load_resolver default_resolvers[] = {
     {"ipKeyResolver", "ip"},
@@ -747,7 +766,7 @@ static const struct load_resolver default_resolvers[] = {
 struct scg_rl_form {
     uint64_t replenish; /* tokens per second */
     uint64_t burst;     /* bucket size; 0 refuses everything */
-    uint64_t requested; /* tokens per request */
+    uint64_t requested; /* tokens per request; 0: not given (cost:) */
 };
 
 #define SCG_COUNT(k, member, lo, req)                                          \
@@ -906,7 +925,7 @@ parse_scg_limiter(struct loader *ld, const struct rl_form *form,
                   const struct rl_ctx *ctx, const struct route *route,
                   struct rate_limit_conf *rl)
 {
-    struct scg_rl_form sf = {0, 1, 1};
+    struct scg_rl_form sf = {0, 1, 0};
     const struct load_path *sub = PATH_KEY(path, "redis-rate-limiter");
     struct limiter_def *def;
     struct tier_form tf;
@@ -960,6 +979,14 @@ parse_scg_limiter(struct loader *ld, const struct rl_form *form,
                "replenishRate and burstCapacity are at most %llu",
                (unsigned long long)SCG_RATE_MAX);
         return;
+    }
+    if (sf.requested != 0 && has_key(ld, node, "cost")) {
+        report(ld, rl_node, sub,
+               "give either requestedTokens or cost, not both");
+        return;
+    }
+    if (sf.requested == 0) {
+        sf.requested = rl->cost; /* cost:, or its default 1 */
     }
     if (sf.burst > 0 && sf.requested > sf.burst) {
         report(ld, rl_node, sub,

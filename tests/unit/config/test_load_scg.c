@@ -475,3 +475,23 @@ Test(scg_shape, routes_naming_one_scope_share_one_limiter_name)
     cr_assert_str_eq(rl0(cfg, 0)->derived->tag, rl0(cfg, 1)->derived->tag);
     config_unref(cfg);
 }
+
+/* cost: says the same as requestedTokens; one of them. */
+Test(scg_shape, cost_stands_for_requested_tokens_but_not_beside_it)
+{
+    struct config *cfg = parse_ok(SCG_HEAD SCG_ROUTE(
+        "a", RRL("                cost: 3\n"
+                 "                redis-rate-limiter.replenishRate: 1\n"
+                 "                redis-rate-limiter.burstCapacity: 5\n")));
+
+    cr_assert_eq(rl0(cfg, 0)->cost, 3);
+    config_unref(cfg);
+    assert_error(
+        SCG_HEAD SCG_ROUTE(
+            "a", RRL("                cost: 3\n"
+                     "                redis-rate-limiter.replenishRate: 1\n"
+                     "                redis-rate-limiter.requestedTokens: "
+                     "2\n")),
+        "app.yml:10:17: spring.cloud.gateway.routes[0].filters[0].args."
+        "redis-rate-limiter: give either requestedTokens or cost, not both");
+}
