@@ -72,7 +72,8 @@ config_describe(const struct config *cfg)
     struct strbuf b = STRBUF_INIT;
 
     strbuf_addf(&b, "%s, %zu route%s, in the order they are tried:\n",
-                cfg->scg_shape ? "Spring Cloud Gateway shape" : "sluice shape",
+                cfg->scg_shape ? "Spring Cloud Gateway shape"
+                               : "gateway.yaml shape",
                 cfg->nroutes, cfg->nroutes == 1 ? "" : "s");
     for (size_t i = 0; i < cfg->nroutes; i++) {
         const struct route *r = &cfg->routes[i];
