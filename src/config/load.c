@@ -906,6 +906,7 @@ config_parse(const char *text, size_t len, const char *name,
     }
     yaml_parser_delete(&parser);
     free(ld.resolvers);
+    free(ld.services);
     if (ld.nwarns > 0) {
         qsort(ld.warns, ld.nwarns, sizeof(*ld.warns), diag_cmp);
     }

@@ -50,6 +50,12 @@ struct load_resolver {
     const char *key;  /* sluice's key for it: "ip", "query:user"... */
 };
 
+/* An address for "lb://name", from scg.services. */
+struct load_service {
+    const char *name; /* the service; borrowed from the document */
+    const char *uri;  /* "http://host[:port]"; borrowed from the document */
+};
+
 /* State of one config_parse() call; never outlives it. */
 struct loader {
     const char *name;     /* the file as named in messages; borrowed */
@@ -70,6 +76,8 @@ struct loader {
     struct load_resolver *resolvers; /* scg.key_resolvers and the
                                         conventional names; owned array */
     size_t nresolvers;               /* entries in 'resolvers' */
+    struct load_service *services;   /* scg.services; owned array */
+    size_t nservices;                /* entries in 'services' */
 };
 
 struct field;
@@ -308,6 +316,10 @@ void load_scg_routes(struct loader *ld, yaml_node_t *node,
 /* Names the limiters built from redis-rate-limiter args after their
  * place among the route's rate limiters: "scg.<id>", "scg.<id>.<i>". */
 void load_name_derived(struct route *route);
+
+/* scg.services: { name: http://host[:port] }, the addresses that
+ * "lb://name" stands for (load_routes.c). */
+field_parse_cb load_scg_services;
 
 /* The tag of a limiter whose rules are set (load_limiters.c). */
 void load_limiter_tag(struct limiter_def *def);

@@ -1132,6 +1132,7 @@ parse_resolvers(struct loader *ld, yaml_node_t *node, const struct field *f,
 
 static const struct field scg_fields[] = {
     {.key = "key_resolvers", .parse = parse_resolvers},
+    {.key = "services", .parse = load_scg_services},
 };
 
 static const struct table scg_table = TABLE(scg_fields);
@@ -1142,7 +1143,7 @@ load_scg_section(struct loader *ld, yaml_node_t *node, const struct field *f,
 {
     (void)f;
     (void)base;
-    if (ld->resolvers != NULL) {
+    if (ld->resolvers != NULL || ld->services != NULL) {
         report(ld, node, path, "scg: is given twice");
         return;
     }

@@ -122,30 +122,118 @@ split_uri(const char *s, struct upstream_uri *u)
     return NULL;
 }
 
+/*
+ * "lb://name[/path]" with the address scg.services gives 'name':
+ * "http://host:port[/path]", a new string; NULL after reporting that
+ * there is none.
+ */
+static char *
+resolve_service(struct loader *ld, yaml_node_t *node,
+                const struct load_path *path, const char *s)
+{
+    const char *name = s + 5;
+    size_t n = strcspn(name, "/");
+
+    for (size_t i = 0; i < ld->nservices; i++) {
+        if (strlen(ld->services[i].name) == n &&
+            strncmp(ld->services[i].name, name, n) == 0) {
+            return xasprintf("%s%s", ld->services[i].uri, name + n);
+        }
+    }
+    report(ld, node, path,
+           "%.*s needs an address: sluice has no service discovery; give it "
+           "in scg.services (%.*s: http://host:port), or write "
+           "http://host:port",
+           (int)(n + 5), s, (int)n, name);
+    return NULL;
+}
+
 static void
 parse_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
           void *base, const struct load_path *path)
 {
     struct route *route = base;
     const char *s = load_scalar(ld, node, path);
+    char *resolved = NULL;
     const char *why;
 
     (void)f;
     if (s == NULL) {
         return;
     }
+    if (strncasecmp(s, "lb://", 5) == 0) {
+        resolved = resolve_service(ld, node, path, s);
+        if (resolved == NULL) {
+            return;
+        }
+        s = resolved;
+    }
     if (strncasecmp(s, "https://", 8) == 0) {
         report(ld, node, path, "https upstreams are not supported");
-        return;
-    }
-    if (strncasecmp(s, "http://", 7) != 0) {
+    } else if (strncasecmp(s, "http://", 7) != 0) {
         report(ld, node, path,
                "bad uri \"%s\": expected http://host[:port][/path]", s);
+    } else if ((why = split_uri(s, &route->uri)) != NULL) {
+        report(ld, node, path, "bad uri \"%s\": %s", s, why);
+    }
+    free(resolved);
+}
+
+void
+load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
+                  void *base, const struct load_path *path)
+{
+    size_t n;
+
+    (void)f;
+    (void)base;
+    if (node->type != YAML_MAPPING_NODE) {
+        report(ld, node, path,
+               "expected a mapping of service: http://host:port, got %s",
+               load_node_desc(node));
         return;
     }
-    why = split_uri(s, &route->uri);
-    if (why != NULL) {
-        report(ld, node, path, "bad uri \"%s\": %s", s, why);
+    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    ld->services = xcalloc(n, sizeof(*ld->services));
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+        yaml_node_t *v = load_node_at(ld, p->value);
+        const char *name = load_scalar(ld, k, path);
+        const struct load_path *sub;
+        struct upstream_uri u;
+        const char *uri;
+        const char *why = NULL;
+
+        if (name == NULL) {
+            continue;
+        }
+        sub = PATH_KEY(path, name);
+        if (!load_valid_name(name)) {
+            report(ld, k, sub,
+                   "bad service name (use letters, digits, '_', '.' and '-')");
+            continue;
+        }
+        uri = load_scalar(ld, v, sub);
+        if (uri == NULL) {
+            continue;
+        }
+        memset(&u, 0, sizeof(u));
+        if (strncasecmp(uri, "http://", 7) != 0) {
+            why = "expected http://host[:port]";
+        } else if ((why = split_uri(uri, &u)) == NULL && u.base_path[0] != 0) {
+            why = "a path is not allowed (expected http://host[:port])";
+        }
+        free(u.host);
+        free(u.base_path);
+        free(u.authority);
+        if (why != NULL) {
+            report(ld, v, sub, "bad address \"%s\": %s", uri, why);
+            continue;
+        }
+        ld->services[ld->nservices].name = name;
+        ld->services[ld->nservices].uri = uri;
+        ld->nservices++;
     }
 }
 
@@ -792,25 +880,15 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
 
 /*
  * SCG forwards to the request's own path: the uri's path is ignored
- * ("http://host:8081/" followed by "**" is common), and lb:// needs service
- * discovery, which sluice has not.
+ * ("http://host:8081/" followed by "**" is common). "lb://name" takes
+ * its address from scg.services (parse_uri()).
  */
 static void
 parse_scg_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
               void *base, const struct load_path *path)
 {
     struct route *route = base;
-    const char *s = load_scalar(ld, node, path);
 
-    if (s == NULL) {
-        return;
-    }
-    if (strncasecmp(s, "lb://", 5) == 0) {
-        report(ld, node, path,
-               "lb:// needs service discovery, which sluice does not have: "
-               "give the service's address, http://host:port");
-        return;
-    }
     parse_uri(ld, node, f, base, path);
     if (route->uri.base_path != NULL) {
         route->uri.base_path[0] = '\0';

@@ -285,13 +285,40 @@ Test(scg_shape, redis_given_twice_is_an_error)
                  "once");
 }
 
-Test(scg_shape, lb_uri_is_an_error_naming_the_key)
+Test(scg_shape, lb_uri_without_an_address_is_an_error_naming_the_key)
 {
     assert_error(SCG_HEAD "        - id: a\n"
                           "          uri: lb://orders\n",
-                 "app.yml:6:16: spring.cloud.gateway.routes[0].uri: lb:// "
-                 "needs service discovery, which sluice does not have: give "
-                 "the service's address, http://host:port");
+                 "app.yml:6:16: spring.cloud.gateway.routes[0].uri: "
+                 "lb://orders needs an address: sluice has no service "
+                 "discovery; give it in scg.services (orders: "
+                 "http://host:port), or write http://host:port");
+}
+
+Test(scg_shape, lb_uri_takes_its_address_from_scg_services)
+{
+    struct config *cfg = parse_ok("scg:\n"
+                                  "  services:\n"
+                                  "    orders: http://10.1.2.3:8081\n"
+                                  "    users: http://users.internal\n" SCG_HEAD
+                                  "        - id: a\n"
+                                  "          uri: lb://orders/**\n"
+                                  "        - id: b\n"
+                                  "          uri: lb://users\n");
+
+    cr_assert_str_eq(cfg->routes[0].uri.host, "10.1.2.3");
+    cr_assert_eq(cfg->routes[0].uri.port, 8081);
+    cr_assert_str_eq(cfg->routes[0].uri.base_path, "");
+    cr_assert_str_eq(cfg->routes[1].uri.authority, "users.internal");
+    config_unref(cfg);
+    assert_error("scg:\n"
+                 "  services:\n"
+                 "    orders: http://10.1.2.3:8081/v1\n" SCG_HEAD
+                 "        - id: a\n"
+                 "          uri: http://x\n",
+                 "app.yml:3:13: scg.services.orders: bad address "
+                 "\"http://10.1.2.3:8081/v1\": a path is not allowed "
+                 "(expected http://host[:port])");
 }
 
 Test(scg_shape, unknown_keys_are_errors_with_a_suggestion)
