@@ -261,6 +261,30 @@ static const struct field spring_data_fields[] = {
 
 static const struct table spring_data_table = TABLE(spring_data_fields);
 
+/* spring.cloud.gateway.httpclient: the defaults of every route's
+ * upstream, as upstream: gives them. */
+static const struct field httpclient_fields[] = {
+    {.key = "connect-timeout",
+     .parse = parse_spring_duration,
+     .offset = offsetof(struct upstream_conf, connect_timeout_ms),
+     .min = 1},
+    {.key = "response-timeout",
+     .parse = parse_spring_duration,
+     .offset = offsetof(struct upstream_conf, response_timeout_ms),
+     .min = 1},
+};
+
+static const struct table httpclient_table = TABLE(httpclient_fields);
+
+static void
+parse_httpclient(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const struct load_path *path)
+{
+    (void)f;
+    (void)base;
+    load_fields(ld, node, path, &httpclient_table, &ld->cfg->upstream);
+}
+
 /* spring.cloud.gateway: kept as nodes, read together. */
 struct gateway_form {
     yaml_node_t *routes;   /* borrowed */
@@ -276,6 +300,7 @@ static const struct field gateway_fields[] = {
      .parse = load_node,
      .offset = offsetof(struct gateway_form, defaults)},
     {.key = "filter", .parse = load_scg_rrl_defaults},
+    {.key = "httpclient", .parse = parse_httpclient},
     {.key = "discovery", .parse = load_ignored},
 };
 

@@ -522,3 +522,20 @@ Test(scg_shape, cost_stands_for_requested_tokens_but_not_beside_it)
         "app.yml:10:17: spring.cloud.gateway.routes[0].filters[0].args."
         "redis-rate-limiter: give either requestedTokens or cost, not both");
 }
+
+/* httpclient's timeouts are every route's upstream defaults. */
+Test(scg_shape, httpclient_timeouts_are_the_upstream_defaults)
+{
+    struct config *cfg = parse_ok("spring:\n"
+                                  "  cloud:\n"
+                                  "    gateway:\n"
+                                  "      httpclient:\n"
+                                  "        connect-timeout: 1500\n"
+                                  "        response-timeout: 7s\n"
+                                  "      routes:\n" SCG_ROUTE("a", ""));
+
+    cr_assert_eq(cfg->upstream.connect_timeout_ms, 1500);
+    cr_assert_eq(cfg->routes[0].connect_timeout_ms, 1500);
+    cr_assert_eq(cfg->routes[0].response_timeout_ms, 7000);
+    config_unref(cfg);
+}
