@@ -16,6 +16,8 @@
 #    5  nginx+lua+redis flood   the same at 1/s burst 1: almost every answer 429
 #    6  sluice                  sluice, 1 worker, no limiter
 #    6  sluice redis            RequestRateLimiter, Redis token bucket, never refusing
+#    6  sluice cluster          the same against a Redis Cluster of three
+#                               primaries (one key: one slot, one primary)
 #    6  sluice local            the same limiter with backend: local
 #    6  sluice flood            Redis token bucket 1/s burst 1, one exhausted key
 #    6  sluice hot, leases      the Redis token bucket with lease: 1000 (one hot
@@ -73,18 +75,20 @@ NGINX_MODULES=/usr/lib/nginx/modules
 
 # The rows, in table order: id, number in the issue, label.
 ROW_IDS=(direct nginx haproxy limit_req lua lua_flood
-         sluice sluice_redis sluice_hot sluice_local sluice_flood sluice_jwt
-         sluice_jwt_nc sluice_2w nginx_2w evhttp)
+         sluice sluice_redis sluice_hot sluice_cluster sluice_local
+         sluice_flood sluice_jwt sluice_jwt_nc sluice_2w nginx_2w evhttp)
 declare -A NUM=(
     [direct]=1 [nginx]=2 [haproxy]=3 [limit_req]=4 [lua]=5 [lua_flood]=5
-    [sluice]=6 [sluice_redis]=6 [sluice_hot]=6 [sluice_local]=6 [sluice_flood]=6
+    [sluice]=6 [sluice_redis]=6 [sluice_hot]=6 [sluice_cluster]=6
+    [sluice_local]=6 [sluice_flood]=6
     [sluice_jwt]=6 [sluice_jwt_nc]=6
     [sluice_2w]=7 [nginx_2w]=7 [evhttp]=8)
 declare -A LABEL=(
     [direct]="backend direct" [nginx]="nginx proxy" [haproxy]="haproxy"
     [limit_req]="nginx limit_req flood" [lua]="nginx+lua+redis"
     [lua_flood]="nginx+lua+redis flood" [sluice]="sluice"
-    [sluice_redis]="sluice redis" [sluice_hot]="sluice hot, leases"
+    [sluice_redis]="sluice redis" [sluice_cluster]="sluice cluster"
+    [sluice_hot]="sluice hot, leases"
     [sluice_local]="sluice local"
     [sluice_flood]="sluice flood" [sluice_jwt]="sluice jwt, cached"
     [sluice_jwt_nc]="sluice jwt, no cache" [sluice_2w]="sluice 2 workers"
@@ -584,6 +588,40 @@ if want sluice_jwt || want sluice_jwt_nc; then
     WRK_HEADER[sluice_jwt_nc]="Authorization: Bearer $TOKEN"
 fi
 
+# Row 6, cluster: three cluster-enabled Redis servers joined as primaries
+# without replicas (bus ports chosen free, not port + 10000), and a
+# gateway whose /redis/ limiter lives there.
+cluster_ok() {
+    local p
+    for p in "${CLUSTER_PORTS[@]}"; do
+        redis-cli -p "$p" CLUSTER INFO 2>/dev/null | grep -q cluster_state:ok || return 1
+    done
+}
+if want sluice_cluster; then
+    CLUSTER_PORTS=("$(free_port)" "$(free_port)" "$(free_port)")
+    nodes=""
+    for i in 0 1 2; do
+        p=${CLUSTER_PORTS[$i]}
+        mkdir -p "$tmp/cluster$i"
+        start_bg "cluster$i" redis-server --port "$p" --bind 127.0.0.1 \
+            --cluster-enabled yes --cluster-port "$(free_port)" \
+            --cluster-config-file nodes.conf --dir "$tmp/cluster$i" \
+            --save '' --appendonly no --loglevel warning
+        ready "cluster$i" 10 redis-cli -p "$p" PING
+        nodes="$nodes${nodes:+, }127.0.0.1:$p"
+    done
+    redis-cli --cluster create "${CLUSTER_PORTS[@]/#/127.0.0.1:}" \
+        --cluster-replicas 0 --cluster-yes >"$tmp/cluster-create.log" 2>&1 ||
+        die "redis-cli --cluster create failed (see $tmp/cluster-create.log)"
+    wait_until 30 "the cluster" cluster_ok || die "the cluster never settled"
+    SLUICE_CL_PORT=$(free_port); SLUICE_CL_ADMIN=$(free_port)
+    sluice_conf "$tmp/sluice-cluster.yaml" "$SLUICE_CL_PORT" "$SLUICE_CL_ADMIN" 1
+    sed -i "s|^  url: redis://.*|  cluster: { nodes: [$nodes] }|" "$tmp/sluice-cluster.yaml"
+    start_bg sluice_cluster "$BUILD/sluice" -c "$tmp/sluice-cluster.yaml"
+    ready sluice_cluster 10 http_ok "http://127.0.0.1:$SLUICE_CL_ADMIN/ready"
+    URL[sluice_cluster]=http://127.0.0.1:$SLUICE_CL_PORT/redis/
+fi
+
 # Row 8: a bare evhttp server answering ok, no proxying: the ceiling of an
 # evhttp front end such as sluice's (bench/evhttp_ok.c).
 cc -O2 -o "$tmp/evhttp_ok" "$ROOT/bench/evhttp_ok.c" $(pkg-config --cflags --libs libevent) ||
@@ -745,6 +783,7 @@ ratio_line "  sluice / haproxy" sluice haproxy
 ratio_line "  sluice redis / nginx proxy" sluice_redis nginx
 ratio_line "  sluice redis / nginx+lua+redis" sluice_redis lua
 ratio_line "  sluice hot, leases / sluice redis" sluice_hot sluice_redis
+ratio_line "  sluice cluster / sluice redis" sluice_cluster sluice_redis
 ratio_line "  sluice local / nginx proxy" sluice_local nginx
 ratio_line "  sluice jwt, cached / sluice local" sluice_jwt sluice_local
 ratio_line "  sluice jwt, no cache / sluice jwt, cached" sluice_jwt_nc sluice_jwt

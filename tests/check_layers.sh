@@ -3,7 +3,7 @@
 # - a module includes headers of its own layer or of the layers below it,
 #     base < http < identity < limit < route < config < ratelimit < gateway
 #     < main
-#   (limit/ratelimit.*, redis.*, resolve.* and sentinel.* are the
+#   (limit/ratelimit.*, redis.*, rcluster.*, resolve.* and sentinel.* are the
 #   ratelimit layer: I/O beside the pure limiter model);
 # - each library's headers are included by the one place that wraps it.
 # The build already refuses most upward includes (a library sees only the
@@ -21,7 +21,8 @@ layer_of() {
     base/*) echo 0 ;;
     http/*) echo 1 ;;
     identity/*) echo 2 ;;
-    limit/ratelimit.* | limit/redis.* | limit/resolve.* | limit/sentinel.*)
+    limit/ratelimit.* | limit/redis.* | limit/rcluster.* | limit/resolve.* | \
+        limit/sentinel.*)
         echo 6
         ;;
     limit/*) echo 3 ;;
@@ -87,7 +88,7 @@ only 'jansson\.h' 'identity/*'
 only 'event2/http' 'gateway/*'
 only 'event2/keyvalq_struct\.h' 'gateway/*'
 only 'event2/' 'gateway/*' 'limit/redis.c' 'limit/resolve.c' \
-    'limit/sentinel.c'
+    'limit/sentinel.c' 'limit/rcluster.c'
 
 if [ $fail = 0 ]; then
     echo "layers: every include follows the rules"

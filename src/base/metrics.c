@@ -81,6 +81,13 @@ static const struct metric_def defs[M_COUNT] = {
                         "trouble, by kind.",
                         1,
                         {"kind"}},
+    [M_REDIS_NODES] = {"sluice_redis_nodes",
+                       T_GAUGE,
+                       "Redis Cluster primaries of each worker's slot map, "
+                       "by connection state (up, down), summed over "
+                       "workers.",
+                       1,
+                       {"state"}},
     [M_DENY_CACHE_HITS] = {"sluice_ratelimit_deny_cache_hits_total",
                            T_COUNTER,
                            "Refusals answered from the over-limit cache "

@@ -28,8 +28,12 @@ enum metric_id {
     /* histogram {}: seconds a Redis script call took */
     M_REDIS_SECONDS,
     /* counter {kind}: Redis trouble; kind: error, timeout, down,
-       overloaded, reconnect, noscript */
+       overloaded, reconnect, noscript, failover, and with Redis Cluster
+       moved, ask, tryagain, clusterdown */
     M_REDIS_EVENTS,
+    /* gauge {state}: Redis Cluster primaries of the slot map by the state
+       of each worker's connection (up, down), summed over workers */
+    M_REDIS_NODES,
     /* counter {}: refusals answered from the over-limit cache, without
        a Redis call */
     M_DENY_CACHE_HITS,

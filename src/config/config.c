@@ -84,6 +84,10 @@ config_free(struct config *cfg)
     }
     free(cfg->redis.sentinels);
     free(cfg->redis.sentinel_password);
+    for (size_t i = 0; i < cfg->redis.ncluster_nodes; i++) {
+        free(cfg->redis.cluster_nodes[i].host);
+    }
+    free(cfg->redis.cluster_nodes);
     free(cfg->identity.user_header);
     free(cfg->identity.role_header);
     jwtcheck_conf_free(cfg->identity.jwt);

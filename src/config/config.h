@@ -50,7 +50,7 @@ struct admin_conf {
     struct listen_addr listen; /* default 127.0.0.1:9090 */
 };
 
-/* One host:port of redis.sentinel.nodes. */
+/* One host:port of redis.sentinel.nodes or redis.cluster.nodes. */
 struct redis_node {
     char *host;    /* a name or an address; owned */
     uint16_t port; /* TCP port */
@@ -70,11 +70,15 @@ struct redis_conf {
     char *sentinel_master;  /* redis.sentinel.master, or NULL: no
                                Sentinel, host and port name the server;
                                owned */
-    struct redis_node *sentinels; /* redis.sentinel.nodes, asked in this
-                                     order; owned */
-    size_t nsentinels;            /* entries in 'sentinels' */
-    char *sentinel_password;      /* AUTH to the sentinels, or NULL;
-                                     owned */
+    struct redis_node *sentinels;     /* redis.sentinel.nodes, asked in this
+                                         order; owned */
+    size_t nsentinels;                /* entries in 'sentinels' */
+    char *sentinel_password;          /* AUTH to the sentinels, or NULL;
+                                         owned */
+    struct redis_node *cluster_nodes; /* redis.cluster.nodes: seeds asked
+                                         for the slot map, in this order,
+                                         or NULL: not a cluster; owned */
+    size_t ncluster_nodes;            /* entries in 'cluster_nodes' */
 };
 
 struct jwtcheck_conf;

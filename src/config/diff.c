@@ -19,20 +19,26 @@ same_listen(const struct listen_addr *a, const struct listen_addr *b)
 }
 
 static bool
-same_sentinel(const struct redis_conf *a, const struct redis_conf *b)
+same_nodes(const struct redis_node *a, size_t na, const struct redis_node *b,
+           size_t nb)
 {
-    if (!same_str(a->sentinel_master, b->sentinel_master) ||
-        !same_str(a->sentinel_password, b->sentinel_password) ||
-        a->nsentinels != b->nsentinels) {
+    if (na != nb) {
         return false;
     }
-    for (size_t i = 0; i < a->nsentinels; i++) {
-        if (!same_str(a->sentinels[i].host, b->sentinels[i].host) ||
-            a->sentinels[i].port != b->sentinels[i].port) {
+    for (size_t i = 0; i < na; i++) {
+        if (!same_str(a[i].host, b[i].host) || a[i].port != b[i].port) {
             return false;
         }
     }
     return true;
+}
+
+static bool
+same_sentinel(const struct redis_conf *a, const struct redis_conf *b)
+{
+    return same_str(a->sentinel_master, b->sentinel_master) &&
+           same_str(a->sentinel_password, b->sentinel_password) &&
+           same_nodes(a->sentinels, a->nsentinels, b->sentinels, b->nsentinels);
 }
 
 unsigned
@@ -50,7 +56,9 @@ config_restart_only(const struct config *cur, const struct config *next)
     if (a->enabled != b->enabled || !same_str(a->host, b->host) ||
         a->port != b->port || a->db != b->db || !same_str(a->user, b->user) ||
         !same_str(a->password, b->password) || a->timeout_ms != b->timeout_ms ||
-        a->max_in_flight != b->max_in_flight || !same_sentinel(a, b)) {
+        a->max_in_flight != b->max_in_flight || !same_sentinel(a, b) ||
+        !same_nodes(a->cluster_nodes, a->ncluster_nodes, b->cluster_nodes,
+                    b->ncluster_nodes)) {
         groups |= CONFIG_RESTART_REDIS;
     }
     if (cur->admin.enabled != next->admin.enabled ||

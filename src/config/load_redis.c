@@ -2,7 +2,8 @@
  * load_redis.c - the redis: section of gateway.yaml: the URL (user,
  * password, host, port, database) or, instead, the Sentinel setup that
  * names the primary (master name, sentinels, and the same user, password
- * and database), the timeout and the key prefix. Pure.
+ * and database) or the seed nodes of a Redis Cluster (with user and
+ * password), the timeout and the key prefix. Pure.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -152,29 +153,26 @@ load_master_name(struct loader *ld, yaml_node_t *node, const struct field *f,
     load_text(ld, node, f, base, path);
 }
 
-/* The sentinels: host:port each, at least one. */
+/* host:port each, at least one, into 'out' and 'n'; 'what' names them. */
 static void
-parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
-                     const struct field *f, void *base,
-                     const struct load_path *path)
+parse_nodes(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            const char *what, struct redis_node **out, size_t *n)
 {
-    struct redis_conf *r = base;
-    size_t n;
+    size_t len;
 
-    (void)f;
     if (!load_expect_sequence(ld, node, path)) {
         return;
     }
-    n = load_sequence_length(node);
-    if (n == 0) {
-        report(ld, node, path, "at least one sentinel, as host:port");
+    len = load_sequence_length(node);
+    if (len == 0) {
+        report(ld, node, path, "at least one %s, as host:port", what);
         return;
     }
-    r->sentinels = xcalloc(n, sizeof(*r->sentinels));
-    for (size_t i = 0; i < n; i++) {
+    *out = xcalloc(len, sizeof(**out));
+    for (size_t i = 0; i < len; i++) {
         yaml_node_t *item = load_sequence_item(ld, node, i);
         const struct load_path *sub = PATH_INDEX(path, i);
-        struct redis_node *rn = &r->sentinels[r->nsentinels];
+        struct redis_node *rn = &(*out)[*n];
         const char *s = load_scalar(ld, item, sub);
         const char *why;
 
@@ -183,10 +181,47 @@ parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
         }
         why = load_split_host_port(s, strlen(s), true, &rn->host, &rn->port);
         if (why != NULL) {
-            report(ld, item, sub, "bad sentinel address \"%s\": %s", s, why);
+            report(ld, item, sub, "bad %s address \"%s\": %s", what, s, why);
             continue;
         }
-        r->nsentinels++;
+        (*n)++;
+    }
+}
+
+static void
+parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
+                     const struct field *f, void *base,
+                     const struct load_path *path)
+{
+    struct redis_conf *r = base;
+
+    (void)f;
+    parse_nodes(ld, node, path, "sentinel", &r->sentinels, &r->nsentinels);
+}
+
+static void
+parse_cluster_nodes(struct loader *ld, yaml_node_t *node, const struct field *f,
+                    void *base, const struct load_path *path)
+{
+    struct redis_conf *r = base;
+
+    (void)f;
+    parse_nodes(ld, node, path, "cluster node", &r->cluster_nodes,
+                &r->ncluster_nodes);
+}
+
+/* A cluster serves database 0 only: SELECT of any other fails. */
+static void
+parse_cluster_db(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const struct load_path *path)
+{
+    unsigned *db = field_ptr(base, f);
+
+    load_uint(ld, node, f, base, path);
+    if (*db != 0) {
+        report(ld, node, path, "a Redis Cluster has database 0 only (got %u)",
+               *db);
+        *db = 0;
     }
 }
 
@@ -212,6 +247,31 @@ static const struct field sentinel_fields[] = {
 };
 
 static const struct table sentinel_table = TABLE(sentinel_fields);
+
+static const struct field cluster_fields[] = {
+    {.key = "nodes", .parse = parse_cluster_nodes, .required = true},
+    {.key = "db",
+     .parse = parse_cluster_db,
+     .offset = offsetof(struct redis_conf, db),
+     .max = 1000000},
+    {.key = "user",
+     .parse = load_text,
+     .offset = offsetof(struct redis_conf, user)},
+    {.key = "password",
+     .parse = load_text,
+     .offset = offsetof(struct redis_conf, password)},
+};
+
+static const struct table cluster_table = TABLE(cluster_fields);
+
+/* The cluster: mapping fills the redis_conf itself. */
+static void
+parse_cluster(struct loader *ld, yaml_node_t *node, const struct field *f,
+              void *base, const struct load_path *path)
+{
+    (void)f;
+    load_fields(ld, node, path, &cluster_table, base);
+}
 
 /* The sentinel: mapping fills the redis_conf itself. */
 static void
@@ -239,25 +299,34 @@ key_node(struct loader *ld, yaml_node_t *node, const char *key)
     return node;
 }
 
-/* One way to name the server: the url, or the sentinels. */
+/* One way to name the server: the url, the sentinels, or the cluster. */
 static void
 check_redis(struct loader *ld, yaml_node_t *node, const struct load_path *path,
             void *base)
 {
     struct redis_conf *r = base;
 
-    if (r->host != NULL && r->sentinel_master != NULL) {
+    if (r->cluster_nodes != NULL &&
+        (r->host != NULL || r->sentinel_master != NULL)) {
+        report(ld, key_node(ld, node, "cluster"), PATH_KEY(path, "cluster"),
+               "%s and cluster are exclusive: in a cluster, the nodes name "
+               "the primaries",
+               r->host != NULL ? "url" : "sentinel");
+    } else if (r->host != NULL && r->sentinel_master != NULL) {
         report(ld, key_node(ld, node, "sentinel"), PATH_KEY(path, "sentinel"),
                "url and sentinel are exclusive: with Sentinel, the "
                "sentinels name the primary");
-    } else if (r->host == NULL && r->sentinel_master == NULL) {
-        report(ld, node, PATH_KEY(path, "url"), "required (or sentinel)");
+    } else if (r->host == NULL && r->sentinel_master == NULL &&
+               r->cluster_nodes == NULL) {
+        report(ld, node, PATH_KEY(path, "url"),
+               "required (or sentinel, or cluster)");
     }
 }
 
 static const struct field redis_fields[] = {
     {.key = "url", .parse = load_redis_url},
     {.key = "sentinel", .parse = parse_sentinel},
+    {.key = "cluster", .parse = parse_cluster},
     {.key = "timeout",
      .parse = load_duration,
      .offset = offsetof(struct redis_conf, timeout_ms),

@@ -301,3 +301,91 @@ cluster_map_moved(struct cluster_map *m, unsigned slot, const char *host,
     }
     return node;
 }
+
+/* The primary of one CLUSTER SLOTS element, into 'r' ('host' a new
+ * string the caller frees). Returns a reason, or NULL. */
+static const char *
+slots_range(const struct cluster_value *e, const char *asked_host,
+            struct cluster_range *r)
+{
+    const struct cluster_value *primary;
+    const struct cluster_value *host;
+    const struct cluster_value *port;
+    char *copy;
+
+    if (e->type != CLUSTER_VALUE_ARRAY || e->n < 3 ||
+        e->elems[0].type != CLUSTER_VALUE_INTEGER ||
+        e->elems[1].type != CLUSTER_VALUE_INTEGER ||
+        e->elems[2].type != CLUSTER_VALUE_ARRAY) {
+        return "a range is not [first, last, primary, ...]";
+    }
+    if (e->elems[0].integer < 0 || e->elems[1].integer < e->elems[0].integer ||
+        e->elems[1].integer >= CLUSTER_SLOTS) {
+        return "a range has slots out of order or out of range";
+    }
+    primary = &e->elems[2];
+    if (primary->n < 2 || primary->elems[0].type != CLUSTER_VALUE_STRING ||
+        primary->elems[1].type != CLUSTER_VALUE_INTEGER) {
+        return "a primary is not [host, port, ...]";
+    }
+    host = &primary->elems[0];
+    port = &primary->elems[1];
+    if (port->integer < 1 || port->integer > 65535) {
+        return "a primary's port is not in 1..65535";
+    }
+    if (host->len >= CLUSTER_HOST_MAX) {
+        return "a primary's host is too long";
+    }
+    if (host->len == 1 && host->str[0] == '?') {
+        return "a primary announces no host (\"?\")";
+    }
+    for (size_t i = 0; i < host->len; i++) {
+        unsigned char ch = (unsigned char)host->str[i];
+
+        if (ch <= 0x20 || ch == 0x7f) {
+            return "a primary's host holds a space or control byte";
+        }
+    }
+    if (host->len == 0) {
+        copy = xstrdup(asked_host);
+    } else {
+        copy = xmalloc(host->len + 1);
+        memcpy(copy, host->str, host->len);
+        copy[host->len] = '\0';
+    }
+    r->first = (unsigned)e->elems[0].integer;
+    r->last = (unsigned)e->elems[1].integer;
+    r->host = copy;
+    r->port = (uint16_t)port->integer;
+    return NULL;
+}
+
+struct cluster_map *
+cluster_map_from_slots(const struct cluster_value *reply,
+                       const char *asked_host, const char **why)
+{
+    struct cluster_range *ranges;
+    struct cluster_map *m = NULL;
+    size_t n = 0;
+
+    if (reply->type != CLUSTER_VALUE_ARRAY) {
+        *why = "the reply is not an array";
+        return NULL;
+    }
+    ranges = xcalloc(reply->n > 0 ? reply->n : 1, sizeof(*ranges));
+    *why = NULL;
+    for (; n < reply->n; n++) {
+        *why = slots_range(&reply->elems[n], asked_host, &ranges[n]);
+        if (*why != NULL) {
+            break;
+        }
+    }
+    if (*why == NULL) {
+        m = cluster_map_new(ranges, n, why);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free((char *)ranges[i].host);
+    }
+    free(ranges);
+    return m;
+}

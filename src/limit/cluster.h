@@ -136,4 +136,39 @@ size_t cluster_map_uncovered(const struct cluster_map *m, unsigned *first,
 int cluster_map_moved(struct cluster_map *m, unsigned slot, const char *host,
                       uint16_t port);
 
+/*
+ * A reply of Redis as a plain tree of values, so that the map can be
+ * read from it without hiredis (the client converts its reply).
+ */
+enum cluster_value_type {
+    CLUSTER_VALUE_INTEGER,
+    CLUSTER_VALUE_STRING, /* a bulk or status string */
+    CLUSTER_VALUE_ARRAY,
+    CLUSTER_VALUE_OTHER, /* nil, an error */
+};
+
+struct cluster_value {
+    enum cluster_value_type type;      /* which fields below hold */
+    long long integer;                 /* INTEGER */
+    const char *str;                   /* STRING: 'len' bytes, any bytes;
+                                          borrowed */
+    size_t len;                        /* of 'str' */
+    const struct cluster_value *elems; /* ARRAY: 'n' elements; borrowed */
+    size_t n;                          /* of 'elems' */
+};
+
+/*
+ * The map of a CLUSTER SLOTS reply 'reply' (borrowed), asked of
+ * 'asked_host' (borrowed; it stands in for a primary announced with an
+ * empty address). Each element is [first, last, primary, replicas...],
+ * the primary [host, port, id, ...]; replicas are ignored. Returns NULL,
+ * with a static sentence in '*why', if the reply is not of that shape, a
+ * host is "?", too long or holds a byte below 0x21 or 0x7f, a port is not
+ * in 1..65535, or the ranges are invalid for cluster_map_new(). An empty
+ * array gives a map with every slot uncovered.
+ */
+struct cluster_map *cluster_map_from_slots(const struct cluster_value *reply,
+                                           const char *asked_host,
+                                           const char **why);
+
 #endif

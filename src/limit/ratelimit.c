@@ -115,11 +115,19 @@ ratelimit_new(struct event_base *base, const struct config *cfg,
     return rl;
 }
 
+static void publish_gauge(struct ratelimit *rl, const char *state, uint64_t now,
+                          uint64_t *seen);
+
 void
 ratelimit_free(struct ratelimit *rl)
 {
     if (rl == NULL) {
         return;
+    }
+    if (rl->metrics != NULL) {
+        /* This worker's share of the gauges goes with it. */
+        publish_gauge(rl, "up", 0, &rl->published.nodes_up);
+        publish_gauge(rl, "down", 0, &rl->published.nodes_down);
     }
     /* Returns still in flight are answered DOWN here: lost, counted as
      * used. ratelimit_release() at drain gives them time to land. */
@@ -145,6 +153,18 @@ publish_one(struct ratelimit *rl, const char *kind, uint64_t now,
     }
 }
 
+/* A gauge of this worker's: its change since the last publication. */
+static void
+publish_gauge(struct ratelimit *rl, const char *state, uint64_t now,
+              uint64_t *seen)
+{
+    if (now != *seen) {
+        metrics_add(rl->metrics, M_REDIS_NODES, &state,
+                    (int64_t)now - (int64_t)*seen);
+        *seen = now;
+    }
+}
+
 void
 ratelimit_publish(struct ratelimit *rl)
 {
@@ -160,6 +180,12 @@ ratelimit_publish(struct ratelimit *rl)
     publish_one(rl, "reconnect", st->reconnects, &rl->published.reconnects);
     publish_one(rl, "noscript", st->noscript, &rl->published.noscript);
     publish_one(rl, "failover", st->failovers, &rl->published.failovers);
+    publish_one(rl, "moved", st->moved, &rl->published.moved);
+    publish_one(rl, "ask", st->ask, &rl->published.ask);
+    publish_one(rl, "tryagain", st->tryagain, &rl->published.tryagain);
+    publish_one(rl, "clusterdown", st->clusterdown, &rl->published.clusterdown);
+    publish_gauge(rl, "up", st->nodes_up, &rl->published.nodes_up);
+    publish_gauge(rl, "down", st->nodes_down, &rl->published.nodes_down);
 }
 
 const char *

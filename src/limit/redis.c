@@ -17,9 +17,14 @@
  * privdata. The caller is always answered from the record's own event,
  * never from inside hiredis, so that a caller may free the client from its
  * callback.
+ *
+ * In cluster mode the client holds only the cluster client (rcluster.h),
+ * and each call a handle on that client's own record.
  */
 #include "redis.h"
 #include "clock.h"
+#include "cluster.h"
+#include "rcluster.h"
 
 #include "config.h"
 #include "log.h"
@@ -64,6 +69,7 @@
  * timeout must not make a distant Redis unreachable. */
 #define CONNECT_TIMEOUT_MIN_MS 1000
 #define SHA1_HEX 40
+#define ASKING_RESP "*1\r\n$6\r\nASKING\r\n"
 
 enum conn_state {
     CONN_WAITING,    /* nothing open; the retry timer is armed */
@@ -102,6 +108,10 @@ struct redis_call {
     bool finished;                  /* answered or cancelled: the caller
                                        is done with it */
     bool resent;                    /* NOSCRIPT already answered with EVAL */
+    bool asking;                    /* ASKING goes before the script */
+    struct rcluster_call *routed;   /* cluster mode: the cluster client's
+                                       record; the fields above but
+                                       'client', 'cb' and 'arg' unused */
     bool has_result;                /* status..error hold the answer */
     enum redis_status status;       /* the answer, once has_result */
     long long ints[REDIS_MAX_INTS]; /* REDIS_CALL_OK: the script's array */
@@ -167,6 +177,19 @@ struct redis_client {
     struct call_list calls;           /* every live record */
     struct redis_stats stats;         /* for /metrics */
     bool freeing;                     /* in redis_client_free() */
+    struct rcluster *cluster;         /* cluster mode: the client all
+                                         calls go to, the fields above
+                                         unused; owned */
+    redis_map_cb *map_cb;             /* the map asked for, or NULL */
+    void *map_arg;                    /* for map_cb; borrowed */
+    unsigned map_gen;                 /* tells the answer to the latest
+                                         ask from a late one */
+    struct cluster_map *map;          /* the answer to deliver; owned */
+    const char *map_why;              /* or why there is none: static,
+                                         or 'map_error' */
+    char map_error[160];              /* the error CLUSTER SLOTS got */
+    struct event *map_ev;             /* the ask's deadline, then the
+                                         delivery of its answer; owned */
 };
 
 static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata);
@@ -822,6 +845,13 @@ send_call(struct redis_client *c, struct redis_call *call)
     p = put_bulk(p, body, body_len);
     memcpy(p, call->tail, call->tail_len);
     assert(p + call->tail_len == cmd + size);
+    /* Its reply (+OK) is dropped by hiredis: no callback. */
+    if (call->asking &&
+        redisAsyncFormattedCommand(c->ac, NULL, NULL, ASKING_RESP,
+                                   sizeof(ASKING_RESP) - 1) == REDIS_ERR) {
+        free(cmd);
+        return false;
+    }
     rc = redisAsyncFormattedCommand(c->ac, on_call_reply, call, cmd, size);
     free(cmd);
     if (rc == REDIS_ERR) {
@@ -954,11 +984,11 @@ script_index(const struct redis_client *c, const struct lua_script *s)
     return c->nscripts;
 }
 
-struct redis_call *
-redis_client_eval(struct redis_client *c, const struct lua_script *script,
-                  const char *const *keys, size_t nkeys,
-                  const char *const *args, size_t nargs, redis_script_cb *cb,
-                  void *arg)
+static struct redis_call *
+eval_on(struct redis_client *c, const struct lua_script *script,
+        const char *const *keys, size_t nkeys, const char *const *args,
+        size_t nargs, bool asking, uint64_t timeout_ms, redis_script_cb *cb,
+        void *arg)
 {
     size_t idx = script_index(c, script);
     struct redis_call *call;
@@ -969,6 +999,7 @@ redis_client_eval(struct redis_client *c, const struct lua_script *script,
     c->stats.calls++;
     call = call_new(c, idx < c->nscripts ? idx : 0, keys, nkeys, args, nargs,
                     cb, arg);
+    call->asking = asking;
     if (idx == c->nscripts) {
         call_answer(call, REDIS_CALL_ERROR, "unknown script");
         return call;
@@ -984,7 +1015,7 @@ redis_client_eval(struct redis_client *c, const struct lua_script *script,
         call_answer(call, REDIS_CALL_DOWN, NULL);
         return call;
     }
-    tv = clock_tv(c->timeout_ms);
+    tv = clock_tv(timeout_ms);
     evtimer_add(call->ev, &tv);
     if (++c->unflushed >= FLUSH_EVERY) {
         /* The call is fully recorded: should the write fail, hiredis
@@ -996,9 +1027,59 @@ redis_client_eval(struct redis_client *c, const struct lua_script *script,
     return call;
 }
 
+/* Cluster mode: the answer of the cluster client, for the caller. */
+static void
+on_routed(enum redis_status status, const long long *ints, size_t nints,
+          const char *error, void *arg)
+{
+    struct redis_call *call = arg;
+    redis_script_cb *cb = call->cb;
+    void *cb_arg = call->arg;
+
+    free(call);
+    cb(status, ints, nints, error, cb_arg);
+}
+
+struct redis_call *
+redis_client_eval(struct redis_client *c, const struct lua_script *script,
+                  const char *const *keys, size_t nkeys,
+                  const char *const *args, size_t nargs, redis_script_cb *cb,
+                  void *arg)
+{
+    struct redis_call *call;
+
+    if (c->cluster == NULL) {
+        return eval_on(c, script, keys, nkeys, args, nargs, false,
+                       c->timeout_ms, cb, arg);
+    }
+    call = xcalloc(1, sizeof(*call));
+    call->client = c;
+    call->cb = cb;
+    call->arg = arg;
+    call->routed = rcluster_eval(c->cluster, script, keys, nkeys, args, nargs,
+                                 on_routed, call);
+    return call;
+}
+
+struct redis_call *
+redis_client_eval_node(struct redis_client *c, const struct lua_script *script,
+                       const char *const *keys, size_t nkeys,
+                       const char *const *args, size_t nargs, bool asking,
+                       uint64_t timeout_ms, redis_script_cb *cb, void *arg)
+{
+    assert(c->cluster == NULL);
+    return eval_on(c, script, keys, nkeys, args, nargs, asking, timeout_ms, cb,
+                   arg);
+}
+
 void
 redis_call_cancel(struct redis_call *call)
 {
+    if (call->routed != NULL) {
+        rcluster_call_cancel(call->routed);
+        free(call);
+        return;
+    }
     assert(!call->finished);
     call->finished = true;
     event_del(call->ev);
@@ -1017,21 +1098,25 @@ is_numeric_host(const char *host)
     return netaddr_parse(host, &a) == 0;
 }
 
-struct redis_client *
-redis_client_new(struct event_base *base, const struct redis_conf *conf,
-                 const struct lua_script *scripts, size_t nscripts,
-                 size_t max_in_flight)
+static void on_map_event(evutil_socket_t fd, short what, void *arg);
+
+/* A client of 'host':'port', or of the primary Sentinel names when
+ * 'host' is NULL. */
+static struct redis_client *
+client_new(struct event_base *base, const struct redis_conf *conf,
+           const char *host, uint16_t port, const struct lua_script *scripts,
+           size_t nscripts, size_t max_in_flight)
 {
     struct redis_client *c = xcalloc(1, sizeof(*c));
 
     c->base = base;
-    if (conf->sentinel_master != NULL) {
+    if (host == NULL) {
         c->master = xstrdup(conf->sentinel_master);
         c->host = xstrdup(conf->sentinel_master); /* until an answer */
         c->port = 0;
     } else {
-        c->host = xstrdup(conf->host != NULL ? conf->host : "127.0.0.1");
-        c->port = conf->port;
+        c->host = xstrdup(host);
+        c->port = port;
     }
     c->db = conf->db;
     c->user = conf->user != NULL ? xstrdup(conf->user) : NULL;
@@ -1048,6 +1133,7 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
     c->max_in_flight = max_in_flight > 0 ? max_in_flight : SIZE_MAX;
     c->connect_timer = evtimer_new(base, on_connect_timeout, c);
     c->retry_timer = evtimer_new(base, on_retry_timer, c);
+    c->map_ev = evtimer_new(base, on_map_event, c);
     c->backoff_ms = BACKOFF_MIN_MS;
     c->rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)clock_mono_ms() << 20 ^
               (uint64_t)getpid() << 40) |
@@ -1061,6 +1147,36 @@ redis_client_new(struct event_base *base, const struct redis_conf *conf,
     return c;
 }
 
+struct redis_client *
+redis_client_new(struct event_base *base, const struct redis_conf *conf,
+                 const struct lua_script *scripts, size_t nscripts,
+                 size_t max_in_flight)
+{
+    struct redis_client *c;
+
+    if (conf->ncluster_nodes > 0) {
+        c = xcalloc(1, sizeof(*c));
+        c->base = base;
+        c->cluster = rcluster_new(base, conf, scripts, nscripts, max_in_flight);
+        return c;
+    }
+    if (conf->sentinel_master != NULL) {
+        return client_new(base, conf, NULL, 0, scripts, nscripts,
+                          max_in_flight);
+    }
+    return client_new(base, conf, conf->host != NULL ? conf->host : "127.0.0.1",
+                      conf->port, scripts, nscripts, max_in_flight);
+}
+
+struct redis_client *
+redis_client_node_new(struct event_base *base, const struct redis_conf *conf,
+                      const char *host, uint16_t port,
+                      const struct lua_script *scripts, size_t nscripts,
+                      size_t max_in_flight)
+{
+    return client_new(base, conf, host, port, scripts, nscripts, max_in_flight);
+}
+
 void
 redis_client_free(struct redis_client *c)
 {
@@ -1069,6 +1185,12 @@ redis_client_free(struct redis_client *c)
     if (c == NULL) {
         return;
     }
+    if (c->cluster != NULL) {
+        rcluster_free(c->cluster);
+        free(c);
+        return;
+    }
+    c->map_cb = NULL; /* its answer is never delivered */
     /* While set, records are only marked, never freed: the loop below
      * calls out, and a callback may cancel another call. */
     c->freeing = true;
@@ -1096,6 +1218,8 @@ redis_client_free(struct redis_client *c)
     }
     event_free(c->connect_timer);
     event_free(c->retry_timer);
+    event_free(c->map_ev);
+    cluster_map_free(c->map);
     free(c->shas);
     free(c->host);
     free(c->master);
@@ -1107,11 +1231,153 @@ redis_client_free(struct redis_client *c)
 bool
 redis_client_ready(const struct redis_client *c)
 {
+    if (c->cluster != NULL) {
+        return rcluster_ready(c->cluster);
+    }
     return c->state == CONN_READY;
 }
 
 const struct redis_stats *
 redis_client_stats(const struct redis_client *c)
 {
+    if (c->cluster != NULL) {
+        return rcluster_stats(c->cluster);
+    }
     return &c->stats;
+}
+
+bool
+redis_client_first_attempt(const struct redis_client *c)
+{
+    return !c->was_ready && !c->failing;
+}
+
+/*
+ * The slot map.
+ */
+
+/* Values in the tree of 'r'. */
+static size_t
+count_values(const redisReply *r)
+{
+    size_t n = 1;
+
+    if (r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements; i++) {
+            n += count_values(r->element[i]);
+        }
+    }
+    return n;
+}
+
+/* 'r' into 'out', its elements taken from '*pool' (borrowing the
+ * reply's strings). */
+static void
+fill_value(const redisReply *r, struct cluster_value *out,
+           struct cluster_value **pool)
+{
+    struct cluster_value *elems;
+
+    memset(out, 0, sizeof(*out));
+    switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+        out->type = CLUSTER_VALUE_INTEGER;
+        out->integer = r->integer;
+        break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+        out->type = CLUSTER_VALUE_STRING;
+        out->str = r->str;
+        out->len = r->len;
+        break;
+    case REDIS_REPLY_ARRAY:
+        out->type = CLUSTER_VALUE_ARRAY;
+        elems = *pool;
+        *pool += r->elements;
+        for (size_t i = 0; i < r->elements; i++) {
+            fill_value(r->element[i], &elems[i], pool);
+        }
+        out->elems = elems;
+        out->n = r->elements;
+        break;
+    default:
+        out->type = CLUSTER_VALUE_OTHER;
+        break;
+    }
+}
+
+static void
+on_map_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct redis_client *c = ac->data;
+    redisReply *reply = r;
+    struct cluster_value *values;
+    struct cluster_value *pool;
+
+    if (c->map_cb == NULL || (uintptr_t)privdata != c->map_gen ||
+        evtimer_pending(c->map_ev, NULL) == 0) {
+        return; /* freed, asked again, or the deadline went by */
+    }
+    if (reply == NULL) {
+        c->map_why = "the connection was lost";
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        /* "ERR This instance has cluster support disabled", NOAUTH... */
+        snprintf(c->map_error, sizeof(c->map_error), "CLUSTER SLOTS: %s",
+                 reply->str);
+        c->map_why = c->map_error;
+    } else {
+        values = xcalloc(count_values(reply), sizeof(*values));
+        pool = values + 1;
+        fill_value(reply, values, &pool);
+        c->map = cluster_map_from_slots(values, c->host, &c->map_why);
+        free(values);
+    }
+    evtimer_del(c->map_ev);
+    event_active(c->map_ev, EV_TIMEOUT, 1);
+}
+
+static void
+on_map_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct redis_client *c = arg;
+    redis_map_cb *cb = c->map_cb;
+    void *cb_arg = c->map_arg;
+    struct cluster_map *map = c->map;
+    char why[sizeof(c->map_error)];
+
+    (void)fd;
+    (void)what;
+    /* A copy: 'cb' may free 'c'. */
+    snprintf(why, sizeof(why), "%s",
+             c->map_why != NULL ? c->map_why : "timed out");
+    c->map_cb = NULL;
+    c->map = NULL;
+    c->map_why = NULL;
+    c->map_gen++; /* a late reply is not this ask's */
+    if (cb != NULL) {
+        cb(map, map != NULL ? NULL : why, cb_arg); /* may free 'c' */
+    } else {
+        cluster_map_free(map);
+    }
+}
+
+bool
+redis_client_ask_map(struct redis_client *c, redis_map_cb *cb, void *arg)
+{
+    const char *argv[] = {"CLUSTER", "SLOTS"};
+    static const size_t len[] = {7, 5};
+    struct timeval tv = clock_tv(c->connect_timeout_ms);
+
+    if (c->state != CONN_READY || c->map_cb != NULL) {
+        return false;
+    }
+    if (redisAsyncCommandArgv(c->ac, on_map_reply,
+                              (void *)(uintptr_t)c->map_gen, 2, argv,
+                              len) == REDIS_ERR) {
+        return false;
+    }
+    c->map_cb = cb;
+    c->map_arg = arg;
+    evtimer_add(c->map_ev, &tv);
+    return true;
 }

@@ -19,6 +19,11 @@
  * the client subscribes to, a READONLY reply or a lost connection make it
  * ask again; calls meanwhile get a failure status (DOWN, TIMEOUT, or
  * ERROR for the READONLY itself), never later than the timeout.
+ *
+ * With Redis Cluster (conf->cluster_nodes), the client is a front for the
+ * cluster client of rcluster.h, which routes each call by the slot of its
+ * first key to a client of this module per primary (made with
+ * redis_client_node_new()). The API below is the same in every mode.
  */
 #ifndef SLUICE_REDIS_H
 #define SLUICE_REDIS_H
@@ -27,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct cluster_map;
 struct event_base;
 struct lua_script;
 struct redis_conf;
@@ -60,7 +66,17 @@ struct redis_stats {
     uint64_t down;       /* REDIS_CALL_DOWN and REDIS_CALL_OVERLOADED answers */
     uint64_t reconnects; /* connections re-established */
     uint64_t noscript;   /* NOSCRIPT replies recovered by EVAL */
-    uint64_t failovers;  /* with Sentinel: the primary's address changed */
+    uint64_t failovers;  /* with Sentinel: the primary's address changed;
+                            with Cluster: slots left a lost primary */
+    /* Redis Cluster only: */
+    uint64_t moved;       /* MOVED redirects followed */
+    uint64_t ask;         /* ASK redirects followed */
+    uint64_t tryagain;    /* TRYAGAIN replies retried */
+    uint64_t clusterdown; /* CLUSTERDOWN replies retried */
+    uint64_t nodes_up;    /* a gauge: primaries of the slot map that this
+                             client is connected to now */
+    uint64_t nodes_down;  /* a gauge: primaries of the slot map that it
+                             is not connected to now */
 };
 
 /*
@@ -103,5 +119,53 @@ struct redis_call *redis_client_eval(struct redis_client *c,
  * callback has run.
  */
 void redis_call_cancel(struct redis_call *call);
+
+/*
+ * Cluster nodes. The cluster client (rcluster.h) keeps one client of this
+ * module per node, made and driven by what follows; nothing else uses it.
+ */
+
+/*
+ * A client of the one server at 'host':'port' (borrowed), with the
+ * user, password and timeout of 'conf' (copied); its url, sentinel and
+ * cluster settings are ignored.
+ */
+struct redis_client *redis_client_node_new(struct event_base *base,
+                                           const struct redis_conf *conf,
+                                           const char *host, uint16_t port,
+                                           const struct lua_script *scripts,
+                                           size_t nscripts,
+                                           size_t max_in_flight);
+
+/* True while the client's first connection is being made: it has been
+ * neither ready nor failed yet. */
+bool redis_client_first_attempt(const struct redis_client *c);
+
+/*
+ * redis_client_eval() with a timeout of 'timeout_ms' instead of the
+ * configured one, and, when 'asking', ASKING sent just before the script
+ * (and before its EVAL, should it be resent after NOSCRIPT).
+ */
+struct redis_call *redis_client_eval_node(struct redis_client *c,
+                                          const struct lua_script *script,
+                                          const char *const *keys, size_t nkeys,
+                                          const char *const *args, size_t nargs,
+                                          bool asking, uint64_t timeout_ms,
+                                          redis_script_cb *cb, void *arg);
+
+/*
+ * The answer to redis_client_ask_map(): a new map the callee owns, or
+ * NULL and a sentence saying why (borrowed for the call).
+ */
+typedef void redis_map_cb(struct cluster_map *map, const char *why, void *arg);
+
+/*
+ * Asks the server for the slot map (CLUSTER SLOTS). 'cb' runs exactly
+ * once, from the loop, never inside this call, within the connect
+ * timeout, unless the client is freed first; it may free the client.
+ * Returns false, and 'cb' never runs, if the client is not ready or a
+ * map is asked for already.
+ */
+bool redis_client_ask_map(struct redis_client *c, redis_map_cb *cb, void *arg);
 
 #endif

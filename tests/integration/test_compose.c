@@ -4,6 +4,8 @@
  * needed) and rejects deliberately broken copies of it; sluice --check
  * accepts conf/gateway.docker.yaml, which must keep the routes and limiters
  * of conf/gateway.yaml and the addresses docker-compose.yml gives it.
+ * Likewise docker-compose.cluster.yml (a Redis Cluster beside the gateway)
+ * and conf/gateway.cluster.yaml, whose seed nodes it must start.
  *
  * The repository is found from this file's path (__FILE__ is absolute under
  * CMake), or from $SLUICE_SOURCE_DIR when that is set.
@@ -151,24 +153,30 @@ compose_config(const char *file, char **output)
     return status;
 }
 
-/* A temporary copy of docker-compose.yml with 'from' (which must occur)
- * replaced by 'to'; the caller unlinks and frees the path. */
+/* A temporary copy of the compose file 'rel' with 'from' (which must
+ * occur) replaced by 'to'; the caller unlinks and frees the path. */
 static char *
-compose_variant(const char *from, const char *to)
+compose_variant_of(const char *rel, const char *from, const char *to)
 {
-    char *path = repo_path("docker-compose.yml");
+    char *path = repo_path(rel);
     char *text = read_text(path);
     char *changed;
     char *tmp;
 
-    cr_assert_not_null(strstr(text, from),
-                       "docker-compose.yml no longer contains \"%s\"", from);
+    cr_assert_not_null(strstr(text, from), "%s no longer contains \"%s\"", rel,
+                       from);
     changed = harness_subst(text, from, to);
     tmp = harness_write_temp(changed);
     free(changed);
     free(text);
     free(path);
     return tmp;
+}
+
+static char *
+compose_variant(const char *from, const char *to)
+{
+    return compose_variant_of("docker-compose.yml", from, to);
 }
 
 TestSuite(compose, .timeout = 150);
@@ -341,6 +349,79 @@ Test(compose, compose_file_and_compose_config_agree_on_addresses)
     }
     cr_assert(trusted, "trusted_proxies does not hold %s's gateway", cidr_text);
     config_unref(docker);
+    free(text);
+    free(path);
+}
+
+/* ---- docker-compose.cluster.yml ---- */
+
+Test(compose, docker_compose_accepts_the_cluster_compose_file)
+{
+    char *path = repo_path("docker-compose.cluster.yml");
+    char *out;
+
+    skip_without_docker_compose();
+    cr_assert_eq(compose_config(path, &out), 0,
+                 "docker-compose config -q rejected %s:\n%s", path, out);
+    free(out);
+    free(path);
+}
+
+Test(compose, docker_compose_rejects_a_cluster_file_waiting_on_no_node)
+{
+    char *copy;
+    char *out;
+    int status;
+
+    skip_without_docker_compose();
+    copy = compose_variant_of("docker-compose.cluster.yml",
+                              "redis-6: { condition: service_healthy }",
+                              "redis-7: { condition: service_healthy }");
+    status = compose_config(copy, &out);
+    cr_assert_neq(status, 0, "depends_on an undefined node passed:\n%s", out);
+    cr_assert_not_null(strstr(out, "redis-7"), "%s", out);
+    free(out);
+    unlink(copy);
+    free(copy);
+}
+
+Test(compose, sluice_check_accepts_the_cluster_config)
+{
+    char *path = repo_path("conf/gateway.cluster.yaml");
+    char *argv[] = {getenv("SLUICE_BIN"), "--check", "-c", path, NULL};
+    char *out;
+
+    cr_assert_not_null(argv[0], "SLUICE_BIN is not set");
+    cr_assert_eq(run(argv, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, ": ok"), "%s", out);
+    free(out);
+    free(path);
+}
+
+/* Every seed of the config is a node that the compose file starts, at
+ * the address it pins, on Redis's port; and the cluster is created from
+ * those nodes. */
+Test(compose, cluster_config_seeds_are_nodes_of_the_cluster_compose_file)
+{
+    char *path = repo_path("docker-compose.cluster.yml");
+    char *text = read_text(path);
+    struct config *cfg = load("conf/gateway.cluster.yaml");
+
+    cr_assert(cfg->redis.ncluster_nodes >= 1);
+    cr_assert_null(cfg->redis.host);
+    for (size_t i = 0; i < cfg->redis.ncluster_nodes; i++) {
+        const struct redis_node *n = &cfg->redis.cluster_nodes[i];
+        char *pinned = harness_strf("ipv4_address: %s }", n->host);
+        char *created = harness_strf("%s:%u", n->host, (unsigned)n->port);
+
+        cr_assert_eq(n->port, 6379, "%s", n->host);
+        cr_assert_not_null(strstr(text, pinned), "%s is not pinned", n->host);
+        cr_assert_not_null(strstr(text, created),
+                           "%s is not in --cluster create", created);
+        free(pinned);
+        free(created);
+    }
+    config_unref(cfg);
     free(text);
     free(path);
 }

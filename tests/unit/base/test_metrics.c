@@ -287,6 +287,7 @@ Test(metrics, empty_registry_declares_every_metric)
         {"sluice_upstream_duration_seconds", "histogram"},
         {"sluice_redis_duration_seconds", "histogram"},
         {"sluice_redis_events_total", "counter"},
+        {"sluice_redis_nodes", "gauge"},
         {"sluice_ratelimit_deny_cache_hits_total", "counter"},
         {"sluice_ratelimit_lease_hits_total", "counter"},
         {"sluice_ratelimit_lease_units_total", "counter"},

@@ -8,6 +8,7 @@
 
 #include "accesslog.h"
 #include "config.h"
+#include "diff.h"
 #include "log.h"
 #include "netaddr.h"
 #include "xmalloc.h"
@@ -594,7 +595,7 @@ Test(config, bad_cidr_is_an_error)
 Test(config, redis_section_needs_a_url)
 {
     assert_error("redis:\n  timeout: 10ms\nroutes: []\n",
-                 "t.yaml:2:3: redis.url: required (or sentinel)");
+                 "t.yaml:2:3: redis.url: required (or sentinel, or cluster)");
 }
 
 Test(config, redis_sentinel_names_the_master_and_the_sentinels)
@@ -640,6 +641,72 @@ Test(config, redis_sentinel_errors_name_the_key)
     assert_error("redis:\n  sentinel: {master: m, nodes: [a]}\nroutes: []\n",
                  "t.yaml:2:33: redis.sentinel.nodes[0]: bad sentinel address "
                  "\"a\": missing port (expected host:port or [ipv6]:port)");
+}
+
+Test(config, redis_cluster_names_the_seed_nodes)
+{
+    struct config *cfg = parse_ok("redis:\n"
+                                  "  cluster:\n"
+                                  "    nodes: [10.0.0.1:7000, 'r2:7001']\n"
+                                  "    user: app\n"
+                                  "    password: pw\n"
+                                  "  timeout: 80ms\n"
+                                  "routes: []\n");
+
+    cr_assert(cfg->redis.enabled);
+    cr_assert_null(cfg->redis.host);
+    cr_assert_null(cfg->redis.sentinel_master);
+    cr_assert_eq(cfg->redis.ncluster_nodes, 2);
+    cr_assert_str_eq(cfg->redis.cluster_nodes[0].host, "10.0.0.1");
+    cr_assert_eq(cfg->redis.cluster_nodes[0].port, 7000);
+    cr_assert_str_eq(cfg->redis.cluster_nodes[1].host, "r2");
+    cr_assert_eq(cfg->redis.cluster_nodes[1].port, 7001);
+    cr_assert_eq(cfg->redis.db, 0);
+    cr_assert_str_eq(cfg->redis.user, "app");
+    cr_assert_str_eq(cfg->redis.password, "pw");
+    cr_assert_eq(cfg->redis.timeout_ms, 80);
+    config_unref(cfg);
+}
+
+Test(config, redis_cluster_errors_name_the_key)
+{
+    assert_error("redis:\n"
+                 "  url: redis://r\n"
+                 "  cluster: {nodes: ['a:1']}\n"
+                 "routes: []\n",
+                 "t.yaml:3:3: redis.cluster: url and cluster are exclusive: "
+                 "in a cluster, the nodes name the primaries");
+    assert_error("redis:\n"
+                 "  sentinel: {master: m, nodes: ['a:1']}\n"
+                 "  cluster: {nodes: ['a:1']}\n"
+                 "routes: []\n",
+                 "t.yaml:3:3: redis.cluster: sentinel and cluster are "
+                 "exclusive: in a cluster, the nodes name the primaries");
+    assert_error("redis:\n  cluster: {user: u}\nroutes: []\n",
+                 "t.yaml:2:12: redis.cluster.nodes: required");
+    assert_error("redis:\n  cluster: {nodes: []}\nroutes: []\n",
+                 "t.yaml:2:20: redis.cluster.nodes: at least one cluster "
+                 "node, as host:port");
+    assert_error("redis:\n  cluster: {nodes: [a]}\nroutes: []\n",
+                 "t.yaml:2:21: redis.cluster.nodes[0]: bad cluster node "
+                 "address \"a\": missing port (expected host:port or "
+                 "[ipv6]:port)");
+    assert_error("redis:\n  cluster: {nodes: ['a:1'], db: 2}\nroutes: []\n",
+                 "t.yaml:2:33: redis.cluster.db: a Redis Cluster has "
+                 "database 0 only (got 2)");
+}
+
+Test(config, redis_cluster_change_needs_a_restart)
+{
+    struct config *a = parse_ok("redis: {cluster: {nodes: ['a:1']}}\n"
+                                "routes: []\n");
+    struct config *b = parse_ok("redis: {cluster: {nodes: ['a:1', 'b:2']}}\n"
+                                "routes: []\n");
+
+    cr_assert(config_restart_only(a, b) & CONFIG_RESTART_REDIS);
+    cr_assert_eq(config_restart_only(a, a) & CONFIG_RESTART_REDIS, 0);
+    config_unref(a);
+    config_unref(b);
 }
 
 Test(config, redis_sentinel_master_is_one_word_of_at_most_255_bytes)

@@ -544,3 +544,121 @@ Test(cluster, the_empty_key_has_slot_0_even_without_a_buffer)
     cr_assert_eq(cluster_slot(NULL, 0), 0);
     cr_assert_eq(cluster_slot("", 0), 0);
 }
+
+/* CLUSTER SLOTS replies, built as value trees. */
+#define V_INT(v)                                                               \
+    {                                                                          \
+        .type = CLUSTER_VALUE_INTEGER, .integer = (v)                          \
+    }
+#define V_STR(s)                                                               \
+    {                                                                          \
+        .type = CLUSTER_VALUE_STRING, .str = (s), .len = sizeof(s) - 1         \
+    }
+#define V_ARR(a)                                                               \
+    {                                                                          \
+        .type = CLUSTER_VALUE_ARRAY, .elems = (a), .n = NELEMS(a)              \
+    }
+#define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
+/* The same, as expressions. */
+#define C_INT(v) ((struct cluster_value)V_INT(v))
+#define C_STR(s) ((struct cluster_value)V_STR(s))
+
+static const struct cluster_value p1[] = {V_STR("10.0.0.1"), V_INT(7000),
+                                          V_STR("id1")};
+static const struct cluster_value r1[] = {V_STR("10.0.0.4"), V_INT(7003),
+                                          V_STR("id4")};
+/* A primary announced without an address (unknown-endpoint). */
+static const struct cluster_value p2[] = {V_STR(""), V_INT(7001)};
+static const struct cluster_value e1[] = {V_INT(0), V_INT(5460), V_ARR(p1),
+                                          V_ARR(r1)};
+static const struct cluster_value e2[] = {V_INT(5461), V_INT(16383), V_ARR(p2)};
+static const struct cluster_value both[] = {V_ARR(e1), V_ARR(e2)};
+
+Test(cluster, slots_reply_gives_the_primaries_and_skips_replicas)
+{
+    const struct cluster_value reply = V_ARR(both);
+    const char *why = "unset";
+    struct cluster_map *m = cluster_map_from_slots(&reply, "seed", &why);
+    char buf[CLUSTER_HOST_MAX + 8];
+    unsigned first, last;
+
+    cr_assert_not_null(m, "%s", why);
+    cr_assert_eq(cluster_map_nnodes(m), 2);
+    cr_assert_str_eq(owner(m, 0, buf, sizeof(buf)), "10.0.0.1:7000");
+    cr_assert_str_eq(owner(m, 5460, buf, sizeof(buf)), "10.0.0.1:7000");
+    cr_assert_str_eq(owner(m, 5461, buf, sizeof(buf)), "seed:7001",
+                     "an empty host is the one asked");
+    cr_assert_str_eq(owner(m, 16383, buf, sizeof(buf)), "seed:7001");
+    cr_assert_eq(cluster_map_uncovered(m, &first, &last), 0);
+    cluster_map_free(m);
+}
+
+Test(cluster, empty_slots_reply_leaves_every_slot_uncovered)
+{
+    const struct cluster_value reply = {.type = CLUSTER_VALUE_ARRAY};
+    const char *why = NULL;
+    struct cluster_map *m = cluster_map_from_slots(&reply, "seed", &why);
+    unsigned first = 1, last = 1;
+
+    cr_assert_not_null(m);
+    cr_assert_eq(cluster_map_uncovered(m, &first, &last), CLUSTER_SLOTS);
+    cr_assert_eq(first, 0);
+    cr_assert_eq(last, CLUSTER_SLOTS - 1);
+    cluster_map_free(m);
+}
+
+/* One element [first, last, [host, port]] as a reply; NULL or the map. */
+static struct cluster_map *
+one_range(struct cluster_value first, struct cluster_value last,
+          struct cluster_value host, struct cluster_value port,
+          const char **why)
+{
+    struct cluster_value primary[2] = {host, port};
+    struct cluster_value elem[3] = {first, last, V_ARR(primary)};
+    struct cluster_value arr[1] = {V_ARR(elem)};
+    struct cluster_value reply = V_ARR(arr);
+
+    return cluster_map_from_slots(&reply, "seed", why);
+}
+
+Test(cluster, bad_slots_replies_are_refused_with_a_reason)
+{
+    const struct cluster_value ok_first = V_INT(0), ok_last = V_INT(10);
+    const struct cluster_value ok_host = V_STR("h"), ok_port = V_INT(7000);
+    const struct cluster_value nil = {.type = CLUSTER_VALUE_OTHER};
+    const char *why = NULL;
+    struct cluster_map *m;
+
+    m = one_range(ok_first, ok_last, ok_host, ok_port, &why);
+    cr_assert_not_null(m, "%s", why);
+    cluster_map_free(m);
+    cr_assert_null(cluster_map_from_slots(&nil, "seed", &why));
+    cr_assert_str_eq(why, "the reply is not an array");
+    cr_assert_null(one_range(ok_first, ok_last, ok_host, C_INT(0), &why));
+    cr_assert_str_eq(why, "a primary's port is not in 1..65535");
+    cr_assert_null(one_range(ok_first, ok_last, ok_host, C_INT(65536), &why));
+    cr_assert_null(one_range(ok_first, ok_last, ok_host, C_STR("1"), &why));
+    cr_assert_str_eq(why, "a primary is not [host, port, ...]");
+    cr_assert_null(one_range(C_INT(11), ok_last, ok_host, ok_port, &why));
+    cr_assert_str_eq(why, "a range has slots out of order or out of range");
+    cr_assert_null(one_range(C_INT(-1), ok_last, ok_host, ok_port, &why));
+    cr_assert_null(one_range(ok_first, C_INT(16384), ok_host, ok_port, &why));
+    cr_assert_null(one_range(C_STR("0"), ok_last, ok_host, ok_port, &why));
+    cr_assert_str_eq(why, "a range is not [first, last, primary, ...]");
+    cr_assert_null(one_range(ok_first, ok_last, C_STR("?"), ok_port, &why));
+    cr_assert_str_eq(why, "a primary announces no host (\"?\")");
+    cr_assert_null(one_range(ok_first, ok_last, C_STR("a b"), ok_port, &why));
+    cr_assert_str_eq(why, "a primary's host holds a space or control byte");
+}
+
+Test(cluster, slots_reply_with_overlapping_ranges_is_refused)
+{
+    static const struct cluster_value a[] = {V_INT(0), V_INT(10), V_ARR(p1)};
+    static const struct cluster_value b[] = {V_INT(10), V_INT(20), V_ARR(r1)};
+    static const struct cluster_value ab[] = {V_ARR(a), V_ARR(b)};
+    const struct cluster_value reply = V_ARR(ab);
+    const char *why = NULL;
+
+    cr_assert_null(cluster_map_from_slots(&reply, "seed", &why));
+    cr_assert_str_eq(why, "a slot is in two ranges");
+}
