@@ -95,7 +95,12 @@ config_describe(const struct config *cfg)
             add_rate_limiter(&b, r, r->rate_limiters[j]);
         }
     }
-    if (cfg->redis.enabled && cfg->redis.sentinel_master != NULL) {
+    if (cfg->redis.enabled && cfg->redis.cluster_nodes != NULL) {
+        strbuf_addf(&b, "redis: cluster, %zu seed node%s, timeout %llu ms\n",
+                    cfg->redis.ncluster_nodes,
+                    cfg->redis.ncluster_nodes == 1 ? "" : "s",
+                    (unsigned long long)cfg->redis.timeout_ms);
+    } else if (cfg->redis.enabled && cfg->redis.sentinel_master != NULL) {
         strbuf_addf(&b, "redis: sentinel master %s, %zu sentinel%s, db %u\n",
                     cfg->redis.sentinel_master, cfg->redis.nsentinels,
                     cfg->redis.nsentinels == 1 ? "" : "s", cfg->redis.db);

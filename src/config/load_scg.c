@@ -74,12 +74,19 @@ parse_optional_text(struct loader *ld, yaml_node_t *node, const struct field *f,
     load_text(ld, node, f, base, path);
 }
 
-/* One "host:port" of sentinel.nodes into the next slot of r->sentinels. */
+/* A list of host:port being read into a redis_conf. */
+struct node_list {
+    struct redis_node **v; /* &r->sentinels or &r->cluster_nodes */
+    size_t *n;             /* its count */
+    const char *what;      /* "sentinel", "cluster node": for messages */
+};
+
+/* One "host:port" (n bytes of 's') into the next slot of 'nl'. */
 static void
-add_sentinel(struct loader *ld, yaml_node_t *node, const struct load_path *path,
-             const char *s, size_t n, struct redis_conf *r)
+add_node(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+         const char *s, size_t n, const struct node_list *nl)
 {
-    struct redis_node *rn = &r->sentinels[r->nsentinels];
+    struct redis_node *rn = &(*nl->v)[*nl->n];
     const char *why;
 
     while (n > 0 && (*s == ' ' || *s == '\t')) {
@@ -91,34 +98,31 @@ add_sentinel(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     }
     why = load_split_host_port(s, n, true, &rn->host, &rn->port);
     if (why != NULL) {
-        report(ld, node, path, "bad sentinel address \"%.*s\": %s", (int)n, s,
-               why);
+        report(ld, node, path, "bad %s address \"%.*s\": %s", nl->what, (int)n,
+               s, why);
         return;
     }
-    r->nsentinels++;
+    (*nl->n)++;
 }
 
-/* sentinel.nodes: "h1:26379,h2:26379", or a sequence of host:port. */
+/* Spring's nodes: "h1:26379,h2:26379", or a sequence of host:port. */
 static void
-parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
-                     const struct field *f, void *base,
-                     const struct load_path *path)
+parse_node_list(struct loader *ld, yaml_node_t *node,
+                const struct load_path *path, const struct node_list *nl)
 {
-    struct redis_conf *r = base;
     size_t before = ld->ndiags;
 
-    (void)f;
     if (node->type == YAML_SEQUENCE_NODE) {
         size_t n = load_sequence_length(node);
 
-        r->sentinels = xcalloc(n + 1, sizeof(*r->sentinels));
+        *nl->v = xcalloc(n + 1, sizeof(**nl->v));
         for (size_t i = 0; i < n; i++) {
             yaml_node_t *item = load_sequence_item(ld, node, i);
             const struct load_path *sub = PATH_INDEX(path, i);
             const char *s = load_scalar(ld, item, sub);
 
             if (s != NULL) {
-                add_sentinel(ld, item, sub, s, strlen(s), r);
+                add_node(ld, item, sub, s, strlen(s), nl);
             }
         }
     } else {
@@ -131,20 +135,44 @@ parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
         for (const char *p = s; *p != '\0'; p++) {
             n += *p == ',';
         }
-        r->sentinels = xcalloc(n, sizeof(*r->sentinels));
+        *nl->v = xcalloc(n, sizeof(**nl->v));
         for (const char *p = s;;) {
             size_t len = strcspn(p, ",");
 
-            add_sentinel(ld, node, path, p, len, r);
+            add_node(ld, node, path, p, len, nl);
             if (p[len] == '\0') {
                 break;
             }
             p += len + 1;
         }
     }
-    if (r->nsentinels == 0 && ld->ndiags == before) {
-        report(ld, node, path, "at least one sentinel, as host:port");
+    if (*nl->n == 0 && ld->ndiags == before) {
+        report(ld, node, path, "at least one %s, as host:port", nl->what);
     }
+}
+
+static void
+parse_sentinel_nodes(struct loader *ld, yaml_node_t *node,
+                     const struct field *f, void *base,
+                     const struct load_path *path)
+{
+    struct redis_conf *r = base;
+    struct node_list nl = {&r->sentinels, &r->nsentinels, "sentinel"};
+
+    (void)f;
+    parse_node_list(ld, node, path, &nl);
+}
+
+static void
+parse_cluster_nodes(struct loader *ld, yaml_node_t *node, const struct field *f,
+                    void *base, const struct load_path *path)
+{
+    struct redis_conf *r = base;
+    struct node_list nl = {&r->cluster_nodes, &r->ncluster_nodes,
+                           "cluster node"};
+
+    (void)f;
+    parse_node_list(ld, node, path, &nl);
 }
 
 static const struct field sentinel_fields[] = {
@@ -169,30 +197,47 @@ parse_sentinel(struct loader *ld, yaml_node_t *node, const struct field *f,
     load_fields(ld, node, path, &sentinel_table, base);
 }
 
-/* Until sluice speaks Redis Cluster, cluster.nodes is refused by name. */
+static const struct field cluster_fields[] = {
+    {.key = "nodes", .parse = parse_cluster_nodes, .required = true},
+    {.key = "max-redirects", .parse = load_ignored},
+};
+
+static const struct table cluster_table = TABLE(cluster_fields);
+
 static void
 parse_cluster(struct loader *ld, yaml_node_t *node, const struct field *f,
               void *base, const struct load_path *path)
 {
     (void)f;
-    (void)base;
-    report(ld, node, PATH_KEY(path, "nodes"),
-           "Redis Cluster is not supported yet (give host and port, or "
-           "sentinel)");
+    load_fields(ld, node, path, &cluster_table, base);
 }
 
-/* Spring's host defaults to localhost; with Sentinel there is none. */
+/*
+ * One way to name the server: host (or url), sentinel or cluster. Spring's
+ * host defaults to localhost; with Sentinel or a cluster there is none,
+ * and a cluster has database 0 only.
+ */
 static void
 check_spring_redis(struct loader *ld, yaml_node_t *node,
                    const struct load_path *path, void *base)
 {
     struct redis_conf *r = base;
 
-    if (r->host != NULL && r->sentinel_master != NULL) {
+    if (r->cluster_nodes != NULL &&
+        (r->host != NULL || r->sentinel_master != NULL)) {
+        report(ld, node, PATH_KEY(path, "cluster"),
+               "%s and cluster are exclusive: in a cluster, the nodes name "
+               "the servers",
+               r->host != NULL ? "host (or url)" : "sentinel");
+    } else if (r->host != NULL && r->sentinel_master != NULL) {
         report(ld, node, PATH_KEY(path, "sentinel"),
                "host (or url) and sentinel are exclusive: with Sentinel, the "
                "sentinels name the primary");
-    } else if (r->host == NULL && r->sentinel_master == NULL) {
+    } else if (r->cluster_nodes != NULL && r->db != 0) {
+        report(ld, node, PATH_KEY(path, "database"),
+               "a Redis Cluster has database 0 only (got %u)", r->db);
+    } else if (r->host == NULL && r->sentinel_master == NULL &&
+               r->cluster_nodes == NULL) {
         r->host = xstrdup("localhost");
     }
 }

@@ -107,3 +107,20 @@ Test(describe, spring_file_with_a_limiter_that_refuses_all)
     assert_lines(text, want, sizeof(want) / sizeof(want[0]));
     free(text);
 }
+
+Test(describe, spring_file_with_a_cluster)
+{
+    char *text = describe("spring:\n"
+                          "  redis:\n"
+                          "    cluster:\n"
+                          "      nodes: a:7000,b:7001\n"
+                          "  cloud:\n"
+                          "    gateway:\n"
+                          "      routes:\n"
+                          "        - id: a\n"
+                          "          uri: http://h\n");
+    const char *want[] = {"redis: cluster, 2 seed nodes, timeout 50 ms\n"};
+
+    assert_lines(text, want, 1);
+    free(text);
+}

@@ -256,17 +256,73 @@ Test(scg_shape, sentinel_nodes_as_a_list)
     config_unref(cfg);
 }
 
-Test(scg_shape, cluster_nodes_is_not_supported_yet)
+Test(scg_shape, cluster_nodes_name_the_cluster)
+{
+    struct config *cfg = parse_ok("spring:\n"
+                                  "  redis:\n"
+                                  "    password: pw\n"
+                                  "    cluster:\n"
+                                  "      nodes: a:7000, b:7001,c:7002\n"
+                                  "      max-redirects: 3\n"
+                                  "  cloud:\n"
+                                  "    gateway:\n"
+                                  "      routes:\n" SCG_ROUTE("a", ""));
+
+    cr_assert(cfg->redis.enabled);
+    cr_assert_null(cfg->redis.host, "no localhost beside a cluster");
+    cr_assert_eq(cfg->redis.ncluster_nodes, 3);
+    cr_assert_str_eq(cfg->redis.cluster_nodes[1].host, "b");
+    cr_assert_eq(cfg->redis.cluster_nodes[2].port, 7002);
+    cr_assert_str_eq(cfg->redis.password, "pw");
+    cr_assert_eq(cfg->warnings.n, 1);
+    cr_assert(strstr(cfg->warnings.v[0],
+                     "spring.redis.cluster.max-redirects: ignored") != NULL,
+              "%s", cfg->warnings.v[0]);
+    config_unref(cfg);
+    cfg = parse_ok("spring:\n"
+                   "  data:\n"
+                   "    redis:\n"
+                   "      cluster:\n"
+                   "        nodes: [\"a:7000\"]\n"
+                   "  cloud:\n"
+                   "    gateway:\n"
+                   "      routes:\n" SCG_ROUTE("a", ""));
+    cr_assert_eq(cfg->redis.ncluster_nodes, 1);
+    config_unref(cfg);
+}
+
+Test(scg_shape, a_cluster_beside_a_host_or_a_database_is_an_error)
 {
     assert_error("spring:\n"
                  "  redis:\n"
+                 "    host: r\n"
                  "    cluster:\n"
-                 "      nodes: a:7000,b:7001\n"
+                 "      nodes: a:7000\n"
                  "  cloud:\n"
                  "    gateway:\n"
                  "      routes:\n" SCG_ROUTE("a", ""),
-                 "app.yml:4:7: spring.redis.cluster.nodes: Redis Cluster is "
-                 "not supported yet (give host and port, or sentinel)");
+                 "app.yml:3:5: spring.redis.cluster: host (or url) and cluster "
+                 "are exclusive: in a cluster, the nodes name the servers");
+    assert_error("spring:\n"
+                 "  redis:\n"
+                 "    database: 2\n"
+                 "    cluster:\n"
+                 "      nodes: a:7000\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      routes:\n" SCG_ROUTE("a", ""),
+                 "app.yml:3:5: spring.redis.database: a Redis Cluster has "
+                 "database 0 only (got 2)");
+    assert_error("spring:\n"
+                 "  redis:\n"
+                 "    cluster:\n"
+                 "      nodes: a\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      routes:\n" SCG_ROUTE("a", ""),
+                 "app.yml:4:14: spring.redis.cluster.nodes: bad cluster node "
+                 "address \"a\": missing port (expected host:port or "
+                 "[ipv6]:port)");
 }
 
 Test(scg_shape, redis_given_twice_is_an_error)
