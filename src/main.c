@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "describe.h"
 #include "log.h"
 #include "server.h"
 
@@ -93,13 +94,19 @@ main(int argc, char **argv)
     }
     config_errors_deinit(&errs);
     if (check) {
+        char *text = config_describe(cfg);
+
         printf("sluice: %s: ok, %zu route%s\n", path, cfg->nroutes,
                cfg->nroutes == 1 ? "" : "s");
+        fputs(text, stdout);
+        free(text);
         config_unref(cfg);
         return 0;
     }
-
     log_set_level((enum log_level)cfg->log_level);
+    for (size_t i = 0; i < cfg->warnings.n; i++) {
+        log_warn("config: %s", cfg->warnings.v[i]);
+    }
     srv = server_new(cfg, watch);
     config_unref(cfg);
     if (srv == NULL) {

@@ -92,6 +92,7 @@ config_free(struct config *cfg)
     free(cfg->identity.role_header);
     jwtcheck_conf_free(cfg->identity.jwt);
     free(cfg->access_log);
+    config_errors_deinit(&cfg->warnings);
     /* Routes first: their tiers point into the limiters. */
     for (size_t i = 0; i < cfg->nroutes; i++) {
         route_deinit(&cfg->routes[i]);

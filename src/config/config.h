@@ -102,6 +102,16 @@ struct upstream_conf {
                                      upstream */
 };
 
+/*
+ * Every error found in one file, in file order, each one line
+ * "file:line:col: key.path: what" (control characters escaped).
+ */
+struct config_errors {
+    char **v; /* owned */
+    size_t n;
+    size_t cap;
+};
+
 /* How access-log lines are written. */
 enum accesslog_format { ACCESSLOG_TEXT, ACCESSLOG_JSON };
 
@@ -119,18 +129,13 @@ struct config {
     char *access_log;     /* "-" stdout (default), "off", or a file
                              path; owned */
     int access_format;    /* enum accesslog_format; default text */
-    struct route *routes; /* in file order; owned */
+    struct route *routes; /* in file order (Spring Cloud Gateway shape:
+                             by order, then file order); owned */
     size_t nroutes;
-};
-
-/*
- * Every error found in one file, in file order, each one line
- * "file:line:col: key.path: what" (control characters escaped).
- */
-struct config_errors {
-    char **v; /* owned */
-    size_t n;
-    size_t cap;
+    bool scg_shape;                /* the file is Spring Cloud Gateway's
+                                      application.yml (top key spring:) */
+    struct config_errors warnings; /* keys read and ignored, one line each
+                                      "file:line:col: key: ignored ..." */
 };
 
 void config_errors_init(struct config_errors *e);
@@ -140,7 +145,9 @@ void config_errors_deinit(struct config_errors *e);
  * Reads and validates 'path'. Returns a config with one reference, or NULL
  * with every problem found appended to 'errs' (an unreadable file is one
  * error, "path: cannot read: why"). Unknown keys are errors; a misspelled
- * key or name gets a suggestion.
+ * key or name gets a suggestion. A file whose top level holds spring: is
+ * read as Spring Cloud Gateway's application.yml (README, Migrating from
+ * Spring Cloud Gateway); the keys it ignores are in cfg->warnings.
  */
 struct config *config_load(const char *path, struct config_errors *errs);
 

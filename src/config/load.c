@@ -163,6 +163,65 @@ load_report_at(struct loader *ld, yaml_mark_t mark,
     free(msg);
 }
 
+void
+load_warn_at(struct loader *ld, yaml_mark_t mark, const struct load_path *path,
+             const char *fmt, ...)
+{
+    size_t line = mark.line + 1;
+    size_t col = mark.column + 1;
+    struct diag *d;
+    va_list ap;
+    char *text;
+    char *msg;
+
+    va_start(ap, fmt);
+    msg = escape_controls(xvasprintf(fmt, ap));
+    va_end(ap);
+    text = path_text(path);
+    ld->warns = xgrow(ld->warns, &ld->wcap, ld->nwarns + 1, sizeof(*d));
+    d = &ld->warns[ld->nwarns];
+    d->line = line;
+    d->col = col;
+    d->seq = ld->nwarns;
+    d->text = xasprintf("%s:%zu:%zu: %s: %s", ld->name, line, col, text, msg);
+    ld->nwarns++;
+    free(text);
+    free(msg);
+}
+
+/* Each leaf of an ignored mapping, so that every key is named once. */
+static void
+warn_ignored(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+             size_t depth)
+{
+    if (node->type != YAML_MAPPING_NODE ||
+        node->data.mapping.pairs.start == node->data.mapping.pairs.top ||
+        depth == 16) {
+        load_warn_at(ld, node->start_mark, path,
+                     "ignored (a Spring setting with no meaning to sluice)");
+        return;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+        const char *key = k->type == YAML_SCALAR_NODE
+                              ? (const char *)k->data.scalar.value
+                              : "?";
+
+        warn_ignored(ld, load_node_at(ld, p->value), PATH_KEY(path, key),
+                     depth + 1);
+    }
+}
+
+void
+load_ignored(struct loader *ld, yaml_node_t *node, const struct field *f,
+             void *base, const struct load_path *path)
+{
+    (void)f;
+    (void)base;
+    warn_ignored(ld, node, path, 0);
+}
+
 static int
 diag_cmp(const void *a, const void *b)
 {
@@ -543,10 +602,19 @@ static const struct field sections[] = {
      .table = &load_identity_table},
     {.key = "limiters", .parse = load_limiters},
     {.key = "log", .parse = load_table, .table = &load_log_table},
+    {.key = "scg", .parse = load_scg_section},
     {.key = "routes", .parse = load_routes, .required = true},
 };
 
 static const struct table section_table = TABLE(sections);
+
+/*
+ * The same but scg: and routes (the last two), for sluice: in a Spring
+ * file, whose routes are under spring.cloud.gateway and whose scg: sits
+ * at the top.
+ */
+const struct table load_sluice_table = {.fields = sections,
+                                        .n = NELEMS(sections) - 2};
 
 /* ------------------------------------------------------------------ */
 /* Loading                                                             */
@@ -772,6 +840,25 @@ check_shape(struct loader *ld)
     return ok;
 }
 
+/* Spring Cloud Gateway's application.yml: its top level holds spring:. */
+static bool
+is_scg_shape(struct loader *ld, yaml_node_t *root)
+{
+    if (root->type != YAML_MAPPING_NODE) {
+        return false;
+    }
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
+         p < root->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, "spring") == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 struct config *
 config_parse(const char *text, size_t len, const char *name,
              struct config_errors *errs)
@@ -786,6 +873,7 @@ config_parse(const char *text, size_t len, const char *name,
     ld.text = text;
     ld.len = len;
     ld.cfg = config_new(name);
+    ld.scg_deny_empty = -1;
     if (!yaml_parser_initialize(&parser)) {
         fprintf(stderr, "sluice: out of memory starting the YAML parser\n");
         abort();
@@ -805,6 +893,11 @@ config_parse(const char *text, size_t len, const char *name,
                 &ld, root != NULL ? root->start_mark : start, NULL,
                 "the file is empty (expected a mapping with at least "
                 "\"routes\")");
+        } else if (is_scg_shape(&ld, root)) {
+            ld.scg = true;
+            ld.cfg->scg_shape = true;
+            load_scg(&ld, root);
+            check_single_document(&ld, &parser);
         } else {
             load_fields(&ld, root, NULL, &section_table, ld.cfg);
             check_single_document(&ld, &parser);
@@ -812,6 +905,15 @@ config_parse(const char *text, size_t len, const char *name,
         yaml_document_delete(&doc);
     }
     yaml_parser_delete(&parser);
+    free(ld.resolvers);
+    free(ld.services);
+    if (ld.nwarns > 0) {
+        qsort(ld.warns, ld.nwarns, sizeof(*ld.warns), diag_cmp);
+    }
+    for (size_t i = 0; i < ld.nwarns; i++) {
+        errors_push(&ld.cfg->warnings, ld.warns[i].text);
+    }
+    free(ld.warns);
     if (ld.ndiags > 0) {
         flush_diags(&ld, errs);
         config_free(ld.cfg);

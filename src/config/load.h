@@ -43,6 +43,19 @@ struct load_path {
 #define PATH_KEY(parent, key) (&(const struct load_path){(parent), (key), 0})
 #define PATH_INDEX(parent, i) (&(const struct load_path){(parent), NULL, (i)})
 
+/* A name Spring Cloud Gateway's key-resolver: "#{@name}" may use. */
+struct load_resolver {
+    const char *name; /* the bean's name; borrowed from the document or
+                         static */
+    const char *key;  /* sluice's key for it: "ip", "query:user"... */
+};
+
+/* An address for "lb://name", from scg.services. */
+struct load_service {
+    const char *name; /* the service; borrowed from the document */
+    const char *uri;  /* "http://host[:port]"; borrowed from the document */
+};
+
 /* State of one config_parse() call; never outlives it. */
 struct loader {
     const char *name;     /* the file as named in messages; borrowed */
@@ -53,6 +66,18 @@ struct loader {
     struct diag *diags;   /* errors found so far; owned */
     size_t ndiags;        /* entries in 'diags' */
     size_t cap;           /* allocated entries in 'diags' */
+    struct diag *warns;   /* warnings so far, for cfg->warnings; owned */
+    size_t nwarns;        /* entries in 'warns' */
+    size_t wcap;          /* allocated entries in 'warns' */
+    bool scg;             /* the file is in Spring Cloud Gateway's shape */
+    int scg_deny_empty;   /* spring.cloud.gateway.filter.request-rate-
+                             limiter.deny-empty-key: 1, 0, or -1 unset */
+    int scg_empty_status; /* its empty-key-status-code, or 0 unset */
+    struct load_resolver *resolvers; /* scg.key_resolvers and the
+                                        conventional names; owned array */
+    size_t nresolvers;               /* entries in 'resolvers' */
+    struct load_service *services;   /* scg.services; owned array */
+    size_t nservices;                /* entries in 'services' */
 };
 
 struct field;
@@ -158,6 +183,15 @@ void load_report_at(struct loader *ld, yaml_mark_t mark,
                     const struct load_path *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The same line as a warning, into ld->cfg->warnings: never fatal. */
+void load_warn_at(struct loader *ld, yaml_mark_t mark,
+                  const struct load_path *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A key that Spring Cloud Gateway files hold and sluice has no use for:
+ * warned about once, as "ignored", and not read further. */
+field_parse_cb load_ignored;
+
 #define report(ld, node, path, ...)                                            \
     load_report_at((ld), (node)->start_mark, (path), __VA_ARGS__)
 
@@ -254,6 +288,41 @@ field_parse_cb load_identity_jwt;              /* load_identity.c */
 field_parse_cb load_limiters;                  /* load_limiters.c */
 extern const struct table load_log_table;      /* load_server.c */
 field_parse_cb load_routes;                    /* load_routes.c */
+field_parse_cb load_scg_section;               /* load_ratelimiter.c: scg: */
+/* spring.cloud.gateway.filter.request-rate-limiter: the defaults of every
+ * RequestRateLimiter of the file (load_ratelimiter.c). */
+field_parse_cb load_scg_rrl_defaults;
+
+/* sluice's own sections but routes: the value of sluice: in a Spring
+ * Cloud Gateway file (load.c). */
+extern const struct table load_sluice_table;
+
+/* A file in Spring Cloud Gateway's shape, from its root (load_scg.c). */
+void load_scg(struct loader *ld, yaml_node_t *root);
+
+/* redis: fields that the Spring shape reuses (load_redis.c). */
+field_parse_cb load_redis_url;   /* redis://... into a redis_conf */
+field_parse_cb load_master_name; /* Sentinel's name of the primary */
+
+/*
+ * spring.cloud.gateway.routes: the routes of 'node', each with the
+ * filters of 'defaults' (default-filters, or NULL) before its own,
+ * the uri's path ignored, sorted by order (load_routes.c).
+ */
+void load_scg_routes(struct loader *ld, yaml_node_t *node,
+                     const struct load_path *path, yaml_node_t *defaults,
+                     const struct load_path *defaults_path);
+
+/* Names the limiters built from redis-rate-limiter args after their
+ * place among the route's rate limiters: "scg.<id>", "scg.<id>.<i>". */
+void load_name_derived(struct route *route);
+
+/* scg.services: { name: http://host[:port] }, the addresses that
+ * "lb://name" stands for (load_routes.c). */
+field_parse_cb load_scg_services;
+
+/* The tag of a limiter whose rules are set (load_limiters.c). */
+void load_limiter_tag(struct limiter_def *def);
 
 /*
  * A RequestRateLimiter, an item of a route's filters: (load_ratelimiter.c).

@@ -283,8 +283,8 @@ state_layout(enum limit_algorithm a)
  * the old one, and an unchanged limiter keeps its state across reloads.
  * What shapes the state includes the layout the script stores it in.
  */
-static void
-compute_tag(struct limiter_def *def)
+void
+load_limiter_tag(struct limiter_def *def)
 {
     uint32_t h = 2166136261u;
     char buf[96];
@@ -475,7 +475,7 @@ check_limiter(struct loader *ld, yaml_node_t *node,
             return;
         }
     }
-    compute_tag(def);
+    load_limiter_tag(def);
 }
 
 #define LIMITER_NODE(k)                                                        \

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filter.h"
 #include "headers.h"
 #include "load.h"
 #include "ratekey.h"
@@ -61,10 +62,9 @@ static const struct choices backend_choices =
     CHOICES("backend", backend_words, CHOICE_EXPECTED);
 
 static const struct choice headers_words[] = {
-    {"ietf", RL_HEADERS_IETF},
-    {"legacy", RL_HEADERS_LEGACY},
-    {"both", RL_HEADERS_BOTH},
-    {"none", RL_HEADERS_NONE},
+    {"ietf", RL_HEADERS_IETF}, {"legacy", RL_HEADERS_LEGACY},
+    {"both", RL_HEADERS_BOTH}, {"none", RL_HEADERS_NONE},
+    {"scg", RL_HEADERS_SCG},
 };
 
 static const struct choices headers_choices =
@@ -75,17 +75,26 @@ static const struct choices headers_choices =
  * nodes that need the route, the limiters or each other.
  */
 struct rl_form {
-    yaml_node_t *key;     /* short form; borrowed, like every node here */
-    yaml_node_t *limiter; /* short form */
-    yaml_node_t *tiers;   /* long form */
-    uint64_t cost;        /* units per request; default 1 */
-    int on_redis_error;   /* enum redis_failure; default local */
-    bool dry_run;         /* count but never refuse */
-    int empty_key;        /* 1: allow a request with an empty key */
-    yaml_node_t *scope;   /* route | NAME */
-    int local;            /* backend: 1 local, 0 redis */
-    int headers;          /* enum rl_headers; default both */
-    unsigned status;      /* of a refusal: 400..599, default 429 */
+    yaml_node_t *key;          /* short form; borrowed, like every node here */
+    yaml_node_t *limiter;      /* short form */
+    yaml_node_t *tiers;        /* long form */
+    uint64_t cost;             /* units per request; default 1 */
+    int on_redis_error;        /* enum redis_failure; default local */
+    bool dry_run;              /* count but never refuse */
+    int empty_key;             /* 1: allow a request with an empty key */
+    yaml_node_t *scope;        /* route | NAME */
+    int local;                 /* backend: 1 local, 0 redis */
+    int headers;               /* enum rl_headers; default both */
+    unsigned status;           /* of a refusal: 400..599, default 429 */
+    yaml_node_t *scg_rl;       /* Spring's redis-rate-limiter: {replenishRate,
+                                  burstCapacity, requestedTokens} */
+    yaml_node_t *scg_flat[3];  /* the same as dotted keys,
+                                  "redis-rate-limiter.replenishRate",
+                                  burstCapacity, requestedTokens */
+    yaml_node_t *key_resolver; /* Spring's "#{@beanName}" */
+    yaml_node_t *deny_empty;   /* Spring's deny-empty-key */
+    yaml_node_t *empty_status; /* Spring's empty-key-status-code */
+    yaml_node_t *status_code;  /* Spring's status-code: of a refusal */
 };
 
 /* backend: redis needs somewhere to go. */
@@ -138,6 +147,32 @@ static const struct field rl_fields[] = {
      .offset = offsetof(struct rl_form, status),
      .min = 400,
      .max = 599},
+    {.key = "redis-rate-limiter",
+     .parse = load_node,
+     .offset = offsetof(struct rl_form, scg_rl)},
+#define SCG_FLAT(k, i)                                                         \
+    {                                                                          \
+        .key = "redis-rate-limiter." k, .parse = load_node,                    \
+        .offset = offsetof(struct rl_form, scg_flat) + (i) * sizeof(void *)    \
+    }
+    SCG_FLAT("replenishRate", 0),
+    SCG_FLAT("burstCapacity", 1),
+    SCG_FLAT("requestedTokens", 2),
+    SCG_FLAT("replenish-rate", 0),
+    SCG_FLAT("burst-capacity", 1),
+    SCG_FLAT("requested-tokens", 2),
+    {.key = "key-resolver",
+     .parse = load_node,
+     .offset = offsetof(struct rl_form, key_resolver)},
+    {.key = "deny-empty-key",
+     .parse = load_node,
+     .offset = offsetof(struct rl_form, deny_empty)},
+    {.key = "empty-key-status-code",
+     .parse = load_node,
+     .offset = offsetof(struct rl_form, empty_status)},
+    {.key = "status-code",
+     .parse = load_node,
+     .offset = offsetof(struct rl_form, status_code)},
 };
 
 /* A wrong key ("limter") leaves every value unread: what the rest would
@@ -253,12 +288,24 @@ append_part(char *text, const struct key_part *part)
     return s;
 }
 
+static bool parse_key_text(struct loader *ld, yaml_node_t *node,
+                           const struct load_path *path, const char *text,
+                           struct key_spec *out);
+
 /* "ip+header:X-Api-Key" into 'out'; false after reporting. */
 static bool
 parse_key_spec(struct loader *ld, yaml_node_t *node,
                const struct load_path *path, struct key_spec *out)
 {
-    const char *text = load_scalar(ld, node, path);
+    return parse_key_text(ld, node, path, load_scalar(ld, node, path), out);
+}
+
+/* The same from 'text' (NULL: already reported), found at 'node'. */
+static bool
+parse_key_text(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, const char *text,
+               struct key_spec *out)
+{
     char why[256];
     const char *err = NULL;
     char *buf;
@@ -682,6 +729,427 @@ parse_scope(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     return xstrdup(s);
 }
 
+/* ------------------------------------------------------------------ */
+/* Spring Cloud Gateway's arguments                                    */
+
+/* Most units per second or in a bucket: rule sizes stay below 2^50
+ * (load_limiters.c) with the window of 1 s. */
+#define SCG_RATE_MAX 1000000000000ULL
+
+/* True if the mapping 'node' has the key 'key'. */
+static bool
+has_key(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        return false;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, key) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The names SCG users give their KeyResolver beans, mapped by default. */
+static const struct load_resolver default_resolvers[] = {
+    {"ipKeyResolver", "ip"},
+    {"userKeyResolver", "query:user"},
+    {"principalNameKeyResolver", "user"},
+};
+
+/* redis-rate-limiter: {replenishRate, burstCapacity, requestedTokens}. */
+struct scg_rl_form {
+    uint64_t replenish; /* tokens per second */
+    uint64_t burst;     /* bucket size; 0 refuses everything */
+    uint64_t requested; /* tokens per request; 0: not given (cost:) */
+};
+
+#define SCG_COUNT(k, member, lo, req)                                          \
+    {                                                                          \
+        .key = k, .parse = load_count,                                         \
+        .offset = offsetof(struct scg_rl_form, member), .min = (lo),           \
+        .required = (req)                                                      \
+    }
+
+/* Spring binds the kebab-case spelling as well. */
+static const struct field scg_rl_fields[] = {
+    SCG_COUNT("replenishRate", replenish, 1, false),
+    SCG_COUNT("burstCapacity", burst, 0, false),
+    SCG_COUNT("requestedTokens", requested, 1, false),
+    SCG_COUNT("replenish-rate", replenish, 1, false),
+    SCG_COUNT("burst-capacity", burst, 0, false),
+    SCG_COUNT("requested-tokens", requested, 1, false),
+};
+
+static const struct table scg_rl_table = TABLE(scg_rl_fields);
+
+/*
+ * A status code, plain or quoted (Spring reads a string): a number or
+ * Spring's HttpStatus name ("FORBIDDEN"), from 400 to 599.
+ */
+static bool
+parse_status_text(struct loader *ld, yaml_node_t *node,
+                  const struct load_path *path, int *out)
+{
+    const char *s = load_scalar(ld, node, path);
+    int v;
+
+    if (s == NULL) {
+        return false;
+    }
+    v = filter_status_code(s);
+    if (v < 400 || v > 599) {
+        report(ld, node, path,
+               "bad status \"%s\" (expected a number from 400 to 599, or "
+               "Spring's name of one, like FORBIDDEN)",
+               s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* deny-empty-key, empty-key-status-code and status-code. */
+static void
+parse_scg_options(struct loader *ld, const struct rl_form *form,
+                  const struct load_path *path, struct rate_limit_conf *rl)
+{
+    if (form->deny_empty != NULL) {
+        struct field bf = {.offset = 0};
+        bool deny = true;
+
+        load_bool(ld, form->deny_empty, &bf, &deny,
+                  PATH_KEY(path, "deny-empty-key"));
+        rl->empty_key_allow = !deny;
+    }
+    if (form->empty_status != NULL) {
+        parse_status_text(ld, form->empty_status,
+                          PATH_KEY(path, "empty-key-status-code"),
+                          &rl->empty_key_status);
+    }
+    if (form->status_code != NULL) {
+        parse_status_text(ld, form->status_code, PATH_KEY(path, "status-code"),
+                          &rl->deny_status);
+    }
+}
+
+/* The key of "#{@beanName}", or NULL after reporting. */
+static const char *
+resolve_bean(struct loader *ld, yaml_node_t *node, const struct load_path *path)
+{
+    const char *s = load_scalar(ld, node, path);
+    size_t n = NELEMS(default_resolvers) + ld->nresolvers;
+    struct load_resolver *all;
+    const char *key = NULL;
+    char *name;
+    char *alt;
+
+    if (s == NULL) {
+        return NULL;
+    }
+    if (strncmp(s, "#{@", 3) != 0 || strlen(s) < 5 || s[strlen(s) - 1] != '}') {
+        report(ld, node, path,
+               "bad key-resolver \"%s\" (expected \"#{@beanName}\", a name "
+               "from scg.key_resolvers)",
+               s);
+        return NULL;
+    }
+    name = xstrndup(s + 3, strlen(s) - 4);
+    /* The file's own names first: they may redefine a conventional one. */
+    all = xcalloc(n, sizeof(*all));
+    if (ld->nresolvers > 0) {
+        memcpy(all, ld->resolvers, ld->nresolvers * sizeof(*all));
+    }
+    memcpy(all + ld->nresolvers, default_resolvers, sizeof(default_resolvers));
+    for (size_t i = 0; i < n && key == NULL; i++) {
+        if (strcmp(all[i].name, name) == 0) {
+            key = all[i].key;
+        }
+    }
+    if (key == NULL) {
+        alt = load_alternatives(name, all, n, sizeof(*all), NULL);
+        report(ld, node, path,
+               "unknown key resolver \"%s\" %s (name it in scg.key_resolvers)",
+               name, alt);
+        free(alt);
+    }
+    free(name);
+    free(all);
+    return key;
+}
+
+/*
+ * "scg.<route id>" for the first RequestRateLimiter of a route,
+ * "scg.<id>.<i>" for the i-th after it; "scg.<scope>" for one with a
+ * scope of its own, so that routes naming the same scope (and the same
+ * rules) share one bucket, as the name is part of the key.
+ */
+static char *
+derived_name(const struct route *route, const char *scope, size_t i)
+{
+    const char *id = route->id != NULL ? route->id : "";
+
+    if (scope != NULL && strcmp(scope, id) != 0) {
+        return xasprintf("scg.%s", scope);
+    }
+    return i == 0 ? xasprintf("scg.%s", id) : xasprintf("scg.%s.%zu", id, i);
+}
+
+void
+load_name_derived(struct route *route)
+{
+    for (size_t i = 0; i < route->nrate_limiters; i++) {
+        struct limiter_def *def = route->rate_limiters[i]->derived;
+
+        if (def != NULL) {
+            free(def->name);
+            def->name = derived_name(route, route->rate_limiters[i]->scope, i);
+        }
+    }
+}
+
+/*
+ * redis-rate-limiter: a token_bucket of burstCapacity refilled at
+ * replenishRate per second, requestedTokens a request, keyed by the
+ * key-resolver (SCG's default: the principal's name, "user"), owned by
+ * the filter (rl->derived).
+ */
+static void
+parse_scg_limiter(struct loader *ld, const struct rl_form *form,
+                  yaml_node_t *node, const struct load_path *path,
+                  const struct rl_ctx *ctx, const struct route *route,
+                  struct rate_limit_conf *rl)
+{
+    struct scg_rl_form sf = {0, 1, 0};
+    const struct load_path *sub = PATH_KEY(path, "redis-rate-limiter");
+    struct limiter_def *def;
+    struct tier_form tf;
+    yaml_node_t *key_node = node;
+    yaml_node_t *rl_node = form->scg_rl != NULL ? form->scg_rl : node;
+    const char *key = "user";
+
+    if (form->tiers != NULL || form->limiter != NULL) {
+        report(ld, rl_node, sub,
+               "give either redis-rate-limiter or limiter (or tiers), not "
+               "both");
+        return;
+    }
+    if (form->key != NULL && form->key_resolver != NULL) {
+        report(ld, form->key_resolver, PATH_KEY(path, "key-resolver"),
+               "give either key-resolver or key, not both");
+        return;
+    }
+    if (form->scg_rl != NULL &&
+        (form->scg_flat[0] != NULL || form->scg_flat[1] != NULL ||
+         form->scg_flat[2] != NULL)) {
+        report(ld, form->scg_rl, sub,
+               "give redis-rate-limiter as a mapping or as dotted keys "
+               "(redis-rate-limiter.replenishRate), not both");
+        return;
+    }
+    if (form->scg_rl != NULL) {
+        if (load_fields(ld, form->scg_rl, sub, &scg_rl_table, &sf) != LOAD_OK) {
+            return;
+        }
+    } else {
+        size_t before = ld->ndiags;
+
+        for (size_t i = 0; i < 3; i++) {
+            const struct field *f = &scg_rl_fields[i];
+
+            if (form->scg_flat[i] != NULL) {
+                f->parse(ld, form->scg_flat[i], f, &sf, PATH_KEY(sub, f->key));
+            }
+        }
+        if (ld->ndiags != before) {
+            return;
+        }
+    }
+    if (sf.replenish == 0) {
+        report(ld, rl_node, PATH_KEY(sub, "replenishRate"), "required");
+        return;
+    }
+    if (sf.replenish > SCG_RATE_MAX || sf.burst > SCG_RATE_MAX) {
+        report(ld, rl_node, sub,
+               "replenishRate and burstCapacity are at most %llu",
+               (unsigned long long)SCG_RATE_MAX);
+        return;
+    }
+    if (sf.requested != 0 && has_key(ld, node, "cost")) {
+        report(ld, rl_node, sub,
+               "give either requestedTokens or cost, not both");
+        return;
+    }
+    if (sf.requested == 0) {
+        sf.requested = rl->cost; /* cost:, or its default 1 */
+    }
+    if (sf.burst > 0 && sf.requested > sf.burst) {
+        report(ld, rl_node, sub,
+               "requestedTokens %llu is above burstCapacity %llu: no request "
+               "could ever pass (burstCapacity: 0 refuses all on purpose)",
+               (unsigned long long)sf.requested, (unsigned long long)sf.burst);
+        return;
+    }
+    if (form->key_resolver != NULL) {
+        key_node = form->key_resolver;
+        key = resolve_bean(ld, key_node, PATH_KEY(path, "key-resolver"));
+        if (key == NULL) {
+            return;
+        }
+    } else if (form->key != NULL) {
+        key_node = form->key;
+        key = load_scalar(ld, key_node, PATH_KEY(path, "key"));
+        if (key == NULL) {
+            return;
+        }
+    }
+    rl->cost = sf.requested;
+    def = xcalloc(1, sizeof(*def));
+    def->name = derived_name(route, rl->scope, route->nrate_limiters);
+    def->algorithm = LIMIT_TOKEN_BUCKET;
+    def->rules[0].limit = sf.replenish;
+    def->rules[0].window_ms = 1000;
+    def->rules[0].burst = sf.burst;
+    def->nrules = 1;
+    def->refuse_all = sf.burst == 0;
+    load_limiter_tag(def);
+    rl->derived = def;
+    rl->tiers = xcalloc(1, sizeof(*rl->tiers));
+    rl->ntiers = 1;
+    rl->tiers[0].label = xstrdup("0");
+    rl->tiers[0].limiter = def;
+    tf.t = &rl->tiers[0];
+    tf.ctx = ctx;
+    tf.key = key_node;
+    tf.limiter = rl_node;
+    if (parse_key_text(
+            ld, key_node,
+            PATH_KEY(path, form->key_resolver != NULL ? "key-resolver" : "key"),
+            key, &rl->tiers[0].key)) {
+        check_tier(ld, node, path, &tf);
+    }
+}
+
+static void
+parse_default_deny(struct loader *ld, yaml_node_t *node, const struct field *f,
+                   void *base, const struct load_path *path)
+{
+    struct field bf = {.offset = 0};
+    bool deny = true;
+    size_t before = ld->ndiags;
+
+    (void)f;
+    (void)base;
+    load_bool(ld, node, &bf, &deny, path);
+    if (ld->ndiags == before) {
+        ld->scg_deny_empty = deny;
+    }
+}
+
+static void
+parse_default_status(struct loader *ld, yaml_node_t *node,
+                     const struct field *f, void *base,
+                     const struct load_path *path)
+{
+    (void)f;
+    (void)base;
+    parse_status_text(ld, node, path, &ld->scg_empty_status);
+}
+
+static const struct field rrl_default_fields[] = {
+    {.key = "deny-empty-key", .parse = parse_default_deny},
+    {.key = "empty-key-status-code", .parse = parse_default_status},
+};
+
+static const struct table rrl_default_table = TABLE(rrl_default_fields);
+
+static const struct field gateway_filter_fields[] = {
+    {.key = "request-rate-limiter",
+     .parse = load_table,
+     .table = &rrl_default_table},
+};
+
+static const struct table gateway_filter_table = TABLE(gateway_filter_fields);
+
+void
+load_scg_rrl_defaults(struct loader *ld, yaml_node_t *node,
+                      const struct field *f, void *base,
+                      const struct load_path *path)
+{
+    (void)f;
+    (void)base;
+    load_fields(ld, node, path, &gateway_filter_table, ld);
+}
+
+/* scg.key_resolvers: { beanName: key, ... }. */
+static void
+parse_resolvers(struct loader *ld, yaml_node_t *node, const struct field *f,
+                void *base, const struct load_path *path)
+{
+    size_t n;
+
+    (void)f;
+    (void)base;
+    if (node->type != YAML_MAPPING_NODE) {
+        report(ld, node, path, "expected a mapping of bean name: key, got %s",
+               load_node_desc(node));
+        return;
+    }
+    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    ld->resolvers = xcalloc(n, sizeof(*ld->resolvers));
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+        yaml_node_t *v = load_node_at(ld, p->value);
+        const char *name = load_scalar(ld, k, path);
+        const struct load_path *sub;
+        struct key_spec spec;
+        const char *text;
+
+        if (name == NULL) {
+            continue;
+        }
+        sub = PATH_KEY(path, name);
+        if (name[0] == '\0') {
+            report(ld, k, path, "empty bean name");
+            continue;
+        }
+        text = load_scalar(ld, v, sub);
+        if (!parse_key_text(ld, v, sub, text, &spec)) {
+            continue;
+        }
+        key_spec_clear(&spec);
+        ld->resolvers[ld->nresolvers].name = name;
+        ld->resolvers[ld->nresolvers].key = text;
+        ld->nresolvers++;
+    }
+}
+
+static const struct field scg_fields[] = {
+    {.key = "key_resolvers", .parse = parse_resolvers},
+    {.key = "services", .parse = load_scg_services},
+};
+
+static const struct table scg_table = TABLE(scg_fields);
+
+void
+load_scg_section(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const struct load_path *path)
+{
+    (void)f;
+    (void)base;
+    if (ld->resolvers != NULL || ld->services != NULL) {
+        report(ld, node, path, "scg: is given twice");
+        return;
+    }
+    load_fields(ld, node, path, &scg_table, ld);
+}
+
 /*
  * The args of a RequestRateLimiter on 'route' ('node' is the args
  * mapping). Returns the conf, or NULL after reporting every problem.
@@ -700,7 +1168,7 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
     form.cost = 1;
     form.on_redis_error = REDIS_FAILURE_LOCAL;
     form.local = !ld->cfg->redis.enabled;
-    form.headers = RL_HEADERS_BOTH;
+    form.headers = ld->scg ? RL_HEADERS_SCG : RL_HEADERS_BOTH;
     form.status = 429;
     if (load_fields(ld, node, path, &rl_table, &form) == LOAD_BAD_KEYS) {
         return NULL;
@@ -713,6 +1181,10 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
     rl->local = form.local != 0;
     rl->headers = (enum rl_headers)form.headers;
     rl->deny_status = (int)form.status;
+    if (ld->scg_deny_empty >= 0) {
+        rl->empty_key_allow = !ld->scg_deny_empty;
+    }
+    rl->empty_key_status = ld->scg_empty_status;
 
     sub = PATH_KEY(path, "scope");
     rl->scope = parse_scope(ld, form.scope, sub, route);
@@ -721,7 +1193,16 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
     ctx.cost = rl->cost;
     ctx.local = rl->local;
 
-    if (form.tiers != NULL && (form.key != NULL || form.limiter != NULL)) {
+    parse_scg_options(ld, &form, path, rl);
+    if (form.scg_rl != NULL || form.scg_flat[0] != NULL ||
+        form.scg_flat[1] != NULL || form.scg_flat[2] != NULL) {
+        parse_scg_limiter(ld, &form, node, path, &ctx, route, rl);
+    } else if (form.key_resolver != NULL) {
+        report(ld, form.key_resolver, PATH_KEY(path, "key-resolver"),
+               "key-resolver goes with redis-rate-limiter (with limiter, "
+               "use key)");
+    } else if (form.tiers != NULL &&
+               (form.key != NULL || form.limiter != NULL)) {
         sub = PATH_KEY(path, "tiers");
         report(ld, form.tiers, sub,
                "give either tiers or key and limiter, not both");
@@ -738,7 +1219,8 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
         parse_short_tier(ld, node, path, form.key, form.limiter, &tf);
     } else {
         report(ld, node, path,
-               "RequestRateLimiter needs a key and a limiter, or tiers");
+               "RequestRateLimiter needs a key and a limiter, tiers, or "
+               "redis-rate-limiter");
     }
     if (ld->ndiags != before) {
         rate_limit_conf_free(rl);

@@ -107,9 +107,9 @@ split_redis_url(const char *s, struct redis_conf *r)
     return NULL;
 }
 
-static void
-parse_redis_url(struct loader *ld, yaml_node_t *node, const struct field *f,
-                void *base, const struct load_path *path)
+void
+load_redis_url(struct loader *ld, yaml_node_t *node, const struct field *f,
+               void *base, const struct load_path *path)
 {
     struct redis_conf *r = base;
     const char *s = load_scalar(ld, node, path);
@@ -129,9 +129,9 @@ parse_redis_url(struct loader *ld, yaml_node_t *node, const struct field *f,
  * '+switch-master', so one word, and at most MASTER_NAME_MAX bytes. */
 #define MASTER_NAME_MAX 255
 
-static void
-parse_master_name(struct loader *ld, yaml_node_t *node, const struct field *f,
-                  void *base, const struct load_path *path)
+void
+load_master_name(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const struct load_path *path)
 {
     const char *s = load_scalar(ld, node, path);
 
@@ -227,7 +227,7 @@ parse_cluster_db(struct loader *ld, yaml_node_t *node, const struct field *f,
 
 static const struct field sentinel_fields[] = {
     {.key = "master",
-     .parse = parse_master_name,
+     .parse = load_master_name,
      .offset = offsetof(struct redis_conf, sentinel_master),
      .required = true},
     {.key = "nodes", .parse = parse_sentinel_nodes, .required = true},
@@ -324,7 +324,7 @@ check_redis(struct loader *ld, yaml_node_t *node, const struct load_path *path,
 }
 
 static const struct field redis_fields[] = {
-    {.key = "url", .parse = parse_redis_url},
+    {.key = "url", .parse = load_redis_url},
     {.key = "sentinel", .parse = parse_sentinel},
     {.key = "cluster", .parse = parse_cluster},
     {.key = "timeout",

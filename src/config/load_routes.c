@@ -122,30 +122,118 @@ split_uri(const char *s, struct upstream_uri *u)
     return NULL;
 }
 
+/*
+ * "lb://name[/path]" with the address scg.services gives 'name':
+ * "http://host:port[/path]", a new string; NULL after reporting that
+ * there is none.
+ */
+static char *
+resolve_service(struct loader *ld, yaml_node_t *node,
+                const struct load_path *path, const char *s)
+{
+    const char *name = s + 5;
+    size_t n = strcspn(name, "/");
+
+    for (size_t i = 0; i < ld->nservices; i++) {
+        if (strlen(ld->services[i].name) == n &&
+            strncmp(ld->services[i].name, name, n) == 0) {
+            return xasprintf("%s%s", ld->services[i].uri, name + n);
+        }
+    }
+    report(ld, node, path,
+           "%.*s needs an address: sluice has no service discovery; give it "
+           "in scg.services (%.*s: http://host:port), or write "
+           "http://host:port",
+           (int)(n + 5), s, (int)n, name);
+    return NULL;
+}
+
 static void
 parse_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
           void *base, const struct load_path *path)
 {
     struct route *route = base;
     const char *s = load_scalar(ld, node, path);
+    char *resolved = NULL;
     const char *why;
 
     (void)f;
     if (s == NULL) {
         return;
     }
+    if (strncasecmp(s, "lb://", 5) == 0) {
+        resolved = resolve_service(ld, node, path, s);
+        if (resolved == NULL) {
+            return;
+        }
+        s = resolved;
+    }
     if (strncasecmp(s, "https://", 8) == 0) {
         report(ld, node, path, "https upstreams are not supported");
-        return;
-    }
-    if (strncasecmp(s, "http://", 7) != 0) {
+    } else if (strncasecmp(s, "http://", 7) != 0) {
         report(ld, node, path,
                "bad uri \"%s\": expected http://host[:port][/path]", s);
+    } else if ((why = split_uri(s, &route->uri)) != NULL) {
+        report(ld, node, path, "bad uri \"%s\": %s", s, why);
+    }
+    free(resolved);
+}
+
+void
+load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
+                  void *base, const struct load_path *path)
+{
+    size_t n;
+
+    (void)f;
+    (void)base;
+    if (node->type != YAML_MAPPING_NODE) {
+        report(ld, node, path,
+               "expected a mapping of service: http://host:port, got %s",
+               load_node_desc(node));
         return;
     }
-    why = split_uri(s, &route->uri);
-    if (why != NULL) {
-        report(ld, node, path, "bad uri \"%s\": %s", s, why);
+    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    ld->services = xcalloc(n, sizeof(*ld->services));
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+        yaml_node_t *v = load_node_at(ld, p->value);
+        const char *name = load_scalar(ld, k, path);
+        const struct load_path *sub;
+        struct upstream_uri u;
+        const char *uri;
+        const char *why = NULL;
+
+        if (name == NULL) {
+            continue;
+        }
+        sub = PATH_KEY(path, name);
+        if (!load_valid_name(name)) {
+            report(ld, k, sub,
+                   "bad service name (use letters, digits, '_', '.' and '-')");
+            continue;
+        }
+        uri = load_scalar(ld, v, sub);
+        if (uri == NULL) {
+            continue;
+        }
+        memset(&u, 0, sizeof(u));
+        if (strncasecmp(uri, "http://", 7) != 0) {
+            why = "expected http://host[:port]";
+        } else if ((why = split_uri(uri, &u)) == NULL && u.base_path[0] != 0) {
+            why = "a path is not allowed (expected http://host[:port])";
+        }
+        free(u.host);
+        free(u.base_path);
+        free(u.authority);
+        if (why != NULL) {
+            report(ld, v, sub, "bad address \"%s\": %s", uri, why);
+            continue;
+        }
+        ld->services[ld->nservices].name = name;
+        ld->services[ld->nservices].uri = uri;
+        ld->nservices++;
     }
 }
 
@@ -694,25 +782,28 @@ check_identity_field(struct loader *ld, yaml_node_t *node,
 /*
  * parse_list(), but a RequestRateLimiter goes to the route's rate
  * limiters, built by load_ratelimiter.c; messages still name its index in
- * filters:.
+ * filters:. Appends to what the route has already.
  */
 static void
-parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
-              void *base, const struct load_path *path)
+append_filters(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, struct route *route)
 {
-    struct route *route = base;
     size_t n = load_sequence_length(node);
     size_t nrl = 0;
 
-    (void)f;
     if (!load_expect_sequence(ld, node, path)) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
         nrl += load_is_rate_limiter(ld, load_sequence_item(ld, node, i));
     }
-    route->filters = xcalloc(n - nrl, sizeof(*route->filters));
-    route->rate_limiters = xcalloc(nrl, sizeof(*route->rate_limiters));
+    route->filters = xrealloc(route->filters, (route->nfilters + n - nrl + 1) *
+                                                  sizeof(*route->filters));
+    memset(route->filters + route->nfilters, 0,
+           (n - nrl + 1) * sizeof(*route->filters));
+    route->rate_limiters =
+        xrealloc(route->rate_limiters, (route->nrate_limiters + nrl + 1) *
+                                           sizeof(*route->rate_limiters));
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *item = load_sequence_item(ld, node, i);
         const struct load_path *sub = PATH_INDEX(path, i);
@@ -729,6 +820,14 @@ parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
             route->rate_limiters[route->nrate_limiters++] = rl;
         }
     }
+}
+
+static void
+parse_filters(struct loader *ld, yaml_node_t *node, const struct field *f,
+              void *base, const struct load_path *path)
+{
+    (void)f;
+    append_filters(ld, node, path, base);
 }
 
 static const struct field route_fields[] = {
@@ -773,5 +872,138 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
                     route);
     }
+    router_weigh(cfg->routes, cfg->nroutes);
+}
+
+/* ------------------------------------------------------------------ */
+/* Spring Cloud Gateway's shape                                        */
+
+/*
+ * SCG forwards to the request's own path: the uri's path is ignored
+ * ("http://host:8081/" followed by "**" is common). "lb://name" takes
+ * its address from scg.services (parse_uri()).
+ */
+static void
+parse_scg_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
+              void *base, const struct load_path *path)
+{
+    struct route *route = base;
+
+    parse_uri(ld, node, f, base, path);
+    if (route->uri.base_path != NULL) {
+        route->uri.base_path[0] = '\0';
+    }
+}
+
+/* order: any integer, negative first, as in SCG. */
+static void
+parse_order(struct loader *ld, yaml_node_t *node, const struct field *f,
+            void *base, const struct load_path *path)
+{
+    struct route *route = base;
+    const char *s = load_scalar(ld, node, path);
+    bool neg;
+    uint64_t v;
+
+    (void)f;
+    if (s == NULL) {
+        return;
+    }
+    neg = s[0] == '-';
+    if (load_decimal(s + neg, strlen(s + neg), INT32_MAX, &v) < 0) {
+        report(ld, node, path,
+               "bad order \"%s\" (expected an integer from %d to %d)", s,
+               -INT32_MAX, INT32_MAX);
+        return;
+    }
+    route->order = neg ? -(int64_t)v : (int64_t)v;
+}
+
+static const struct field scg_route_fields[] = {
+    {.key = "id", .parse = parse_route_id, .required = true},
+    {.key = "uri", .parse = parse_scg_uri, .required = true},
+    {.key = "predicates", .parse = parse_predicates},
+    {.key = "filters", .parse = parse_filters},
+    {.key = "order", .parse = parse_order},
+    {.key = "metadata", .parse = load_ignored},
+};
+
+static const struct table scg_route_table = TABLE(scg_route_fields);
+
+/* Moves the last 'k' of 'n' elements of 'size' bytes to the front. */
+static void
+rotate_tail(void *v, size_t n, size_t k, size_t size)
+{
+    char *a = v;
+    char *tmp;
+
+    if (k == 0 || k == n) {
+        return;
+    }
+    tmp = xmalloc(k * size);
+    memcpy(tmp, a + (n - k) * size, k * size);
+    memmove(a + k * size, a, (n - k) * size);
+    memcpy(a, tmp, k * size);
+    free(tmp);
+}
+
+/* Stable: equal orders keep the file's order. */
+static void
+sort_by_order(struct route *routes, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        struct route r = routes[i];
+        size_t j = i;
+
+        while (j > 0 && routes[j - 1].order > r.order) {
+            routes[j] = routes[j - 1];
+            j--;
+        }
+        routes[j] = r;
+    }
+}
+
+void
+load_scg_routes(struct loader *ld, yaml_node_t *node,
+                const struct load_path *path, yaml_node_t *defaults,
+                const struct load_path *defaults_path)
+{
+    struct config *cfg = ld->cfg;
+    size_t n = load_sequence_length(node);
+    bool defaults_ok = defaults != NULL;
+
+    if (!load_expect_sequence(ld, node, path)) {
+        return;
+    }
+    cfg->routes = xcalloc(n, sizeof(struct route));
+    for (size_t i = 0; i < n; i++) {
+        struct route *route = &cfg->routes[i];
+        size_t nf;
+        size_t nrl;
+        size_t before;
+
+        cfg->nroutes = i + 1;
+        route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
+        route->response_timeout_ms = cfg->upstream.response_timeout_ms;
+        load_fields(ld, load_sequence_item(ld, node, i), PATH_INDEX(path, i),
+                    &scg_route_table, route);
+        if (!defaults_ok) {
+            continue;
+        }
+        /* default-filters go first, as in SCG; read after the route's
+         * own, because a RequestRateLimiter needs the route's id. */
+        nf = route->nfilters;
+        nrl = route->nrate_limiters;
+        before = ld->ndiags;
+        append_filters(ld, defaults, defaults_path, route);
+        rotate_tail(route->filters, route->nfilters, route->nfilters - nf,
+                    sizeof(*route->filters));
+        rotate_tail(route->rate_limiters, route->nrate_limiters,
+                    route->nrate_limiters - nrl, sizeof(*route->rate_limiters));
+        /* A wrong default filter is reported once, not once a route. */
+        defaults_ok = ld->ndiags == before;
+        load_name_derived(route);
+    }
+    sort_by_order(cfg->routes, cfg->nroutes);
     router_weigh(cfg->routes, cfg->nroutes);
 }

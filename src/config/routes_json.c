@@ -1,5 +1,6 @@
 #include "routes_json.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,8 +30,8 @@ add_cidr(struct strbuf *b, const struct cidr *c)
     strbuf_addf(b, "\"%s/%u\"", addr, c->prefix);
 }
 
-static void
-add_predicate(struct strbuf *b, const struct predicate *p)
+void
+routes_json_predicate(struct strbuf *b, const struct predicate *p)
 {
     size_t n;
     const struct kind_spec *specs = predicate_specs(&n);
@@ -92,8 +93,8 @@ add_rate_limiter(struct strbuf *b, const struct rate_limit_conf *rl)
                 rl->dry_run ? "true" : "false");
 }
 
-static void
-add_filter(struct strbuf *b, const struct filter *f)
+void
+routes_json_filter(struct strbuf *b, const struct filter *f)
 {
     size_t n;
     const struct kind_spec *specs = filter_specs(&n);
@@ -121,8 +122,8 @@ add_filter(struct strbuf *b, const struct filter *f)
     strbuf_adds(b, "]}");
 }
 
-static void
-add_limiter(struct strbuf *b, const struct limiter_def *d)
+void
+routes_json_limiter(struct strbuf *b, const struct limiter_def *d)
 {
     strbuf_adds(b, "{\"name\":");
     strbuf_add_json(b, d->name);
@@ -150,6 +151,7 @@ char *
 config_routes_json(const struct config *cfg)
 {
     struct strbuf b = STRBUF_INIT;
+    bool first_limiter;
 
     strbuf_adds(&b, "{\"routes\":[");
     for (size_t i = 0; i < cfg->nroutes; i++) {
@@ -165,12 +167,12 @@ config_routes_json(const struct config *cfg)
                     (unsigned long long)r->response_timeout_ms);
         for (size_t j = 0; j < r->npredicates; j++) {
             strbuf_adds(&b, j > 0 ? "," : "");
-            add_predicate(&b, &r->predicates[j]);
+            routes_json_predicate(&b, &r->predicates[j]);
         }
         strbuf_adds(&b, "],\"filters\":[");
         for (size_t j = 0; j < r->nfilters; j++) {
             strbuf_adds(&b, j > 0 ? "," : "");
-            add_filter(&b, &r->filters[j]);
+            routes_json_filter(&b, &r->filters[j]);
         }
         /* As written under filters:, after the route's other filters. */
         for (size_t j = 0; j < r->nrate_limiters; j++) {
@@ -180,9 +182,22 @@ config_routes_json(const struct config *cfg)
         strbuf_adds(&b, "]}");
     }
     strbuf_adds(&b, "],\"limiters\":[");
+    first_limiter = cfg->nlimiters == 0;
     for (size_t i = 0; i < cfg->nlimiters; i++) {
         strbuf_adds(&b, i > 0 ? "," : "");
-        add_limiter(&b, &cfg->limiters[i]);
+        routes_json_limiter(&b, &cfg->limiters[i]);
+    }
+    /* Those built from Spring's redis-rate-limiter args, route by route. */
+    for (size_t i = 0; i < cfg->nroutes; i++) {
+        for (size_t j = 0; j < cfg->routes[i].nrate_limiters; j++) {
+            const struct rate_limit_conf *rl = cfg->routes[i].rate_limiters[j];
+
+            if (rl->derived != NULL) {
+                strbuf_adds(&b, first_limiter ? "" : ",");
+                routes_json_limiter(&b, rl->derived);
+                first_limiter = false;
+            }
+        }
     }
     strbuf_adds(&b, "]}\n");
     return strbuf_take(&b);

@@ -513,6 +513,9 @@ reload(struct server *s, struct config_errors *errs)
         return -1;
     }
     warn_restart_only(s->cfg, next);
+    for (size_t i = 0; i < next->warnings.n; i++) {
+        log_warn("config: %s", next->warnings.v[i]);
+    }
     for (unsigned i = 0; i < s->nworkers; i++) {
         struct worker *w = &s->workers[i];
 

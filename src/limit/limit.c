@@ -68,6 +68,10 @@ rate_limit_conf_free(struct rate_limit_conf *rl)
     }
     free(rl->tiers);
     free(rl->scope);
+    if (rl->derived != NULL) {
+        free(rl->derived->name);
+        free(rl->derived);
+    }
     free(rl);
 }
 

@@ -46,8 +46,11 @@ struct limiter_def {
     size_t nrules;                            /* 1..LIMIT_MAX_RULES */
     bool delay;                               /* mode: delay (buckets only) */
     uint64_t max_delay_ms;                    /* delay mode: longest hold */
-    unsigned lease; /* lease: most units a worker takes from Redis
-                       at once (lease.h); 0: no leases */
+    unsigned lease;  /* lease: most units a worker takes from Redis
+                        at once (lease.h); 0: no leases */
+    bool refuse_all; /* Spring Cloud Gateway's burstCapacity 0: every
+                        request is refused without asking the store;
+                        rules[0].burst is then 0 */
 };
 
 /* The largest lease: gateway.yaml refuses more. */
@@ -126,6 +129,9 @@ enum rl_headers {
     RL_HEADERS_IETF,
     RL_HEADERS_LEGACY,
     RL_HEADERS_NONE,
+    RL_HEADERS_SCG, /* Spring Cloud Gateway's X-RateLimit-Remaining,
+                       -Burst-Capacity, -Replenish-Rate,
+                       -Requested-Tokens */
 };
 
 /* The arguments of one RequestRateLimiter filter. */
@@ -143,6 +149,12 @@ struct rate_limit_conf {
                                           there is no redis: section) */
     enum rl_headers headers;           /* default both */
     int deny_status;                   /* default 429 */
+    int empty_key_status;              /* no key and empty_key deny:
+                                          0 stands for 403 */
+    struct limiter_def *derived;       /* the limiter built from Spring
+                                          Cloud Gateway's
+                                          redis-rate-limiter args, that
+                                          tiers[0] uses; or NULL; owned */
 };
 
 void rate_limit_conf_free(struct rate_limit_conf *rl); /* NULL: no-op */

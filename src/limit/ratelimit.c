@@ -897,7 +897,11 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
             pt->v.tier = NULL;
             continue;
         }
-        if (conf->local || rl->redis == NULL) {
+        if (pt->v.tier->limiter->refuse_all) {
+            /* burstCapacity 0: nothing to ask the store. */
+            pt->v.res.allowed = false;
+            pt->v.reason = VERDICT_DENIED;
+        } else if (conf->local || rl->redis == NULL) {
             decide_locally(rl, pt, false);
         } else if (pt->v.tier->limiter->lease > 0) {
             c->pending += lease_part(rl, pt) ? 1 : 0;

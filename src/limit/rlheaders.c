@@ -180,8 +180,8 @@ rlheaders_add(struct headers *h, enum rl_headers style,
     }
     /* Retry-After is plain HTTP, not a rate-limit field: every style
      * sends it, and of two refusals the later retry is the one that
-     * can pass both. */
-    if (!r->allowed) {
+     * can pass both. A limiter that refuses all has no retry to name. */
+    if (!r->allowed && !lim->refuse_all) {
         int64_t old = header_number(headers_get(h, "Retry-After"));
         uint64_t secs = retry_seconds(r);
         char num[U64_DEC_MAX];
@@ -190,6 +190,22 @@ rlheaders_add(struct headers *h, enum rl_headers style,
             headers_set(h, "Retry-After", u64_dec(secs, num));
         }
     }
+}
+
+void
+rlheaders_add_scg(struct headers *h, const struct limiter_def *lim,
+                  uint64_t cost, const struct limit_result *r)
+{
+    char num[U64_DEC_MAX];
+
+    headers_set(h, "X-RateLimit-Remaining", u64_dec(remaining(r), num));
+    headers_set(h, "X-RateLimit-Burst-Capacity",
+                u64_dec(lim->rules[0].burst, num));
+    /* SCG's rate is per second; a derived limiter's window is 1 s. */
+    headers_set(
+        h, "X-RateLimit-Replenish-Rate",
+        u64_dec(lim->rules[0].limit * 1000 / lim->rules[0].window_ms, num));
+    headers_set(h, "X-RateLimit-Requested-Tokens", u64_dec(cost, num));
 }
 
 char *
@@ -203,17 +219,23 @@ rlheaders_problem(int status, const struct limiter_def *lim,
 
     strbuf_add(&detail, "Rate limit \"", 12);
     strbuf_adds(&detail, lim->name);
-    strbuf_add(&detail, "\" exceeded; retry after ", 24);
-    strbuf_add_u64(&detail, secs);
-    strbuf_adds(&detail, secs == 1 ? " second." : " seconds.");
+    if (lim->refuse_all) {
+        strbuf_adds(&detail, "\" refuses every request.");
+    } else {
+        strbuf_add(&detail, "\" exceeded; retry after ", 24);
+        strbuf_add_u64(&detail, secs);
+        strbuf_adds(&detail, secs == 1 ? " second." : " seconds.");
+    }
     base = problem_json(status, problem_reason(status), detail.p, instance);
     /* problem_json() ends with the object's '}': the extension members
      * go just before it. */
     strbuf_add(&body, base, strlen(base) - 1);
     strbuf_add(&body, ",\"policy\":", 10);
     strbuf_add_json(&body, lim->name);
-    strbuf_add(&body, ",\"retry_after_ms\":", 18);
-    strbuf_add_u64(&body, r->retry_after_ms);
+    if (!lim->refuse_all) {
+        strbuf_add(&body, ",\"retry_after_ms\":", 18);
+        strbuf_add_u64(&body, r->retry_after_ms);
+    }
     strbuf_add(&body, "}", 1);
     free(base);
     free(detail.p);

@@ -8,6 +8,7 @@
 #define SLUICE_RLHEADERS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "limit.h"
 
@@ -19,7 +20,8 @@ struct headers;
  *                     items after the first named "<name>/<i>"
  *   RateLimit:        "<name>";r=<remaining>;t=<s>      the deciding rule
  *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds)
- *   Retry-After (whole seconds, rounded up, at least 1) when !r->allowed
+ *   Retry-After (whole seconds, rounded up, at least 1) when !r->allowed,
+ *               unless the limiter refuses all (lim->refuse_all)
  * Quota is the limit (windows) or the burst (buckets); the window is W for
  * windows and the time to fill the bucket, burst * W / limit, for buckets,
  * both in whole seconds rounded up. t is the seconds until r->reset_ms,
@@ -29,6 +31,17 @@ struct headers;
  */
 void rlheaders_add(struct headers *h, enum rl_headers style,
                    const struct limiter_def *lim, const struct limit_result *r);
+
+/*
+ * Spring Cloud Gateway's four fields (headers: scg), set, not appended:
+ *   X-RateLimit-Remaining        units left after this decision
+ *   X-RateLimit-Burst-Capacity   rules[0].burst
+ *   X-RateLimit-Replenish-Rate   rules[0] in units per second
+ *   X-RateLimit-Requested-Tokens 'cost'
+ * Retry-After is left to rlheaders_add(), which every style calls.
+ */
+void rlheaders_add_scg(struct headers *h, const struct limiter_def *lim,
+                       uint64_t cost, const struct limit_result *r);
 
 /*
  * The problem+json body of a refusal by 'lim' with 'status' (429 unless

@@ -74,8 +74,11 @@ verdict_assemble(const struct verdict_part *parts, size_t n,
         switch (pt->reason) {
         case VERDICT_NO_KEY:
             if (first_denial) {
-                refuse(out, VERDICT_NO_KEY, 403,
-                       problem_for(403,
+                int status =
+                    conf->empty_key_status != 0 ? conf->empty_key_status : 403;
+
+                refuse(out, VERDICT_NO_KEY, status,
+                       problem_for(status,
                                    "no rate-limit key applies to this caller",
                                    instance));
             }
@@ -95,6 +98,10 @@ verdict_assemble(const struct verdict_part *parts, size_t n,
         }
         if (!decided(pt->reason)) {
             continue;
+        }
+        if (conf->headers == RL_HEADERS_SCG) {
+            rlheaders_add_scg(&out->headers, pt->tier->limiter, conf->cost,
+                              &pt->res);
         }
         rlheaders_add(&out->headers, conf->headers, pt->tier->limiter,
                       &pt->res);

@@ -73,7 +73,8 @@ enum verdict_reason verdict_reason_of(const struct limit_result *r,
 /*
  * Combines 'parts' (n of them, in filter order) into '*out' (overwritten;
  * verdict_deinit() it):
- * - the first refusal in filter order answers: no key 403, Redis policy
+ * - the first refusal in filter order answers: no key 403 (or the
+ *   filter's empty_key_status), Redis policy
  *   or twin failure 503, a rule the filter's deny_status; a dry_run
  *   filter never refuses by a rule;
  * - the fields of every part a limiter decided go on the response;

@@ -36,6 +36,8 @@ struct route {
     size_t nrate_limiters;
     uint64_t connect_timeout_ms;  /* resolved: route's or upstream's */
     uint64_t response_timeout_ms; /* resolved: route's or upstream's */
+    int64_t order;                /* Spring Cloud Gateway's order: the
+                                     routes are sorted by it; 0 */
 };
 
 #endif

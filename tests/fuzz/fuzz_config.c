@@ -2,13 +2,16 @@
  * fuzz_config.c - libFuzzer target for config_parse(): the input is the
  * text of a gateway.yaml, any bytes. Either a config comes back and no
  * error, or no config and at least one error, each one line of the form
- * "fuzz.yaml:LINE:COL: ...", in file order. Everything is freed, so that
- * a leak on any error path shows.
+ * "fuzz.yaml:LINE:COL: ...", in file order (and so are the warnings of an
+ * accepted Spring file). Everything is freed, so that a leak on any error
+ * path shows.
  */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "describe.h"
 #include "fuzz.h"
 
 #define NAME "fuzz.yaml"
@@ -76,6 +79,16 @@ check_config(const struct config *cfg)
                 FUZZ_CHECK(t->limiter == NULL || t->limiter->nrules >= 1);
                 FUZZ_CHECK(t->limiter == NULL || t->key.nparts >= 1);
             }
+            /* Spring's redis-rate-limiter: a bucket that can admit the
+             * cost, or one that refuses all (burstCapacity 0). */
+            if (rl->derived != NULL) {
+                const struct limit_rule *dr = &rl->derived->rules[0];
+
+                FUZZ_CHECK(rl->tiers[0].limiter == rl->derived);
+                FUZZ_CHECK(dr->limit >= 1 && dr->window_ms == 1000);
+                FUZZ_CHECK(rl->derived->refuse_all ? dr->burst == 0
+                                                   : dr->burst >= rl->cost);
+            }
         }
     }
     for (size_t i = 0; i < cfg->nlimiters; i++) {
@@ -99,8 +112,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     config_errors_init(&errs);
     cfg = config_parse((const char *)data, size, NAME, &errs);
     if (cfg != NULL) {
+        size_t wline = 0;
+        size_t wcol = 0;
+
         FUZZ_CHECK(errs.n == 0);
         check_config(cfg);
+        /* Warnings have the form of errors, and come in file order. */
+        for (size_t i = 0; i < cfg->warnings.n; i++) {
+            size_t line;
+            size_t col;
+
+            check_error(cfg->warnings.v[i], size, &line, &col);
+            FUZZ_CHECK(line > wline || (line == wline && col >= wcol));
+            wline = line;
+            wcol = col;
+        }
+        free(config_describe(cfg));
         config_unref(cfg);
     } else {
         FUZZ_CHECK(errs.n >= 1);

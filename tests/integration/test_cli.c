@@ -121,6 +121,75 @@ Test(cli, check_reports_every_error_with_its_position)
     free(path);
 }
 
+Test(cli, check_prints_what_it_understood_of_a_spring_file)
+{
+    char *path = harness_write_temp(
+        "spring:\n"
+        "  application:\n"
+        "    name: edge\n"
+        "  cloud:\n"
+        "    gateway:\n"
+        "      discovery:\n"
+        "        locator:\n"
+        "          enabled: true\n"
+        "      default-filters:\n"
+        "        - AddResponseHeader=X-Edge, 1\n"
+        "      routes:\n"
+        "        - id: late\n"
+        "          uri: http://127.0.0.1:9/**\n"
+        "          order: 2\n"
+        "          predicates: [Path=/late/**]\n"
+        "        - id: early\n"
+        "          uri: http://127.0.0.1:9\n"
+        "          order: -1\n"
+        "          predicates: [Path=/early/**]\n"
+        "          filters:\n"
+        "            - name: RequestRateLimiter\n"
+        "              args:\n"
+        "                key-resolver: \"#{@ipKeyResolver}\"\n"
+        "                redis-rate-limiter.replenishRate: 10\n"
+        "                redis-rate-limiter.burstCapacity: 20\n"
+        "management:\n"
+        "  endpoints:\n"
+        "    enabled-by-default: false\n"
+        "eureka:\n"
+        "  client:\n"
+        "    register-with-eureka: false\n");
+    const char *args[] = {"--check", "-c", path, NULL};
+    const char *want[] = {
+        "ok, 2 routes",
+        "Spring Cloud Gateway shape, 2 routes, in the order they are tried",
+        "route early: order -1, uri http://127.0.0.1:9\n",
+        "predicate {\"name\":\"Path\",\"args\":[\"/early/**\"]}",
+        "filter {\"name\":\"AddResponseHeader\",\"args\":[\"X-Edge\",\"1\"]}",
+        "limiter scg.early: token_bucket 10 per 1000 ms, burst 20 (from "
+        "redis-rate-limiter); key ip",
+        "headers scg",
+        "route late: order 2, uri http://127.0.0.1:9\n",
+        "ignored keys: 4",
+        ":3:11: spring.application.name: ignored",
+        ":8:20: spring.cloud.gateway.discovery.locator.enabled: ignored",
+        ":28:25: management.endpoints.enabled-by-default: ignored",
+        ":31:27: eureka.client.register-with-eureka: ignored",
+    };
+    char *out;
+    const char *prev = NULL;
+
+    cr_assert_eq(run_sluice(args, &out), 0, "%s", out);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const char *at = strstr(out, want[i]);
+
+        cr_assert(at != NULL, "no \"%s\" in:\n%s", want[i], out);
+        /* In this order: early before late, ignored keys last. */
+        cr_assert(prev == NULL || at > prev, "\"%s\" out of order in:\n%s",
+                  want[i], out);
+        prev = at;
+    }
+    free(out);
+    unlink(path);
+    free(path);
+}
+
 Test(cli, missing_file_fails_to_start)
 {
     const char *args[] = {"-c", "no/such/gateway.yaml", NULL};

@@ -1221,3 +1221,105 @@ Test(cluster_redis, four_gateways_with_leases_on_a_hot_key_stay_exact,
     }
     rig_stop(&r);
 }
+
+/*
+ * A Spring Cloud Gateway file whose spring.redis.cluster.nodes name the
+ * cluster: its redis-rate-limiter decides exactly for callers spread over
+ * the slots. One request costs 60 tokens of a bucket of 180 refilled at
+ * 1 a second, so each user has 3 and no more within the test.
+ */
+#define SCG_USERS 30
+#define SCG_TRIES 5
+
+/* The gauges are published as requests come: one from a user of its
+ * own, then the worker's primaries up. */
+static bool
+scg_all_primaries_up(void *arg)
+{
+    const struct rig *r = arg;
+    char *url = harness_strf("http://127.0.0.1:%u/x?user=warm",
+                             (unsigned)r->gw_port[0]);
+    struct http_response resp;
+
+    http_get(&resp, url, 5000);
+    http_response_free(&resp);
+    free(url);
+    return metric(r, "sluice_redis_nodes{state=\"up\"}") == 3;
+}
+
+Test(cluster_redis, a_spring_file_limits_through_the_cluster, .timeout = 120)
+{
+    struct rig r;
+    const char *urls[SCG_USERS];
+    char *owned[SCG_USERS];
+    struct load_result res;
+    struct http_response resp;
+    char *yaml;
+
+    memset(&r, 0, sizeof(r));
+    cluster_start(&r);
+    echo_start(&r.echo, &r.echo_port);
+    r.gw_port[0] = harness_free_port();
+    r.admin[0] = harness_free_port();
+    yaml =
+        harness_strf("sluice:\n"
+                     "  server: { workers: 2 }\n"
+                     "  admin: { listen: 127.0.0.1:%u }\n"
+                     "server:\n"
+                     "  port: %u\n"
+                     "spring:\n"
+                     "  redis:\n"
+                     "    password: " PW "\n"
+                     "    timeout: %u\n"
+                     "    cluster:\n"
+                     "      nodes: 127.0.0.1:%u, 127.0.0.1:%u\n"
+                     "  cloud:\n"
+                     "    gateway:\n"
+                     "      routes:\n"
+                     "        - id: api\n"
+                     "          uri: http://127.0.0.1:%u/**\n"
+                     "          predicates: [Path=/**]\n"
+                     "          filters:\n"
+                     "            - name: RequestRateLimiter\n"
+                     "              args:\n"
+                     "                key-resolver: \"#{@userKeyResolver}\"\n"
+                     "                redis-rate-limiter.replenishRate: 1\n"
+                     "                redis-rate-limiter.requestedTokens: 60\n"
+                     "                redis-rate-limiter.burstCapacity: 180\n",
+                     (unsigned)r.admin[0], (unsigned)r.gw_port[0],
+                     (unsigned)REDIS_TIMEOUT_MS, (unsigned)r.port[0],
+                     (unsigned)r.port[1], (unsigned)r.echo_port);
+    r.gw_conf[0] = harness_write_temp(yaml);
+    free(yaml);
+    gateway_start(&r.gw[0], r.gw_conf[0], r.gw_port[0]);
+    r.ngw = 1;
+    wait_ready(&r);
+    /* /ready holds once a seed answers; decisions before the worker
+     * reaches every primary would fall back to the local twin. */
+    cr_assert(harness_wait_until(scg_all_primaries_up, &r, 15000),
+              "the worker never reached the three primaries");
+    for (size_t u = 0; u < SCG_USERS; u++) {
+        owned[u] = harness_strf("http://127.0.0.1:%u/x?user=u%zu",
+                                (unsigned)r.gw_port[0], u);
+        urls[u] = owned[u];
+    }
+    http_load(urls, SCG_USERS, NULL, 0, 8, SCG_USERS * SCG_TRIES, 10000, &res);
+    cr_assert_eq(res.errors, 0);
+    cr_assert_eq(res.status[503], 0, "the failure policy answered");
+    cr_assert_eq(res.status[200], SCG_USERS * 3, "admitted %zu",
+                 res.status[200]);
+    cr_assert_eq(res.status[429], SCG_USERS * (SCG_TRIES - 3));
+    http_request(&resp, "GET", urls[0], NULL, NULL, 0, 10000);
+    cr_assert_eq(resp.status, 429);
+    {
+        char *v = http_response_header(&resp, "X-RateLimit-Burst-Capacity");
+
+        cr_assert(v != NULL && strcmp(v, "180") == 0, "%s", resp.headers);
+        free(v);
+    }
+    http_response_free(&resp);
+    for (size_t u = 0; u < SCG_USERS; u++) {
+        free(owned[u]);
+    }
+    rig_stop(&r);
+}

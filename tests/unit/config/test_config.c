@@ -419,7 +419,7 @@ Test(config, errors_are_appended_to_the_list)
     /* Same position: in the order found, the key walk first. */
     cr_assert_str_eq(e.v[0], "a.yaml:1:1: unknown key \"x\" (known: server, "
                              "admin, redis, upstream, identity, limiters, "
-                             "log, routes)");
+                             "log, scg, routes)");
     cr_assert_str_eq(e.v[1], "a.yaml:1:1: routes: required");
     cr_assert_str_eq(e.v[2], "b.yaml:1:1: the file is empty (expected a "
                              "mapping with at least \"routes\")");
@@ -1774,7 +1774,8 @@ Test(config, request_rate_limiter_needs_its_args)
                     "missing args (a key and a limiter, or tiers)");
     assert_rl_error("{name: RequestRateLimiter, args: {cost: 1}}",
                     "t.yaml:9:42: routes[0].filters[0].args: "
-                    "RequestRateLimiter needs a key and a limiter, or tiers");
+                    "RequestRateLimiter needs a key and a limiter, tiers, or "
+                    "redis-rate-limiter");
     assert_rl_error("{name: RequestRateLimiter, args: {key: ip}}",
                     "t.yaml:9:42: routes[0].filters[0].args.limiter: "
                     "required");
@@ -1969,10 +1970,11 @@ Test(config, bad_options_are_errors)
                     "t.yaml:9:85: routes[0].filters[0].args.on_redis_error: "
                     "bad on_redis_error \"fail\" (expected local, allow or "
                     "deny)");
-    assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
-                    "per-ip, headers: all}}",
-                    "t.yaml:9:78: routes[0].filters[0].args.headers: bad "
-                    "headers \"all\" (expected ietf, legacy, both or none)");
+    assert_rl_error(
+        "{name: RequestRateLimiter, args: {key: ip, limiter: "
+        "per-ip, headers: all}}",
+        "t.yaml:9:78: routes[0].filters[0].args.headers: bad "
+        "headers \"all\" (expected ietf, legacy, both, none or scg)");
     assert_rl_error("{name: RequestRateLimiter, args: {key: ip, limiter: "
                     "per-ip, empty_key: 403}}",
                     "t.yaml:9:80: routes[0].filters[0].args.empty_key: bad "

@@ -111,3 +111,41 @@ Test(routes_json, limiters_show_algorithm_mode_and_rules)
     cr_assert_null(strstr(strstr(json, "\"lease\":") + 1, "\"lease\":"),
                    "smooth has no lease: %s", json);
 }
+
+/* The limiters built from redis-rate-limiter follow those of limiters:. */
+Test(routes_json_scg, derived_limiters_are_listed_after_the_named_ones)
+{
+    static const char text[] =
+        "limiters:\n"
+        "  per-ip: { algorithm: gcra, rate: 5/s, burst: 10 }\n"
+        "routes:\n"
+        "  - id: a\n"
+        "    uri: http://127.0.0.1:9000\n"
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: ip, limiter: per-ip }\n"
+        "      - name: RequestRateLimiter\n"
+        "        args:\n"
+        "          redis-rate-limiter.replenishRate: 10\n"
+        "          redis-rate-limiter.burstCapacity: 20\n";
+    struct config_errors errs;
+    struct config *cfg;
+    char *out;
+    const char *named;
+    const char *derived;
+
+    config_errors_init(&errs);
+    cfg = config_parse(text, strlen(text), "t.yaml", &errs);
+    cr_assert_not_null(cfg, "%s", errs.n > 0 ? errs.v[0] : "?");
+    config_errors_deinit(&errs);
+    out = config_routes_json(cfg);
+    named = strstr(out, "],\"limiters\":[{\"name\":\"per-ip\"");
+    derived = strstr(out, "]},{\"name\":\"scg.a.1\",\"algorithm\":"
+                          "\"token_bucket\"");
+    cr_assert(named != NULL && derived != NULL && named < derived, "%s", out);
+    cr_assert(strstr(derived, "\"rules\":[{\"limit\":10,\"window_ms\":1000,"
+                              "\"burst\":20}]}]}\n") != NULL,
+              "%s", out);
+    free(out);
+    config_unref(cfg);
+}

@@ -282,3 +282,40 @@ Test(rlheaders, problem_body_escapes_and_omits_what_it_must)
     cr_assert_not_null(strstr(body, "\"instance\":\"/a\\\"b\\\\c\\u000a\","));
     free(body);
 }
+
+Test(rlheaders, scg_fields_give_the_rate_per_second)
+{
+    struct limiter_def lim = limiter("s", LIMIT_TOKEN_BUCKET, 1, 1000, 60);
+    struct limit_result r = allowed(0, 60000);
+    struct headers h;
+    char buf[512];
+
+    headers_init(&h);
+    rlheaders_add_scg(&h, &lim, 60, &r);
+    dump(&h, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "X-RateLimit-Remaining: 0|"
+                          "X-RateLimit-Burst-Capacity: 60|"
+                          "X-RateLimit-Replenish-Rate: 1|"
+                          "X-RateLimit-Requested-Tokens: 60");
+    headers_deinit(&h);
+}
+
+Test(rlheaders, a_limiter_refusing_all_names_no_retry)
+{
+    struct limiter_def lim = limiter("shut", LIMIT_TOKEN_BUCKET, 5, 1000, 0);
+    struct limit_result r = denied(0, 0, 0);
+    struct headers h;
+    char *body;
+
+    lim.refuse_all = true;
+    headers_init(&h);
+    rlheaders_add(&h, RL_HEADERS_NONE, &lim, &r);
+    cr_assert_eq(h.n, 0);
+    headers_deinit(&h);
+    body = rlheaders_problem(429, &lim, &r, "/x");
+    cr_assert(strstr(body, "\"detail\":\"Rate limit \\\"shut\\\" refuses every "
+                           "request.\"") != NULL,
+              "%s", body);
+    cr_assert(strstr(body, "retry_after_ms") == NULL, "%s", body);
+    free(body);
+}

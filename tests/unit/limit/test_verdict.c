@@ -363,3 +363,65 @@ Test(verdict, every_reason_keeps_its_label)
         cr_assert_str_eq(verdict_reason_name(want[i].r), want[i].label);
     }
 }
+
+Test(verdict, no_key_answers_the_filters_empty_key_status)
+{
+    struct rate_limit_conf conf;
+    struct verdict_part p;
+    struct verdict v;
+
+    conf_init(&conf, 429, false);
+    conf.empty_key_status = 401;
+    p = undecided(NULL, VERDICT_NO_KEY);
+    p.conf = &conf;
+    verdict_assemble(&p, 1, "/x", &v);
+    cr_assert(v.deny);
+    cr_assert_eq(v.status, 401);
+    cr_assert(strstr(v.body, "\"status\":401") != NULL, "%s", v.body);
+    verdict_deinit(&v);
+}
+
+/* headers: scg sends Spring's four fields and none of the IETF ones. */
+Test(verdict, scg_headers_style_sends_springs_four_fields)
+{
+    struct rate_limit_conf conf;
+    struct limiter_def lim;
+    struct tier t;
+    struct verdict_part p;
+    struct verdict v;
+
+    conf_init(&conf, 429, false);
+    conf.headers = RL_HEADERS_SCG;
+    conf.cost = 3;
+    limiter_init(&lim, "scg.r");
+    lim.algorithm = LIMIT_TOKEN_BUCKET;
+    lim.rules[0].limit = 10;
+    lim.rules[0].window_ms = 1000;
+    lim.rules[0].burst = 20;
+    tier_init(&t, &lim, "0");
+    p = decided(&conf, &t, true, 0, false);
+    p.res.remaining = 17;
+    verdict_assemble(&p, 1, "/x", &v);
+    cr_assert(!v.deny);
+    cr_assert_eq(v.headers.n, 4);
+    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Remaining"), "17");
+    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Burst-Capacity"),
+                     "20");
+    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Replenish-Rate"),
+                     "10");
+    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Requested-Tokens"),
+                     "3");
+    verdict_deinit(&v);
+
+    /* A refusal: the same four, remaining 0, and Retry-After. */
+    p = decided(&conf, &t, false, 0, false);
+    verdict_assemble(&p, 1, "/x", &v);
+    cr_assert(v.deny);
+    cr_assert_eq(v.status, 429);
+    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Remaining"), "0");
+    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Burst-Capacity"),
+                     "20");
+    cr_assert_not_null(headers_get(&v.headers, "Retry-After"));
+    cr_assert_null(headers_get(&v.headers, "RateLimit-Policy"));
+    verdict_deinit(&v);
+}
