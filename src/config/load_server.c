@@ -1,7 +1,8 @@
 /*
  * load_server.c - the sections server:, admin:, upstream:, identity: and
- * log: of gateway.yaml: listen addresses, trusted proxies, header names,
- * the log level and the access log. Pure: tables over load.h's engine.
+ * log: of gateway.yaml: listen addresses, the TLS listener's files,
+ * upstream TLS settings, trusted proxies, header names, the log level and
+ * the access log. Pure: tables over load.h's engine.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -103,10 +104,36 @@ static const struct choice access_format_words[] = {
 static const struct choices access_format_choices =
     CHOICES("access format", access_format_words, CHOICE_SUGGEST);
 
+static const struct field server_tls_fields[] = {
+    {.key = "listen",
+     .parse = parse_listen,
+     .offset = offsetof(struct server_tls_conf, listen)},
+    {.key = "cert_file",
+     .parse = load_text,
+     .offset = offsetof(struct server_tls_conf, cert_file),
+     .required = true},
+    {.key = "key_file",
+     .parse = load_text,
+     .offset = offsetof(struct server_tls_conf, key_file),
+     .required = true},
+};
+
+/* "tls:" turns the TLS listener on; its files are read by the gateway. */
+static const struct table server_tls_table = {
+    .fields = server_tls_fields,
+    .n = NELEMS(server_tls_fields),
+    .flag_given = true,
+    .given = offsetof(struct server_tls_conf, enabled),
+};
+
 static const struct field server_fields[] = {
     {.key = "listen",
      .parse = parse_listen,
      .offset = offsetof(struct server_conf, listen)},
+    {.key = "tls",
+     .parse = load_table,
+     .offset = offsetof(struct server_conf, tls),
+     .table = &server_tls_table},
     {.key = "workers",
      .parse = load_uint_or_auto,
      .offset = offsetof(struct server_conf, workers),
@@ -165,6 +192,40 @@ static const struct field identity_fields[] = {
     {.key = "jwt", .parse = load_identity_jwt},
 };
 
+/* A client certificate comes with its key. */
+static void
+check_upstream_tls(struct loader *ld, yaml_node_t *node,
+                   const struct load_path *path, void *base)
+{
+    const struct upstream_tls *t = base;
+
+    if ((t->cert_file == NULL) != (t->key_file == NULL)) {
+        report(ld, node, path,
+               "cert_file and key_file go together (mutual TLS needs both)");
+    }
+}
+
+static const struct field upstream_tls_fields[] = {
+    {.key = "verify",
+     .parse = load_bool,
+     .offset = offsetof(struct upstream_tls, verify)},
+    {.key = "ca_file",
+     .parse = load_text,
+     .offset = offsetof(struct upstream_tls, ca_file)},
+    {.key = "cert_file",
+     .parse = load_text,
+     .offset = offsetof(struct upstream_tls, cert_file)},
+    {.key = "key_file",
+     .parse = load_text,
+     .offset = offsetof(struct upstream_tls, key_file)},
+};
+
+const struct table load_upstream_tls_table = {
+    .fields = upstream_tls_fields,
+    .n = NELEMS(upstream_tls_fields),
+    .check = check_upstream_tls,
+};
+
 static const struct field upstream_fields[] = {
     {.key = "connect_timeout",
      .parse = load_duration,
@@ -178,6 +239,10 @@ static const struct field upstream_fields[] = {
      .parse = load_uint,
      .offset = offsetof(struct upstream_conf, keepalive),
      .max = 100000},
+    {.key = "tls",
+     .parse = load_table,
+     .offset = offsetof(struct upstream_conf, tls),
+     .table = &load_upstream_tls_table},
 };
 
 static const struct field log_fields[] = {

@@ -68,6 +68,7 @@ void evreq_add_date(struct evhttp_request *req);
  * framed by its length: that call then finds the buffer empty and
  * finishes the request at once, instead of a loop turn later from the
  * write event (two epoll_ctl calls, write interest on and off, saved).
+ * Plain connections only: on a TLS one it would write clear text.
  */
 void evreq_flush(struct evhttp_connection *conn);
 

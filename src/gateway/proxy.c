@@ -38,6 +38,7 @@
 #include "ratelimit.h"
 #include "reqcheck.h"
 #include "router.h"
+#include "tls.h"
 #include "upstream.h"
 #include "xmalloc.h"
 
@@ -72,6 +73,8 @@ struct proxy {
     struct headers fwd_spare;      /* the same for the fields sent
                                       upstream; owned */
     struct jwtcache *tokens;       /* verified tokens; owned */
+    bool handling_tls;             /* the request proxy_handle() is on
+                                      came over the TLS listener */
 };
 
 /*
@@ -109,6 +112,7 @@ struct exchange {
                                         closed */
     enum evhttp_cmd_type method;     /* client method, forwarded as is */
     bool http10;                     /* the client spoke HTTP/1.0 */
+    bool tls;                        /* it came over the TLS listener */
     char *target;                    /* origin-form sent upstream; owned */
     struct headers fwd;              /* request headers to send; owned */
     struct ratelimit_check *check;   /* pending decision, or NULL */
@@ -221,7 +225,7 @@ static void
 record(struct proxy *p, struct evhttp_request *creq, const char *method,
        const char *route, const char *client, int status, uint64_t bytes,
        int64_t wall, int64_t t0, int64_t up_ms, const char *decision,
-       const char *tier, const char *user)
+       const char *tier, const char *user, bool tls)
 {
     char code[8];
     const char *labels[3];
@@ -257,6 +261,7 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     e.decision = decision;
     e.tier = tier;
     e.user = user;
+    e.tls = tls;
     accesslog_write(p->log, &e);
 }
 
@@ -285,8 +290,10 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     struct proxy *p = ex->proxy;
     struct evhttp_request *creq = ex->creq;
     struct evhttp_connection *cconn = ex->cconn;
-    /* A client that fell behind is written to by the bufferevent. */
-    bool flush = how == END_COMPLETE && !ex->paused;
+    /* A client that fell behind is written to by the bufferevent; over
+     * TLS, only OpenSSL writes to the socket. */
+    bool flush = how == END_COMPLETE && !ex->paused && !ex->tls;
+    struct clientconn *tls_cc = ex->tls ? ex->cc : NULL;
 
     if (ex->check != NULL) {
         ratelimit_cancel(ex->check);
@@ -316,7 +323,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
 
     record(p, creq, evreq_method_name(ex->method), ex->route->id, ex->client,
            ex->status, ex->bytes, ex->wall, ex->t0, ex->up_ms, ex->decision,
-           ex->tier, ex->user);
+           ex->tier, ex->user, ex->tls);
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
@@ -343,6 +350,10 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
+        if (tls_cc != NULL) {
+            clientconn_end_reply(tls_cc, creq);
+            break;
+        }
         if (flush) {
             evreq_flush(cconn);
         }
@@ -544,10 +555,10 @@ on_upstream_head(void *arg, const struct resparse_head *head)
 static void
 on_client_drained(struct evhttp_connection *cconn, void *arg)
 {
-    struct exchange *ex = arg;
+    struct exchange *ex = clientconn_watch_arg(arg, on_conn_close);
 
     (void)cconn;
-    if (ex->paused && ex->ureq != NULL) {
+    if (ex != NULL && ex->paused && ex->ureq != NULL) {
         ex->paused = false;
         upstream_resume(ex->ureq);
     }
@@ -563,7 +574,9 @@ on_upstream_body(void *arg, struct evbuffer *buf)
         return;
     }
     ex->bytes += evbuffer_get_length(buf);
-    evhttp_send_reply_chunk_with_cb(ex->creq, buf, on_client_drained, ex);
+    /* Its argument is the connection's record, not 'ex': over TLS the
+     * callback may come after the exchange has ended. */
+    evhttp_send_reply_chunk_with_cb(ex->creq, buf, on_client_drained, ex->cc);
     cbev = evhttp_connection_get_bufferevent(ex->cconn);
     if (!ex->paused &&
         evbuffer_get_length(bufferevent_get_output(cbev)) > CLIENT_HIGH_WATER) {
@@ -586,7 +599,7 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
 {
     struct exchange *ex = arg;
     const struct route *r = ex->route;
-    char msg[256];
+    char msg[512];
 
     ex->ureq = NULL;
     snprintf(msg, sizeof(msg), "upstream %s:%u: %s", r->uri.host, r->uri.port,
@@ -600,6 +613,13 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
         log_warn("proxy: route %s: %s mid-response; cutting the client off",
                  r->id, msg);
         exchange_end(ex, END_CUT, 0, NULL);
+        return;
+    }
+    if (err == UPSTREAM_TLS_VERIFY) {
+        /* The upstream client has logged it, once for all requests. */
+        log_debug("proxy: route %s: %s", r->id, msg);
+        exchange_end(ex, END_REPLY, 502,
+                     evreq_problem_body(ex->creq, 502, msg));
         return;
     }
     fail_exchange(
@@ -620,6 +640,7 @@ start_upstream(struct exchange *ex)
     ex->state = EX_UPSTREAM;
     ur.host = r->uri.host;
     ur.port = r->uri.port;
+    ur.tls = tls_route_client(ex->cfg, (size_t)(r - ex->cfg->routes));
     ur.method = evreq_method_name(ex->method);
     ur.target = ex->target;
     ur.headers = &ex->fwd;
@@ -754,6 +775,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->cconn = cconn;
     ex->method = evhttp_request_get_command(creq);
     ex->http10 = creq->major == 1 && creq->minor == 0;
+    ex->tls = p->handling_tls;
     ex->cc = cc;
     clientconn_watch(cc, on_conn_close, ex);
     ex->t0 = t0;
@@ -800,7 +822,7 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
 
     evreq_reply_prepare(creq, body);
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
-           wall, t0, -1, NULL, NULL, NULL);
+           wall, t0, -1, NULL, NULL, NULL, p->handling_tls);
     evhttp_send_reply(creq, status, problem_reason(status), body);
     evbuffer_free(body);
 }
@@ -1004,6 +1026,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     int64_t t0 = clock_mono_ms(), wall = clock_wall_ms();
     char addr[64];
 
+    p->handling_tls = clientconn_tls(cc);
     if (p->draining) {
         evreq_close_after_reply(creq);
     }
@@ -1120,6 +1143,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                   : route->uri.authority;
     fr.peer = &peer;
     fr.peer_trusted = trusted;
+    fr.tls = p->handling_tls;
     fr.xff = xff;
     /* Written last, over whatever the client or a filter put there. */
     fr.user_header = cfg->identity.user_header;
