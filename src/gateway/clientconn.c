@@ -1,6 +1,8 @@
 #include "clientconn.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +313,14 @@ attach(struct clientconn *cc, struct evhttp_connection *evcon)
     }
     if (fd < 0) {
         return;
+    }
+    if (cc->tls) {
+        int one = 1;
+
+        /* OpenSSL writes a reply's head and body as two records, two
+         * send()s: with Nagle the second waits for the client's delayed
+         * ACK, 40 ms a request (measured: 1,053 req/s). */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     if ((size_t)fd >= cs->nby_fd) {
         size_t old = cs->nby_fd;

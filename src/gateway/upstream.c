@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -879,6 +881,12 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
 
         rq->conn->connected = true;
         if (rq->conn->tls) {
+            int one = 1;
+
+            /* A head and a body are two TLS records, two send()s: the
+             * second must not wait for a delayed ACK (clientconn.c). */
+            setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one,
+                       sizeof(one));
             tls_count(TLS_SIDE_UPSTREAM, TLS_OK);
             rq->conn->pool->tls_warned = false;
             if (!rq->paused) {

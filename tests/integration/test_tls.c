@@ -439,6 +439,40 @@ Test(tls, an_https_upstream_answers_is_pooled_and_resumes_its_session)
     free(ca);
 }
 
+Test(tls, requests_with_a_body_to_an_https_upstream_do_not_wait_for_acks)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    int64_t t0, ms;
+    char *ca = pki("ca.pem"), *sections, *routes, *u;
+
+    tls_echo(&echo, &ep, "srv", NULL);
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
+    routes = harness_strf("  - id: sec\n    uri: https://localhost:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, NULL, sections, routes);
+    u = harness_strf("http://127.0.0.1:%u/post", (unsigned)g.port);
+    t0 = harness_now_ms();
+    for (int i = 0; i < 100; i++) {
+        http_request(&r, "POST", u, NULL, "a body", 6, 10000);
+        cr_assert_eq(r.status, 200, "request %d", i);
+        http_response_free(&r);
+    }
+    ms = harness_now_ms() - t0;
+    /* The head and the body go upstream as two TLS records on one pooled
+     * connection: with Nagle on, the body waited for a delayed ACK. */
+    cr_assert_lt(ms, 2000, "100 requests took %lld ms", (long long)ms);
+    cr_assert_eq(echo_tls_stat(ep, "connections"), 1);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(u);
+    free(sections);
+    free(routes);
+    free(ca);
+}
+
 Test(tls, a_bad_upstream_certificate_is_a_502_naming_why_every_time)
 {
     static const char *const names[] = {"stranger", "expired", "other"};
@@ -644,6 +678,35 @@ Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
     tconn_close(&c);
     cr_assert(tconn_open(&c, g.tport, TLS1_3_VERSION, TLS1_3_VERSION));
     cr_assert_eq(tconn_get(&c, "/y"), 200);
+    tconn_close(&c);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(routes);
+    free(tls);
+}
+
+Test(tls, keep_alive_requests_on_the_listener_do_not_wait_for_acks)
+{
+    struct proc echo;
+    struct tconn c;
+    struct gw g;
+    uint16_t ep;
+    int64_t t0, ms;
+    char *tls = listener_conf("srv"), *routes;
+
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, "", routes);
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    t0 = harness_now_ms();
+    for (int i = 0; i < 200; i++) {
+        cr_assert_eq(tconn_get(&c, "/x"), 200, "request %d", i);
+    }
+    ms = harness_now_ms() - t0;
+    /* A reply is a head and a body, two TLS records: with Nagle on, the
+     * second waited for the client's delayed ACK, 40 ms each (8 s here). */
+    cr_assert_lt(ms, 3000, "200 requests took %lld ms", (long long)ms);
     tconn_close(&c);
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
