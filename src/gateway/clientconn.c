@@ -844,7 +844,10 @@ bool
 clientconns_flushed(const struct clientconns *cs)
 {
     for (const struct clientconn *cc = cs->all; cc != NULL; cc = cc->next) {
-        if (evbuffer_get_length(bufferevent_get_output(cc->bev)) > 0) {
+        /* A reply whose end waits (clientconn_end_reply()) has yet to
+         * write its last chunk, and to finish. */
+        if (evbuffer_get_length(bufferevent_get_output(cc->bev)) > 0 ||
+            cc->tail_req != NULL) {
             return false;
         }
     }

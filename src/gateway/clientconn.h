@@ -139,7 +139,8 @@ void clientconn_stream_timeouts(struct clientconn *cc);
 /* Connections open now. */
 size_t clientconns_count(const struct clientconns *cs);
 
-/* True when every open connection has been written all it was sent. */
+/* True when every open connection has been written all it was sent,
+ * and no reply waits for its end (clientconn_end_reply()). */
 bool clientconns_flushed(const struct clientconns *cs);
 
 /* Closes every open connection (the end of a drain that ran out). */

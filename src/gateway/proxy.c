@@ -555,7 +555,8 @@ on_upstream_head(void *arg, const struct resparse_head *head)
 static void
 on_client_drained(struct evhttp_connection *cconn, void *arg)
 {
-    struct exchange *ex = clientconn_watch_arg(arg, on_conn_close);
+    struct exchange *ex =
+        arg != NULL ? clientconn_watch_arg(arg, on_conn_close) : NULL;
 
     (void)cconn;
     if (ex != NULL && ex->paused && ex->ureq != NULL) {

@@ -1,6 +1,7 @@
 #include "tls.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ struct tls_set {
  * server connection's handshake has been counted. */
 static int app_index = -1;
 static int counted_index = -1;
-static tls_session_cb session_cb;
+static _Atomic(tls_session_cb) session_cb; /* every worker sets the same */
 static _Thread_local struct metrics_shard *thread_metrics;
 
 static void
@@ -202,18 +203,19 @@ static int
 on_new_session(SSL *ssl, SSL_SESSION *sess)
 {
     void *app = SSL_get_ex_data(ssl, app_index);
+    tls_session_cb cb = atomic_load(&session_cb);
 
-    if (app == NULL || session_cb == NULL) {
+    if (app == NULL || cb == NULL) {
         return 0; /* not kept: OpenSSL frees it */
     }
-    session_cb(app, sess);
+    cb(app, sess);
     return 1;
 }
 
 void
 tls_set_session_cb(tls_session_cb cb)
 {
-    session_cb = cb;
+    atomic_store(&session_cb, cb);
 }
 
 void

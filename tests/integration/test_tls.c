@@ -148,6 +148,8 @@ gw_start(struct gw *g, const char *tls, const char *sections,
                         (unsigned)g->admin, sections, routes);
     g->cfg = harness_write_temp(text);
     gateway_start(&g->p, g->cfg, g->port);
+    /* The admin listener opens a moment after the gateway's. */
+    cr_assert(proc_wait_port(&g->p, g->admin, 10000), "no admin listener");
     if (g->tport != 0) {
         cr_assert(proc_wait_port(&g->p, g->tport, 10000),
                   "no TLS listener on %u", (unsigned)g->tport);
