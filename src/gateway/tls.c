@@ -88,6 +88,48 @@ tls_count(enum tls_side side, enum tls_result result)
     }
 }
 
+/* A context of 'method' for TLS 1.2 and up; NULL with 'why' set. */
+static SSL_CTX *
+ctx_new(const SSL_METHOD *method, char *why, size_t len)
+{
+    SSL_CTX *ctx = SSL_CTX_new(method);
+    char err[200];
+
+    if (ctx == NULL) {
+        ssl_error(err, sizeof(err), "out of memory");
+        snprintf(why, len, "cannot create a TLS context: %s", err);
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    return ctx;
+}
+
+/* Loads a certificate chain and its key into 'ctx'; -1 with 'why' set. */
+static int
+ctx_use_pair(SSL_CTX *ctx, const char *cert, const char *key, char *why,
+             size_t len)
+{
+    char err[200];
+
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+        ssl_error(err, sizeof(err), "no certificate");
+        snprintf(why, len, "cert_file: cannot load \"%s\": %s", cert, err);
+        return -1;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+        ssl_error(err, sizeof(err), "no key");
+        snprintf(why, len, "key_file: cannot load \"%s\": %s", key, err);
+        return -1;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        ssl_error(err, sizeof(err), "mismatch");
+        snprintf(why, len, "key_file: \"%s\" is not the key of \"%s\": %s", key,
+                 cert, err);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the listener ---- */
 
 /* Counts a listener handshake once: done, or ended by a fatal alert. */
@@ -133,37 +175,16 @@ on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 static struct tls_server *
 server_new(const struct server_tls_conf *t, char *why, size_t len)
 {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    SSL_CTX *ctx = ctx_new(TLS_server_method(), why, len);
     struct tls_server *s;
-    char err[200];
 
     if (ctx == NULL) {
-        ssl_error(err, sizeof(err), "out of memory");
-        snprintf(why, len, "cannot create a TLS context: %s", err);
         return NULL;
     }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
                                  SSL_OP_CIPHER_SERVER_PREFERENCE);
-    if (SSL_CTX_use_certificate_chain_file(ctx, t->cert_file) != 1) {
-        ssl_error(err, sizeof(err), "no certificate");
-        snprintf(why, len, "cert_file: cannot load \"%s\": %s", t->cert_file,
-                 err);
-        SSL_CTX_free(ctx);
-        return NULL;
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, t->key_file, SSL_FILETYPE_PEM) != 1) {
-        ssl_error(err, sizeof(err), "no key");
-        snprintf(why, len, "key_file: cannot load \"%s\": %s", t->key_file,
-                 err);
-        SSL_CTX_free(ctx);
-        return NULL;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        ssl_error(err, sizeof(err), "mismatch");
-        snprintf(why, len, "key_file: \"%s\" is not the key of \"%s\": %s",
-                 t->key_file, t->cert_file, err);
+    if (ctx_use_pair(ctx, t->cert_file, t->key_file, why, len) < 0) {
         SSL_CTX_free(ctx);
         return NULL;
     }
@@ -236,16 +257,13 @@ client_key(const struct upstream_tls *t)
 static struct tls_client *
 client_new(const struct upstream_tls *t, char *why, size_t len)
 {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX *ctx = ctx_new(TLS_client_method(), why, len);
     struct tls_client *c;
     char err[200];
 
     if (ctx == NULL) {
-        ssl_error(err, sizeof(err), "out of memory");
-        snprintf(why, len, "cannot create a TLS context: %s", err);
         return NULL;
     }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     if (t->verify) {
         int ok = t->ca_file != NULL
                      ? SSL_CTX_load_verify_locations(ctx, t->ca_file, NULL)
@@ -262,23 +280,10 @@ client_new(const struct upstream_tls *t, char *why, size_t len)
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     }
-    if (t->cert_file != NULL) {
-        if (SSL_CTX_use_certificate_chain_file(ctx, t->cert_file) != 1) {
-            ssl_error(err, sizeof(err), "no certificate");
-            snprintf(why, len, "cert_file: cannot load \"%s\": %s",
-                     t->cert_file, err);
-            SSL_CTX_free(ctx);
-            return NULL;
-        }
-        if (SSL_CTX_use_PrivateKey_file(ctx, t->key_file, SSL_FILETYPE_PEM) !=
-                1 ||
-            SSL_CTX_check_private_key(ctx) != 1) {
-            ssl_error(err, sizeof(err), "not its key");
-            snprintf(why, len, "key_file: cannot use \"%s\" with \"%s\": %s",
-                     t->key_file, t->cert_file, err);
-            SSL_CTX_free(ctx);
-            return NULL;
-        }
+    if (t->cert_file != NULL &&
+        ctx_use_pair(ctx, t->cert_file, t->key_file, why, len) < 0) {
+        SSL_CTX_free(ctx);
+        return NULL;
     }
     SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof(alpn_http11) - 1);
     /* Sessions go to the connection's pool (upstream.c), not a cache
