@@ -34,7 +34,7 @@ struct server_tls_conf {
 };
 
 struct server_conf {
-    struct listen_addr listen;
+    struct listen_addr listen;    /* host NULL: "off", server.tls only */
     struct server_tls_conf tls;   /* the TLS listener, if enabled */
     unsigned workers;             /* threads; 0 = one per core */
     struct cidr *trusted_proxies; /* peers whose X-Forwarded-For is

@@ -34,6 +34,39 @@ parse_listen(struct loader *ld, yaml_node_t *node, const struct field *f,
     la->port = port;
 }
 
+/* server.listen: an address, or "off" when the TLS listener is the only one. */
+static void
+parse_server_listen(struct loader *ld, yaml_node_t *node, const struct field *f,
+                    void *base, const struct load_path *path)
+{
+    struct listen_addr *la = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (strcmp(s, "off") == 0) {
+        free(la->host);
+        la->host = NULL;
+        la->port = 0;
+        return;
+    }
+    parse_listen(ld, node, f, base, path);
+}
+
+/* With server.listen off, server.tls is the only way in. */
+static void
+check_server(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+             void *base)
+{
+    const struct server_conf *sc = base;
+
+    if (sc->listen.host == NULL && !sc->tls.enabled) {
+        report(ld, node, path,
+               "listen: off needs server.tls: there would be no listener");
+    }
+}
+
 static void
 parse_trusted_proxies(struct loader *ld, yaml_node_t *node,
                       const struct field *f, void *base,
@@ -128,7 +161,7 @@ static const struct table server_tls_table = {
 
 static const struct field server_fields[] = {
     {.key = "listen",
-     .parse = parse_listen,
+     .parse = parse_server_listen,
      .offset = offsetof(struct server_conf, listen)},
     {.key = "tls",
      .parse = load_table,
@@ -259,7 +292,11 @@ static const struct field log_fields[] = {
      .choices = &access_format_choices},
 };
 
-const struct table load_server_table = TABLE(server_fields);
+const struct table load_server_table = {
+    .fields = server_fields,
+    .n = NELEMS(server_fields),
+    .check = check_server,
+};
 
 /* "admin:" alone turns the admin listener on, with its defaults. */
 const struct table load_admin_table = {

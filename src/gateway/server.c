@@ -66,9 +66,11 @@ struct worker {
     pthread_t thread;                  /* runs event_base_dispatch */
     struct event_base *base;           /* owned */
     struct evdns_base *dns;            /* owned */
-    struct evhttp *http;               /* owned */
-    struct evhttp_bound_socket *bound; /* the listener; owned by 'http' */
-    struct clientconns *conns;         /* its connections; owned */
+    struct evhttp *http;               /* owned, or NULL: server.listen off */
+    struct evhttp_bound_socket *bound; /* the listener; owned by 'http', or
+                                          NULL (off, or stopped) */
+    struct clientconns *conns;         /* its connections; owned, or NULL */
+    bool stopped;                      /* a stop has come: draining */
     /* The TLS listener (server.tls), on an evhttp of its own: evhttp
      * makes every connection of one evhttp with one bufferevent hook. */
     struct evhttp *https;                  /* owned, or NULL */
@@ -204,12 +206,14 @@ on_reload(evutil_socket_t fd, short what, void *arg)
     /* Requests in flight hold their own reference to the old config. */
     config_unref(w->cfg);
     w->cfg = next;
-    apply_http_limits(w->http, &next->server);
     {
         struct clientconns_conf cc;
 
         clientconns_conf_of(&next->server, w->srv->nworkers, &cc);
-        clientconns_configure(w->conns, &cc);
+        if (w->http != NULL) {
+            apply_http_limits(w->http, &next->server);
+            clientconns_configure(w->conns, &cc);
+        }
         if (w->https != NULL) {
             apply_http_limits(w->https, &next->server);
             clientconns_configure(w->tls_conns, &cc);
@@ -229,7 +233,8 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
     struct timeval tv = clock_tv(DRAIN_POLL_MS);
-    bool idle = proxy_idle(w->proxy) && clientconns_flushed(w->conns) &&
+    bool idle = proxy_idle(w->proxy) &&
+                (w->conns == NULL || clientconns_flushed(w->conns)) &&
                 (w->tls_conns == NULL || clientconns_flushed(w->tls_conns));
 
     (void)fd;
@@ -240,7 +245,9 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
                      "requests and unsent responses",
                      w->index, proxy_in_flight(w->proxy));
             proxy_abort_all(w->proxy);
-            clientconns_close_all(w->conns);
+            if (w->conns != NULL) {
+                clientconns_close_all(w->conns);
+            }
             if (w->tls_conns != NULL) {
                 clientconns_close_all(w->tls_conns);
             }
@@ -260,10 +267,13 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (w->bound != NULL) {
-        clientconns_forget_listener(w->conns);
-        evhttp_del_accept_socket(w->http, w->bound);
-        w->bound = NULL;
+    if (!w->stopped) {
+        w->stopped = true;
+        if (w->bound != NULL) {
+            clientconns_forget_listener(w->conns);
+            evhttp_del_accept_socket(w->http, w->bound);
+            w->bound = NULL;
+        }
         if (w->tls_bound != NULL) {
             clientconns_forget_listener(w->tls_conns);
             evhttp_del_accept_socket(w->https, w->tls_bound);
@@ -424,19 +434,21 @@ worker_init(struct worker *w, struct server *s, unsigned index,
         /* No resolv.conf: literal upstream addresses still work. */
         w->dns = evdns_base_new(w->base, 0);
     }
-    w->http = worker_http_new(w, on_request);
-    w->bound = worker_listen(w, w->http, &sc->listen, ai);
-    if (w->bound == NULL) {
-        return -1;
-    }
     w->metrics = metrics_shard(s->metrics);
     {
         struct clientconns_conf cc;
 
         clientconns_conf_of(sc, s->nworkers, &cc);
-        w->conns = clientconns_new(w->base, w->http,
-                                   evhttp_bound_socket_get_listener(w->bound),
-                                   w->metrics, &cc);
+        if (ai != NULL) {
+            w->http = worker_http_new(w, on_request);
+            w->bound = worker_listen(w, w->http, &sc->listen, ai);
+            if (w->bound == NULL) {
+                return -1;
+            }
+            w->conns = clientconns_new(
+                w->base, w->http, evhttp_bound_socket_get_listener(w->bound),
+                w->metrics, &cc);
+        }
         if (tls_ai != NULL) {
             w->https = worker_http_new(w, on_tls_request);
             w->tls_bound = worker_listen(w, w->https, &sc->tls.listen, tls_ai);
@@ -869,7 +881,7 @@ server_new(struct config *cfg, bool watch)
 {
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1};
     const struct server_conf *sc = &cfg->server;
-    struct addrinfo *ai, *tls_ai = NULL;
+    struct addrinfo *ai = NULL, *tls_ai = NULL;
     struct server *s;
 
     if (evthread_use_pthreads() < 0) {
@@ -880,11 +892,15 @@ server_new(struct config *cfg, bool watch)
         log_error("server: server.tls: no TLS context (tls_attach)");
         return NULL;
     }
-    if ((ai = resolve_listen(&sc->listen)) == NULL) {
+    /* server.listen: off leaves the TLS listener alone (the loader
+     * insists on one). */
+    if (sc->listen.host != NULL && (ai = resolve_listen(&sc->listen)) == NULL) {
         return NULL;
     }
     if (sc->tls.enabled && (tls_ai = resolve_listen(&sc->tls.listen)) == NULL) {
-        freeaddrinfo(ai);
+        if (ai != NULL) {
+            freeaddrinfo(ai);
+        }
         return NULL;
     }
 
@@ -904,7 +920,9 @@ server_new(struct config *cfg, bool watch)
                                 sizeof(err));
         if (s->log == NULL) {
             log_error("server: access log: %s", err);
-            freeaddrinfo(ai);
+            if (ai != NULL) {
+                freeaddrinfo(ai);
+            }
             if (tls_ai != NULL) {
                 freeaddrinfo(tls_ai);
             }
@@ -917,7 +935,9 @@ server_new(struct config *cfg, bool watch)
     s->workers = xcalloc(s->nworkers, sizeof(*s->workers));
     for (unsigned i = 0; i < s->nworkers; i++) {
         if (worker_init(&s->workers[i], s, i, ai, tls_ai) < 0) {
-            freeaddrinfo(ai);
+            if (ai != NULL) {
+                freeaddrinfo(ai);
+            }
             if (tls_ai != NULL) {
                 freeaddrinfo(tls_ai);
             }
@@ -925,7 +945,9 @@ server_new(struct config *cfg, bool watch)
             return NULL;
         }
     }
-    freeaddrinfo(ai);
+    if (ai != NULL) {
+        freeaddrinfo(ai);
+    }
     if (tls_ai != NULL) {
         freeaddrinfo(tls_ai);
     }
@@ -962,8 +984,14 @@ server_run(struct server *s)
         pthread_create(&s->workers[i].thread, NULL, worker_main,
                        &s->workers[i]);
     }
-    log_info("server: listening on %s:%u with %u workers, %zu routes",
-             sc->listen.host, sc->listen.port, s->nworkers, s->cfg->nroutes);
+    if (sc->listen.host != NULL) {
+        log_info("server: listening on %s:%u with %u workers, %zu routes",
+                 sc->listen.host, sc->listen.port, s->nworkers,
+                 s->cfg->nroutes);
+    } else {
+        log_info("server: %u workers, %zu routes, TLS listener only",
+                 s->nworkers, s->cfg->nroutes);
+    }
     if (sc->tls.enabled) {
         log_info("server: TLS listening on %s:%u", sc->tls.listen.host,
                  sc->tls.listen.port);

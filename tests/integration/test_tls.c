@@ -716,6 +716,37 @@ Test(tls, keep_alive_requests_on_the_listener_do_not_wait_for_acks)
     free(tls);
 }
 
+Test(tls, the_tls_listener_may_be_the_only_one)
+{
+    struct proc echo, gw;
+    struct http_response r;
+    uint16_t ep, tport = harness_free_port();
+    char *text, *cfg, *u;
+    char *argv[] = {getenv("SLUICE_BIN"), "-c", NULL, NULL};
+
+    echo_start(&echo, &ep);
+    text = harness_strf("server:\n  listen: off\n  workers: 1\n"
+                        "  tls: {listen: 127.0.0.1:%u, cert_file: %s/srv.pem, "
+                        "key_file: %s/srv.key}\n"
+                        "routes:\n  - id: all\n    uri: http://127.0.0.1:%u\n",
+                        (unsigned)tport, pki_dir, pki_dir, (unsigned)ep);
+    cfg = harness_write_temp(text);
+    argv[2] = cfg;
+    cr_assert_eq(proc_start(&gw, argv), 0);
+    cr_assert(proc_wait_port(&gw, tport, 10000), "no TLS listener");
+    cr_assert(proc_log_contains(&gw, "TLS listener only"));
+    u = harness_strf("https://localhost:%u/only", (unsigned)tport);
+    cr_assert_eq(http_get(&r, u, 10000), 0, "curl error %d", r.err);
+    cr_assert_eq(r.status, 200);
+    http_response_free(&r);
+    cr_assert_eq(proc_stop(&gw, SIGTERM, 10000), 0);
+    proc_stop(&echo, SIGTERM, 5000);
+    unlink(cfg);
+    free(cfg);
+    free(text);
+    free(u);
+}
+
 /* Copies 'from' over 'to' (both in the test's directory). */
 static void
 pki_copy(const char *from, const char *to)

@@ -790,6 +790,24 @@ Test(config, the_tls_listener_needs_a_certificate_and_key)
                  "t.yaml:2:8: server.tls.cert_file: required");
 }
 
+Test(config, the_plain_listener_may_be_off_when_there_is_a_tls_one)
+{
+    struct config_errors e;
+    struct config *cfg = parse("server:\n  listen: off\n"
+                               "  tls: {cert_file: /c.pem, key_file: /k.pem}\n"
+                               "routes:\n  - {id: a, uri: 'http://x'}\n",
+                               &e);
+
+    cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
+    cr_assert_null(cfg->server.listen.host);
+    cr_assert(cfg->server.tls.enabled);
+    config_unref(cfg);
+    assert_error("server:\n  listen: off\n"
+                 "routes:\n  - {id: a, uri: 'http://x'}\n",
+                 "t.yaml:2:3: server: listen: off needs server.tls: there "
+                 "would be no listener");
+}
+
 Test(config, bad_uri_is_an_error)
 {
     assert_error("routes:\n  - {id: a, uri: 'ftp://x'}\n",
