@@ -28,12 +28,13 @@ RUN cmake -S . -B build -DSLUICE_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 FROM debian:bookworm-slim
 ARG DEBIAN_FRONTEND=noninteractive
 # What `ldd` lists for sluice and sluice-echo, and nothing else (libcrypto
-# is in libssl3; no TLS to upstreams or Redis, so no ca-certificates).
+# is in libssl3), and the CA store that https upstreams are verified
+# against by default.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7 \
-        libhiredis0.14 libyaml-0-2 libpcre2-8-0 libssl3 libjwt0 \
-        libjansson4 \
+        libevent-openssl-2.1-7 libhiredis0.14 libyaml-0-2 libpcre2-8-0 \
+        libssl3 libjwt0 libjansson4 ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 sluice \
     && useradd --system --uid 10001 --gid sluice --no-create-home \

@@ -24,6 +24,12 @@
 #                               key: a worker admits from its lease)
 #    7  sluice 2 workers        sluice with server.workers: 2, no limiter
 #    7  nginx proxy 2 workers   row 2 with worker_processes 2
+#    9  nginx https upstream    row 2 to the backend over TLS (verified,
+#                               sessions reused, keepalive 256)
+#    9  sluice https upstream   row 6 to the backend over TLS (verified)
+#    9  nginx TLS listener      row 2 with wrk speaking TLS to nginx
+#    9  sluice TLS listener     row 6 with wrk speaking TLS to sluice's
+#                               server.tls; one certificate for all four
 #
 # then the figures that do not move with machine noise: system calls
 # (strace -c) and instructions (callgrind) per proxied request, Redis
@@ -76,13 +82,15 @@ NGINX_MODULES=/usr/lib/nginx/modules
 # The rows, in table order: id, number in the issue, label.
 ROW_IDS=(direct nginx haproxy limit_req lua lua_flood
          sluice sluice_redis sluice_hot sluice_cluster sluice_local
-         sluice_flood sluice_jwt sluice_jwt_nc sluice_2w nginx_2w evhttp)
+         sluice_flood sluice_jwt sluice_jwt_nc sluice_2w nginx_2w evhttp
+         nginx_tls_up sluice_tls_up nginx_tls_in sluice_tls_in)
 declare -A NUM=(
     [direct]=1 [nginx]=2 [haproxy]=3 [limit_req]=4 [lua]=5 [lua_flood]=5
     [sluice]=6 [sluice_redis]=6 [sluice_hot]=6 [sluice_cluster]=6
     [sluice_local]=6 [sluice_flood]=6
     [sluice_jwt]=6 [sluice_jwt_nc]=6
-    [sluice_2w]=7 [nginx_2w]=7 [evhttp]=8)
+    [sluice_2w]=7 [nginx_2w]=7 [evhttp]=8
+    [nginx_tls_up]=9 [sluice_tls_up]=9 [nginx_tls_in]=9 [sluice_tls_in]=9)
 declare -A LABEL=(
     [direct]="backend direct" [nginx]="nginx proxy" [haproxy]="haproxy"
     [limit_req]="nginx limit_req flood" [lua]="nginx+lua+redis"
@@ -92,7 +100,9 @@ declare -A LABEL=(
     [sluice_local]="sluice local"
     [sluice_flood]="sluice flood" [sluice_jwt]="sluice jwt, cached"
     [sluice_jwt_nc]="sluice jwt, no cache" [sluice_2w]="sluice 2 workers"
-    [nginx_2w]="nginx proxy 2 workers" [evhttp]="bare evhttp, ok")
+    [nginx_2w]="nginx proxy 2 workers" [evhttp]="bare evhttp, ok"
+    [nginx_tls_up]="nginx https upstream" [sluice_tls_up]="sluice https upstream"
+    [nginx_tls_in]="nginx TLS listener" [sluice_tls_in]="sluice TLS listener")
 # Rows that refuse almost every request on purpose.
 FLOOD_ROWS=" limit_req lua_flood sluice_flood "
 
@@ -288,6 +298,9 @@ SLUICE2_PORT=$(free_port)
 SLUICE2_ADMIN=$(free_port)
 ECHO_PORT=$(free_port)
 EVHTTP_PORT=$(free_port)
+BACKEND_TLS_PORT=$(free_port)
+NGINX_TLS_PORT=$(free_port)
+SLUICE_TLS_PORT=$(free_port)
 
 # nginx_conf DIR WORKERS MODULES HTTP: an nginx.conf of its own in DIR, all
 # its files in DIR, never the system's configuration.
@@ -371,12 +384,16 @@ lua_http() {
 EOF
 }
 
-# sluice_conf FILE PORT ADMIN WORKERS: the gateway, one route per row 6
-# variant on one listener; /big streams from sluice-echo.
+# sluice_conf FILE PORT ADMIN WORKERS [TLS_PORT]: the gateway, one route
+# per row 6 variant on one listener (and on a TLS listener on TLS_PORT);
+# /big streams from sluice-echo; /tlsup/ goes to the backend over TLS.
 sluice_conf() {
+    local tls=""
+    [ -n "${5:-}" ] && tls="  tls: { listen: 127.0.0.1:$5, cert_file: $tmp/tls/srv.pem, key_file: $tmp/tls/srv.key }"
     cat >"$1" <<EOF
 server:
   listen: 127.0.0.1:$2
+$tls
   workers: $4
   max_connections: $MAXCONN
   drain_timeout: 1s
@@ -425,7 +442,26 @@ routes:
   - id: big
     uri: http://127.0.0.1:$ECHO_PORT
     predicates: [ 'Path=/big' ]
+  - id: tlsup
+    uri: https://localhost:$BACKEND_TLS_PORT
+    predicates: [ 'Path=/tlsup/**' ]
+    tls: { ca_file: $tmp/tls/ca.pem }
 EOF
+}
+
+# make_certs: a CA and, signed by it, one certificate for localhost and
+# 127.0.0.1 (EC P-256), in $tmp/tls: the backend's and both listeners'.
+make_certs() {
+    mkdir -p "$tmp/tls" && (
+        cd "$tmp/tls" || exit 1
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+            -keyout ca.key -out ca.pem -subj /CN=bench-ca -days 2 &&
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                -keyout srv.key -out srv.csr -subj /CN=localhost &&
+            printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >san.ext &&
+            openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key \
+                -CAcreateserial -days 2 -extfile san.ext -out srv.pem
+    ) >"$tmp/tls.log" 2>&1
 }
 
 # jwt_conf FILE PORT ADMIN CACHE: a gateway with identity.jwt (RS256, the
@@ -480,6 +516,7 @@ make_token() {
 }
 
 note "starting Redis, the backend, nginx, HAProxy and sluice in $tmp"
+make_certs || { cat "$tmp/tls.log" >&2; die "could not make the certificates"; }
 
 # Redis, for rows 5 and 6.
 start_bg redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 \
@@ -495,6 +532,12 @@ nginx_conf "$tmp/backend" 1 "" "
         listen 127.0.0.1:$BACKEND_PORT backlog=4096;
         location / { return 200 \"ok\\n\"; }
         location = /__status { stub_status; }
+    }
+    server {
+        listen 127.0.0.1:$BACKEND_TLS_PORT ssl backlog=4096;
+        ssl_certificate $tmp/tls/srv.pem;
+        ssl_certificate_key $tmp/tls/srv.key;
+        location / { return 200 \"ok\\n\"; }
     }"
 start_nginx backend
 ready backend 10 http_ok "http://127.0.0.1:$BACKEND_PORT/"
@@ -520,6 +563,26 @@ $(lua_http)
             access_by_lua_block { require(\"bench_tb\").take(\"flood:\", 1, 1) }
             proxy_pass http://backend;
         }
+        location /tlsup/ {
+            proxy_pass https://backend_tls;
+            proxy_ssl_verify on;
+            proxy_ssl_trusted_certificate $tmp/tls/ca.pem;
+            proxy_ssl_name localhost;
+            proxy_ssl_server_name on;
+            proxy_ssl_session_reuse on;
+        }
+    }
+    upstream backend_tls {
+        server 127.0.0.1:$BACKEND_TLS_PORT;
+        keepalive 256;
+        keepalive_requests 1000000000;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_TLS_PORT ssl backlog=4096;
+        ssl_certificate $tmp/tls/srv.pem;
+        ssl_certificate_key $tmp/tls/srv.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / { proxy_pass http://backend; }
     }"
 start_nginx nginx
 ready nginx 10 http_ok "http://127.0.0.1:$NGINX_PORT/lua/"
@@ -563,7 +626,7 @@ ready haproxy 10 http_ok "http://127.0.0.1:$HAPROXY_PORT/"
 # Row 6 and 7: sluice with 1 and with 2 workers; /big comes from sluice-echo.
 start_bg echo "$BUILD/sluice-echo" --listen "127.0.0.1:$ECHO_PORT"
 ready echo 10 http_ok "http://127.0.0.1:$ECHO_PORT/"
-sluice_conf "$tmp/sluice1.yaml" "$SLUICE_PORT" "$SLUICE_ADMIN" 1
+sluice_conf "$tmp/sluice1.yaml" "$SLUICE_PORT" "$SLUICE_ADMIN" 1 "$SLUICE_TLS_PORT"
 start_bg sluice1 "$BUILD/sluice" -c "$tmp/sluice1.yaml"
 ready sluice1 10 http_ok "http://127.0.0.1:$SLUICE_ADMIN/ready"
 sluice_conf "$tmp/sluice2.yaml" "$SLUICE2_PORT" "$SLUICE2_ADMIN" 2
@@ -643,12 +706,16 @@ URL[sluice_flood]=http://127.0.0.1:$SLUICE_PORT/flood/
 URL[sluice_2w]=http://127.0.0.1:$SLUICE2_PORT/plain/
 URL[nginx_2w]=http://127.0.0.1:$NGINX2_PORT/
 URL[evhttp]=http://127.0.0.1:$EVHTTP_PORT/
+URL[nginx_tls_up]=http://127.0.0.1:$NGINX_PORT/tlsup/
+URL[sluice_tls_up]=http://127.0.0.1:$SLUICE_PORT/tlsup/
+URL[nginx_tls_in]=https://127.0.0.1:$NGINX_TLS_PORT/
+URL[sluice_tls_in]=https://127.0.0.1:$SLUICE_TLS_PORT/plain/
 
 for r in "${ROW_IDS[@]}"; do
     want "$r" || continue
     ROW_LIST+=("$r")
     hdr=(); [ -n "${WRK_HEADER[$r]:-}" ] && hdr=(-H "${WRK_HEADER[$r]}")
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${hdr[@]}" "${URL[$r]}")
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$tmp/tls/ca.pem" "${hdr[@]}" "${URL[$r]}")
     case $code in 200 | 429) ;; *) die "${LABEL[$r]}: ${URL[$r]} answered $code" ;; esac
 done
 

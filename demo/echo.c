@@ -2,9 +2,11 @@
  * echo.c - sluice-echo, the demo backend and the integration tests' upstream.
  * Answers every request with a JSON description of it; query parameters make
  * it slow, change the status, stream large or truncated bodies, or add
- * headers. Depends on libevent (evhttp) only; single-threaded; does I/O.
+ * headers. Depends on libevent (evhttp) and, for --tls-cert, OpenSSL;
+ * single-threaded; does I/O.
  *
  * Usage: sluice-echo [--listen HOST:PORT] [--name NAME]
+ *                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,7 +27,10 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/util.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #define ECHO_DEFAULT_LISTEN "127.0.0.1:9000"
 #define ECHO_DEFAULT_NAME "sluice-echo"
@@ -53,7 +58,14 @@ struct echo {
     uint64_t connections;      /* connections ever seen */
     uint64_t buffered;         /* bytes= body bytes queued, not yet written */
     uint64_t max_buffered;     /* highest 'buffered' so far */
+    SSL_CTX *tls;              /* --tls-cert: every connection speaks TLS;
+                                  owned, or NULL */
+    uint64_t tls_handshakes;   /* TLS handshakes completed */
+    uint64_t tls_resumed;      /* of which resumed a session */
 };
+
+/* Where the info callback finds the counters (one echo per process). */
+static struct echo *the_echo;
 
 /*
  * A client connection that has sent at least one request. evhttp gives no
@@ -792,14 +804,16 @@ reply_stats(struct echo *echo, struct evhttp_request *req)
     struct evbuffer *body = evbuffer_new();
 
     /* The connection asking is not counted: a test wants to see 0 once
-     * everything else has gone. */
+     * everything else has gone (nor its handshake, over TLS). */
     evbuffer_add_printf(
         body,
         "{\"requests\":%" PRIu64 ",\"aborted\":%" PRIu64
         ",\"open_connections\":%" PRIu64 ",\"connections\":%" PRIu64
-        ",\"buffered_bytes\":%" PRIu64 ",\"max_buffered_bytes\":%" PRIu64 "}\n",
+        ",\"buffered_bytes\":%" PRIu64 ",\"max_buffered_bytes\":%" PRIu64
+        ",\"tls_handshakes\":%" PRIu64 ",\"tls_resumed\":%" PRIu64 "}\n",
         echo->requests, echo->aborted, echo->open_connections - 1,
-        echo->connections - 1, echo->buffered, echo->max_buffered);
+        echo->connections - 1, echo->buffered, echo->max_buffered,
+        echo->tls != NULL ? echo->tls_handshakes - 1 : 0, echo->tls_resumed);
     reply_json_text(req, 200, body);
 }
 
@@ -867,11 +881,79 @@ usage(FILE *f)
 {
     fprintf(f,
             "usage: sluice-echo [--listen HOST:PORT] [--name NAME]\n"
+            "                   [--tls-cert FILE --tls-key FILE "
+            "[--tls-client-ca FILE]]\n"
             "  --listen HOST:PORT  address to bind (default %s;\n"
             "                      port 0 picks a free port)\n"
             "  --name NAME         \"server\" field of each reply "
-            "(default %s)\n",
+            "(default %s)\n"
+            "  --tls-cert FILE     speak HTTPS with this certificate chain "
+            "(PEM)\n"
+            "  --tls-key FILE      and its private key\n"
+            "  --tls-client-ca FILE  require a client certificate issued "
+            "by this CA\n",
             ECHO_DEFAULT_LISTEN, ECHO_DEFAULT_NAME);
+}
+
+/* Counts each completed handshake once (TLS 1.3 reports it again after
+ * its session tickets). */
+static void
+on_tls_info(const SSL *ssl, int where, int ret)
+{
+    (void)ret;
+    if ((where & SSL_CB_HANDSHAKE_DONE) && SSL_get_app_data(ssl) == NULL) {
+        SSL_set_app_data((SSL *)ssl, the_echo);
+        the_echo->tls_handshakes++;
+        if (SSL_session_reused((SSL *)ssl)) {
+            the_echo->tls_resumed++;
+        }
+    }
+}
+
+static struct bufferevent *
+on_tls_bev(struct event_base *base, void *arg)
+{
+    struct echo *echo = arg;
+    SSL *ssl = SSL_new(echo->tls);
+
+    if (ssl == NULL) {
+        return NULL;
+    }
+    return bufferevent_openssl_socket_new(
+        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+}
+
+static SSL_CTX *
+tls_context(const char *cert, const char *key, const char *client_ca)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    static const unsigned char sid[] = "sluice-echo";
+
+    if (ctx == NULL || SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+        char err[256];
+
+        ERR_error_string_n(ERR_get_error(), err, sizeof(err));
+        fprintf(stderr, "sluice-echo: --tls-cert %s --tls-key %s: %s\n", cert,
+                key, err);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    /* Resumption works with client certificates only with an id. */
+    SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
+    if (client_ca != NULL) {
+        if (SSL_CTX_load_verify_locations(ctx, client_ca, NULL) != 1) {
+            fprintf(stderr, "sluice-echo: --tls-client-ca %s: unreadable\n",
+                    client_ca);
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+        SSL_CTX_set_verify(
+            ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    }
+    SSL_CTX_set_info_callback(ctx, on_tls_info);
+    return ctx;
 }
 
 /*
@@ -928,6 +1010,7 @@ main(int argc, char **argv)
 {
     const char *listen = ECHO_DEFAULT_LISTEN;
     struct echo echo = {.name = ECHO_DEFAULT_NAME};
+    const char *cert = NULL, *key = NULL, *client_ca = NULL;
     struct evhttp_bound_socket *bound;
     struct event *on_term;
     struct event *on_int;
@@ -941,6 +1024,12 @@ main(int argc, char **argv)
             listen = argv[++i];
         } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
             echo.name = argv[++i];
+        } else if (strcmp(argv[i], "--tls-cert") == 0 && i + 1 < argc) {
+            cert = argv[++i];
+        } else if (strcmp(argv[i], "--tls-key") == 0 && i + 1 < argc) {
+            key = argv[++i];
+        } else if (strcmp(argv[i], "--tls-client-ca") == 0 && i + 1 < argc) {
+            client_ca = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 ||
                    strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -955,6 +1044,15 @@ main(int argc, char **argv)
                 listen);
         return 2;
     }
+    if ((cert == NULL) != (key == NULL)) {
+        fprintf(stderr, "sluice-echo: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    if (cert != NULL &&
+        (echo.tls = tls_context(cert, key, client_ca)) == NULL) {
+        return 1;
+    }
+    the_echo = &echo;
     for (i = 0; i < (int)sizeof(pattern); i++) {
         pattern[i] = (char)('a' + i % 26);
     }
@@ -984,6 +1082,9 @@ main(int argc, char **argv)
     evhttp_set_max_headers_size(echo.http, ECHO_MAX_HEADERS);
     evhttp_set_flags(echo.http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_gencb(echo.http, on_request, &echo);
+    if (echo.tls != NULL) {
+        evhttp_set_bevcb(echo.http, on_tls_bev, &echo);
+    }
 
     /* Before the port opens: whoever sees it open may signal at once. */
     on_term = evsignal_new(echo.base, SIGTERM, on_signal, echo.base);
@@ -1013,6 +1114,7 @@ main(int argc, char **argv)
     event_free(on_term);
     event_free(on_int);
     event_base_free(echo.base);
+    SSL_CTX_free(echo.tls);
     libevent_global_shutdown();
     free(host);
     free(shown);

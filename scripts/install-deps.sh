@@ -8,7 +8,8 @@ set -eu
 PACKAGES="build-essential cmake pkg-config libevent-dev libhiredis-dev
 libyaml-dev libpcre2-dev libssl-dev libhttp-parser-dev libjwt-dev
 libjansson-dev libcriterion-dev
-libcurl4-openssl-dev redis-server curl clang libclang-rt-14-dev"
+libcurl4-openssl-dev redis-server curl clang libclang-rt-14-dev openssl
+ca-certificates"
 [ $# -gt 0 ] && PACKAGES="$*"
 
 missing=""

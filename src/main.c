@@ -12,6 +12,7 @@
 #include "describe.h"
 #include "log.h"
 #include "server.h"
+#include "tls.h"
 
 #define DEFAULT_CONFIG "conf/gateway.yaml"
 
@@ -83,6 +84,11 @@ main(int argc, char **argv)
 
     config_errors_init(&errs);
     cfg = config_load(path, &errs);
+    /* Certificates and keys are read now: --check reports them too. */
+    if (cfg != NULL && tls_attach(cfg, &errs) < 0) {
+        config_unref(cfg);
+        cfg = NULL;
+    }
     if (cfg == NULL) {
         for (size_t i = 0; i < errs.n; i++) {
             fprintf(stderr, "%s\n", errs.v[i]);

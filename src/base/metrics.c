@@ -144,6 +144,13 @@ static const struct metric_def defs[M_COUNT] = {
                              "Generation of the config in force (1 at start).",
                              0,
                              {NULL}},
+    [M_TLS_HANDSHAKES] = {"sluice_tls_handshakes_total",
+                          T_COUNTER,
+                          "TLS handshakes, by side (client: the TLS "
+                          "listener; upstream: https upstreams) and result "
+                          "(ok, failed, verify_failed).",
+                          2,
+                          {"side", "result"}},
 };
 
 /* Upper bounds of the finite buckets, as printed and in nanoseconds. */

@@ -60,6 +60,8 @@ enum metric_id {
     M_RELOADS,
     /* gauge {}: generation of the config in force (1 at start) */
     M_CONFIG_GENERATION,
+    /* TLS handshakes, by side (client, upstream) and result */
+    M_TLS_HANDSHAKES,
     M_COUNT
 };
 

@@ -40,6 +40,9 @@ config_new(const char *name)
     cfg->upstream.connect_timeout_ms = 5 * 1000;
     cfg->upstream.response_timeout_ms = 60 * 1000;
     cfg->upstream.keepalive = 256;
+    cfg->upstream.tls.verify = true;
+    cfg->server.tls.listen.host = xstrdup("0.0.0.0");
+    cfg->server.tls.listen.port = 8443;
     cfg->log_level = LOG_INFO;
     cfg->access_log = xstrdup("-");
     cfg->access_format = ACCESSLOG_TEXT;
@@ -47,8 +50,17 @@ config_new(const char *name)
 }
 
 static void
+upstream_tls_deinit(struct upstream_tls *t)
+{
+    free(t->ca_file);
+    free(t->cert_file);
+    free(t->key_file);
+}
+
+static void
 route_deinit(struct route *r)
 {
+    upstream_tls_deinit(&r->tls);
     free(r->id);
     free(r->uri.host);
     free(r->uri.base_path);
@@ -70,8 +82,15 @@ route_deinit(struct route *r)
 void
 config_free(struct config *cfg)
 {
+    if (cfg->tls != NULL) {
+        cfg->tls_free(cfg->tls);
+    }
     free(cfg->path);
     free(cfg->server.listen.host);
+    free(cfg->server.tls.listen.host);
+    free(cfg->server.tls.cert_file);
+    free(cfg->server.tls.key_file);
+    upstream_tls_deinit(&cfg->upstream.tls);
     free(cfg->server.trusted_proxies);
     free(cfg->admin.listen.host);
     free(cfg->redis.host);

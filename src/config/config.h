@@ -24,8 +24,18 @@ struct listen_addr {
     uint16_t port; /* 1..65535 */
 };
 
+/* server.tls: a second listener that speaks TLS (1.2 and 1.3 only). */
+struct server_tls_conf {
+    bool enabled;              /* the key is present */
+    struct listen_addr listen; /* default 0.0.0.0:8443 */
+    char *cert_file;           /* certificate chain (PEM); required; owned;
+                                  re-read on every reload */
+    char *key_file;            /* its private key (PEM); required; owned */
+};
+
 struct server_conf {
-    struct listen_addr listen;
+    struct listen_addr listen;    /* host NULL: "off", server.tls only */
+    struct server_tls_conf tls;   /* the TLS listener, if enabled */
     unsigned workers;             /* threads; 0 = one per core */
     struct cidr *trusted_proxies; /* peers whose X-Forwarded-For is
                                      believed; owned */
@@ -100,6 +110,8 @@ struct upstream_conf {
                                      of the body; 504 / cut beyond */
     unsigned keepalive;           /* idle connections kept per worker and
                                      upstream */
+    struct upstream_tls tls;      /* upstream.tls: defaults of the https
+                                     routes' tls: */
 };
 
 /*
@@ -114,6 +126,8 @@ struct config_errors {
 
 /* How access-log lines are written. */
 enum accesslog_format { ACCESSLOG_TEXT, ACCESSLOG_JSON };
+
+struct tls_set;
 
 struct config {
     int refs;   /* atomic; see config_ref() */
@@ -136,10 +150,17 @@ struct config {
                                       application.yml (top key spring:) */
     struct config_errors warnings; /* keys read and ignored, one line each
                                       "file:line:col: key: ignored ..." */
+    /* Built by the gateway for this config before any worker reads it
+     * (the TLS contexts of its listener and https routes, tls.h), then
+     * as constant as the rest; freed with the config by 'tls_free'. */
+    struct tls_set *tls;                   /* or NULL; owned */
+    void (*tls_free)(struct tls_set *tls); /* frees 'tls' */
 };
 
 void config_errors_init(struct config_errors *e);
 void config_errors_deinit(struct config_errors *e);
+/* Appends 's' (takes ownership); 'e' NULL frees it. */
+void config_errors_add(struct config_errors *e, char *s);
 
 /*
  * Reads and validates 'path'. Returns a config with one reference, or NULL

@@ -48,7 +48,10 @@ config_restart_only(const struct config *cur, const struct config *next)
     unsigned groups = 0;
 
     if (!same_listen(&cur->server.listen, &next->server.listen) ||
-        cur->server.workers != next->server.workers) {
+        cur->server.workers != next->server.workers ||
+        cur->server.tls.enabled != next->server.tls.enabled ||
+        (cur->server.tls.enabled &&
+         !same_listen(&cur->server.tls.listen, &next->server.tls.listen))) {
         groups |= CONFIG_RESTART_LISTEN;
     }
     /* The workers' Redis connections are made once; the prefix is read
@@ -78,7 +81,8 @@ config_restart_only_str(enum config_restart_only group)
 {
     switch (group) {
     case CONFIG_RESTART_LISTEN:
-        return "server.listen and server.workers take effect on restart only";
+        return "server.listen, server.workers and server.tls (but for its "
+               "certificate, re-read now) take effect on restart only";
     case CONFIG_RESTART_REDIS:
         return "the redis: connection settings take effect on restart only "
                "(key_prefix applies now)";

@@ -11,7 +11,8 @@ struct config;
 
 /* Groups of settings that take effect on a restart only; flags. */
 enum config_restart_only {
-    CONFIG_RESTART_LISTEN = 1 << 0, /* server.listen, server.workers */
+    CONFIG_RESTART_LISTEN = 1 << 0, /* server.listen, server.workers,
+                                       server.tls on/off and its listen */
     CONFIG_RESTART_REDIS = 1 << 1,  /* redis: all but key_prefix */
     CONFIG_RESTART_ADMIN = 1 << 2,  /* admin: */
     CONFIG_RESTART_LOG = 1 << 3,    /* log: */

@@ -66,6 +66,12 @@ errors_push(struct config_errors *e, char *s)
     e->v[e->n++] = s;
 }
 
+void
+config_errors_add(struct config_errors *e, char *s)
+{
+    errors_push(e, s);
+}
+
 /* Takes ownership of 'text'. */
 static void
 add_diag(struct loader *ld, size_t line, size_t col, char *text)

@@ -283,12 +283,14 @@ extern const struct table load_server_table;   /* load_server.c */
 extern const struct table load_admin_table;    /* load_server.c */
 extern const struct table load_redis_table;    /* load_redis.c */
 extern const struct table load_upstream_table; /* load_server.c */
-extern const struct table load_identity_table; /* load_server.c */
-field_parse_cb load_identity_jwt;              /* load_identity.c */
-field_parse_cb load_limiters;                  /* load_limiters.c */
-extern const struct table load_log_table;      /* load_server.c */
-field_parse_cb load_routes;                    /* load_routes.c */
-field_parse_cb load_scg_section;               /* load_ratelimiter.c: scg: */
+/* upstream.tls and a route's tls: (struct upstream_tls). */
+extern const struct table load_upstream_tls_table; /* load_server.c */
+extern const struct table load_identity_table;     /* load_server.c */
+field_parse_cb load_identity_jwt;                  /* load_identity.c */
+field_parse_cb load_limiters;                      /* load_limiters.c */
+extern const struct table load_log_table;          /* load_server.c */
+field_parse_cb load_routes;                        /* load_routes.c */
+field_parse_cb load_scg_section; /* load_ratelimiter.c: scg: */
 /* spring.cloud.gateway.filter.request-rate-limiter: the defaults of every
  * RequestRateLimiter of the file (load_ratelimiter.c). */
 field_parse_cb load_scg_rrl_defaults;

@@ -84,7 +84,8 @@ valid_path_text(const char *s, size_t n)
 static const char *
 split_uri(const char *s, struct upstream_uri *u)
 {
-    const char *auth = s + 7;
+    const char *auth = s + (u->https ? 8 : 7);
+    uint16_t dflt = u->https ? 443 : 80;
     size_t alen = strcspn(auth, "/");
     const char *p = auth + alen;
     size_t plen = strlen(p);
@@ -100,7 +101,7 @@ split_uri(const char *s, struct upstream_uri *u)
     if (memchr(auth, '@', alen) != NULL) {
         return "user info is not allowed";
     }
-    u->port = 80;
+    u->port = dflt;
     why = load_split_host_port(auth, alen, false, &u->host, &u->port);
     if (why != NULL) {
         return why;
@@ -113,7 +114,7 @@ split_uri(const char *s, struct upstream_uri *u)
     }
     u->base_path = xstrndup(p, plen);
     v6 = strchr(u->host, ':') != NULL;
-    if (u->port == 80) {
+    if (u->port == dflt) {
         u->authority = xasprintf(v6 ? "[%s]" : "%s", u->host);
     } else {
         u->authority =
@@ -168,11 +169,10 @@ parse_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
         }
         s = resolved;
     }
-    if (strncasecmp(s, "https://", 8) == 0) {
-        report(ld, node, path, "https upstreams are not supported");
-    } else if (strncasecmp(s, "http://", 7) != 0) {
+    route->uri.https = strncasecmp(s, "https://", 8) == 0;
+    if (!route->uri.https && strncasecmp(s, "http://", 7) != 0) {
         report(ld, node, path,
-               "bad uri \"%s\": expected http://host[:port][/path]", s);
+               "bad uri \"%s\": expected http[s]://host[:port][/path]", s);
     } else if ((why = split_uri(s, &route->uri)) != NULL) {
         report(ld, node, path, "bad uri \"%s\": %s", s, why);
     }
@@ -843,9 +843,19 @@ static const struct field route_fields[] = {
      .parse = load_duration,
      .offset = offsetof(struct route, response_timeout_ms),
      .min = 1},
+    {.key = "tls",
+     .parse = load_table,
+     .offset = offsetof(struct route, tls),
+     .table = &load_upstream_tls_table},
 };
 
 static const struct table route_table = TABLE(route_fields);
+
+static char *
+dup_or_null(const char *s)
+{
+    return s != NULL ? xstrdup(s) : NULL;
+}
 
 void
 load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
@@ -869,6 +879,10 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         /* upstream: comes before routes in the section table. */
         route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
         route->response_timeout_ms = cfg->upstream.response_timeout_ms;
+        route->tls.verify = cfg->upstream.tls.verify;
+        route->tls.ca_file = dup_or_null(cfg->upstream.tls.ca_file);
+        route->tls.cert_file = dup_or_null(cfg->upstream.tls.cert_file);
+        route->tls.key_file = dup_or_null(cfg->upstream.tls.key_file);
         load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
                     route);
     }

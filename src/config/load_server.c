@@ -1,7 +1,8 @@
 /*
  * load_server.c - the sections server:, admin:, upstream:, identity: and
- * log: of gateway.yaml: listen addresses, trusted proxies, header names,
- * the log level and the access log. Pure: tables over load.h's engine.
+ * log: of gateway.yaml: listen addresses, the TLS listener's files,
+ * upstream TLS settings, trusted proxies, header names, the log level and
+ * the access log. Pure: tables over load.h's engine.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,39 @@ parse_listen(struct loader *ld, yaml_node_t *node, const struct field *f,
     free(la->host);
     la->host = host;
     la->port = port;
+}
+
+/* server.listen: an address, or "off" when the TLS listener is the only one. */
+static void
+parse_server_listen(struct loader *ld, yaml_node_t *node, const struct field *f,
+                    void *base, const struct load_path *path)
+{
+    struct listen_addr *la = field_ptr(base, f);
+    const char *s = load_scalar(ld, node, path);
+
+    if (s == NULL) {
+        return;
+    }
+    if (strcmp(s, "off") == 0) {
+        free(la->host);
+        la->host = NULL;
+        la->port = 0;
+        return;
+    }
+    parse_listen(ld, node, f, base, path);
+}
+
+/* With server.listen off, server.tls is the only way in. */
+static void
+check_server(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+             void *base)
+{
+    const struct server_conf *sc = base;
+
+    if (sc->listen.host == NULL && !sc->tls.enabled) {
+        report(ld, node, path,
+               "listen: off needs server.tls: there would be no listener");
+    }
 }
 
 static void
@@ -103,10 +137,36 @@ static const struct choice access_format_words[] = {
 static const struct choices access_format_choices =
     CHOICES("access format", access_format_words, CHOICE_SUGGEST);
 
-static const struct field server_fields[] = {
+static const struct field server_tls_fields[] = {
     {.key = "listen",
      .parse = parse_listen,
+     .offset = offsetof(struct server_tls_conf, listen)},
+    {.key = "cert_file",
+     .parse = load_text,
+     .offset = offsetof(struct server_tls_conf, cert_file),
+     .required = true},
+    {.key = "key_file",
+     .parse = load_text,
+     .offset = offsetof(struct server_tls_conf, key_file),
+     .required = true},
+};
+
+/* "tls:" turns the TLS listener on; its files are read by the gateway. */
+static const struct table server_tls_table = {
+    .fields = server_tls_fields,
+    .n = NELEMS(server_tls_fields),
+    .flag_given = true,
+    .given = offsetof(struct server_tls_conf, enabled),
+};
+
+static const struct field server_fields[] = {
+    {.key = "listen",
+     .parse = parse_server_listen,
      .offset = offsetof(struct server_conf, listen)},
+    {.key = "tls",
+     .parse = load_table,
+     .offset = offsetof(struct server_conf, tls),
+     .table = &server_tls_table},
     {.key = "workers",
      .parse = load_uint_or_auto,
      .offset = offsetof(struct server_conf, workers),
@@ -165,6 +225,40 @@ static const struct field identity_fields[] = {
     {.key = "jwt", .parse = load_identity_jwt},
 };
 
+/* A client certificate comes with its key. */
+static void
+check_upstream_tls(struct loader *ld, yaml_node_t *node,
+                   const struct load_path *path, void *base)
+{
+    const struct upstream_tls *t = base;
+
+    if ((t->cert_file == NULL) != (t->key_file == NULL)) {
+        report(ld, node, path,
+               "cert_file and key_file go together (mutual TLS needs both)");
+    }
+}
+
+static const struct field upstream_tls_fields[] = {
+    {.key = "verify",
+     .parse = load_bool,
+     .offset = offsetof(struct upstream_tls, verify)},
+    {.key = "ca_file",
+     .parse = load_text,
+     .offset = offsetof(struct upstream_tls, ca_file)},
+    {.key = "cert_file",
+     .parse = load_text,
+     .offset = offsetof(struct upstream_tls, cert_file)},
+    {.key = "key_file",
+     .parse = load_text,
+     .offset = offsetof(struct upstream_tls, key_file)},
+};
+
+const struct table load_upstream_tls_table = {
+    .fields = upstream_tls_fields,
+    .n = NELEMS(upstream_tls_fields),
+    .check = check_upstream_tls,
+};
+
 static const struct field upstream_fields[] = {
     {.key = "connect_timeout",
      .parse = load_duration,
@@ -178,6 +272,10 @@ static const struct field upstream_fields[] = {
      .parse = load_uint,
      .offset = offsetof(struct upstream_conf, keepalive),
      .max = 100000},
+    {.key = "tls",
+     .parse = load_table,
+     .offset = offsetof(struct upstream_conf, tls),
+     .table = &load_upstream_tls_table},
 };
 
 static const struct field log_fields[] = {
@@ -194,7 +292,11 @@ static const struct field log_fields[] = {
      .choices = &access_format_choices},
 };
 
-const struct table load_server_table = TABLE(server_fields);
+const struct table load_server_table = {
+    .fields = server_fields,
+    .n = NELEMS(server_fields),
+    .check = check_server,
+};
 
 /* "admin:" alone turns the admin listener on, with its defaults. */
 const struct table load_admin_table = {

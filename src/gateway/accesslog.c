@@ -337,6 +337,7 @@ format_line(enum accesslog_format format, const struct access_entry *e,
         put_json_str(o, ",\"rl\":", e->decision, FIELD_MAX);
         put_json_str(o, ",\"tier\":", e->tier, FIELD_MAX);
         put_json_str(o, ",\"user\":", e->user, FIELD_MAX);
+        put_json_str(o, ",\"proto\":", e->tls ? "https" : "http", FIELD_MAX);
         put_str(o, "}\n");
         return path_len;
     }
@@ -367,7 +368,7 @@ format_line(enum accesslog_format format, const struct access_entry *e,
     put_text(o, ESC_TEXT_BARE, e->tier, FIELD_MAX);
     put_str(o, " user=");
     put_text(o, ESC_TEXT_BARE, e->user, FIELD_MAX);
-    put(o, "\n", 1);
+    put_str(o, e->tls ? " proto=https\n" : " proto=http\n");
     return path_len;
 }
 

@@ -1,7 +1,8 @@
 /*
  * accesslog.h - one line per request: time, client, method, path, route,
- * status, bytes, upstream and total time, the rate-limit decision and the
- * user.
+ * status, bytes, upstream and total time, the rate-limit decision, the
+ * user and the protocol the client spoke (http, or https on the TLS
+ * listener).
  * Text or JSON, to stdout or a file. Each line is one write(2) on an
  * O_APPEND descriptor, so workers log without a lock and lines never
  * interleave; reopening (SIGUSR1, for log rotation) swaps the file under
@@ -10,6 +11,7 @@
 #ifndef SLUICE_ACCESSLOG_H
 #define SLUICE_ACCESSLOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +33,7 @@ struct access_entry {
     const char *tier;     /* the deciding tier's label, or NULL */
     const char *user;     /* the user the gateway decided (Identity in
                              the README), or NULL: none */
+    bool tls;             /* came over the TLS listener: proto=https */
 };
 
 struct accesslog; /* opaque */
@@ -57,10 +60,11 @@ void accesslog_write(struct accesslog *al, const struct access_entry *e);
  * short (but still ending in '\n') if 'len' is too small. Pure.
  *   text: 2026-11-22T10:00:00.123Z 203.0.113.7 "GET /a?b=1" route=users
  *         status=200 bytes=512 upstream_ms=3 total_ms=4 rl=allowed tier=0
- *         user=alice
+ *         user=alice proto=http
  *   json: {"time":"...","client":"...","method":"GET","path":"/a?b=1",
  *         "route":"users","status":200,"bytes":512,"upstream_ms":3,
- *         "total_ms":4,"rl":"allowed","tier":"0","user":"alice"}
+ *         "total_ms":4,"rl":"allowed","tier":"0","user":"alice",
+ *         "proto":"http"}
  * Values are escaped: a path cannot forge a field or a line.
  */
 size_t accesslog_format(enum accesslog_format format,

@@ -1,6 +1,8 @@
 #include "clientconn.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 /*
@@ -56,6 +59,11 @@ struct clientconn {
     bool seen_line;                    /* head scan: request line seen */
     bool head_nul;                     /* head scan: a NUL byte in it */
     bool pending;                      /* not attached to its evcon yet */
+    bool tls;                          /* speaks TLS */
+    struct evhttp_request *tail_req;   /* clientconn_end_reply(): its
+                                          reply to end, or NULL */
+    struct event *tail_timer;          /* ends it a loop turn on, or NULL */
+    struct evbuffer_cb_entry *tail_cb; /* on the output: drained, or NULL */
     clientconn_close_cb watch;         /* told of the close, or NULL */
     void *watch_arg;                   /* for 'watch' */
     struct clientconn *prev, *next;    /* in cs->all */
@@ -68,6 +76,8 @@ struct clientconns {
     struct evconnlistener *lev;    /* borrowed; NULL once forgotten */
     struct metrics_shard *metrics; /* borrowed, or NULL */
     struct clientconns_conf conf;  /* in force */
+    struct tls_server *tls;        /* new connections' TLS, or NULL;
+                                      borrowed */
     struct timeval client_tv;      /* conf.client_timeout_ms */
     struct timeval header_tv;      /* conf.header_timeout_ms, as a common
                                       timeout of 'base' when possible */
@@ -249,6 +259,12 @@ record_free(struct clientconn *cc)
     if (cc->deadline != NULL) {
         event_free(cc->deadline);
     }
+    if (cc->tail_timer != NULL) {
+        event_free(cc->tail_timer);
+    }
+    if (cc->tail_cb != NULL) {
+        evbuffer_remove_cb_entry(bufferevent_get_output(cc->bev), cc->tail_cb);
+    }
     if (cc->fd >= 0 && (size_t)cc->fd < cs->nby_fd && cs->by_fd[cc->fd] == cc) {
         cs->by_fd[cc->fd] = NULL;
     }
@@ -297,6 +313,14 @@ attach(struct clientconn *cc, struct evhttp_connection *evcon)
     }
     if (fd < 0) {
         return;
+    }
+    if (cc->tls) {
+        int one = 1;
+
+        /* OpenSSL writes a reply's head and body as two records, two
+         * send()s: with Nagle the second waits for the client's delayed
+         * ACK, 40 ms a request (measured: 1,053 req/s). */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     if ((size_t)fd >= cs->nby_fd) {
         size_t old = cs->nby_fd;
@@ -358,15 +382,21 @@ static struct bufferevent *
 on_new_bev(struct event_base *base, void *arg)
 {
     struct clientconns *cs = arg;
-    /* Options as evhttp's own: it closes the descriptor itself, at once. */
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    struct bufferevent *bev;
     struct clientconn *cc;
 
+    if (cs->tls != NULL) {
+        bev = tls_server_bev_new(cs->tls, base);
+    } else {
+        /* Options as evhttp's own: it closes the descriptor itself. */
+        bev = bufferevent_socket_new(base, -1, 0);
+    }
     cs->pause_ms = ACCEPT_PAUSE_MIN_MS;
     if (bev == NULL) {
         return NULL;
     }
     cc = record_new(cs, bev);
+    cc->tls = cs->tls != NULL;
     /* Kept alive until attached, even should evhttp free it first. */
     bufferevent_incref(bev);
     cc->pending = true;
@@ -593,6 +623,7 @@ find(struct clientconns *cs, struct evhttp_connection *evcon)
     }
     /* Never seen (no bufferevent of ours): tracked from now on. */
     cc = record_new(cs, bev);
+    cc->tls = cs->tls != NULL;
     attach(cc, evcon);
     return cc;
 }
@@ -684,6 +715,82 @@ clientconns_new(struct event_base *base, struct evhttp *http,
     return cs;
 }
 
+static void on_tail_drained(struct evbuffer *buf,
+                            const struct evbuffer_cb_info *info, void *arg);
+
+/*
+ * The reply's end, a loop turn after the output was last seen empty: by
+ * then every write callback that OpenSSL's bufferevent deferred from an
+ * earlier write has run, and evhttp's cannot take the end for done while
+ * bytes wait.
+ */
+static void
+on_tail_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconn *cc = arg;
+    struct evbuffer *out = bufferevent_get_output(cc->bev);
+    struct evhttp_request *req = cc->tail_req;
+
+    (void)fd;
+    (void)what;
+    if (evbuffer_get_length(out) > 0) {
+        if (cc->tail_cb == NULL) {
+            cc->tail_cb = evbuffer_add_cb(out, on_tail_drained, cc);
+        }
+        return;
+    }
+    if (cc->tail_cb != NULL) {
+        evbuffer_remove_cb_entry(out, cc->tail_cb);
+        cc->tail_cb = NULL;
+    }
+    cc->tail_req = NULL;
+    /* May free the connection, and 'cc' with it. */
+    evhttp_send_reply_end(req);
+}
+
+static void
+on_tail_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+                void *arg)
+{
+    struct clientconn *cc = arg;
+    struct timeval zero = {0, 0};
+
+    (void)info;
+    if (evbuffer_get_length(buf) == 0 && cc->tail_req != NULL) {
+        evtimer_add(cc->tail_timer, &zero);
+    }
+}
+
+void
+clientconn_end_reply(struct clientconn *cc, struct evhttp_request *req)
+{
+    struct timeval zero = {0, 0};
+
+    if (cc->tail_timer == NULL) {
+        cc->tail_timer = evtimer_new(cc->cs->base, on_tail_timer, cc);
+    }
+    cc->tail_req = req;
+    evtimer_add(cc->tail_timer, &zero);
+}
+
+void *
+clientconn_watch_arg(const struct clientconn *cc, clientconn_close_cb cb)
+{
+    return cc->watch == cb ? cc->watch_arg : NULL;
+}
+
+void
+clientconns_set_tls(struct clientconns *cs, struct tls_server *tls)
+{
+    cs->tls = tls;
+}
+
+bool
+clientconn_tls(const struct clientconn *cc)
+{
+    return cc->tls;
+}
+
 void
 clientconns_forget_listener(struct clientconns *cs)
 {
@@ -737,7 +844,10 @@ bool
 clientconns_flushed(const struct clientconns *cs)
 {
     for (const struct clientconn *cc = cs->all; cc != NULL; cc = cc->next) {
-        if (evbuffer_get_length(bufferevent_get_output(cc->bev)) > 0) {
+        /* A reply whose end waits (clientconn_end_reply()) has yet to
+         * write its last chunk, and to finish. */
+        if (evbuffer_get_length(bufferevent_get_output(cc->bev)) > 0 ||
+            cc->tail_req != NULL) {
             return false;
         }
     }

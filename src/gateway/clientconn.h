@@ -36,7 +36,8 @@ struct evhttp_connection;
 struct evhttp_request;
 struct evconnlistener;
 struct metrics_shard;
-struct clientconns; /* opaque; one per worker */
+struct tls_server;
+struct clientconns; /* opaque; one per worker and listener */
 struct clientconn;  /* opaque; one per client connection */
 
 /* What the connections of one worker are held to. */
@@ -73,6 +74,27 @@ void clientconns_free(struct clientconns *cs);
 void clientconns_configure(struct clientconns *cs,
                            const struct clientconns_conf *conf);
 
+/*
+ * Connections accepted from now on speak TLS with 'tls' (borrowed; it
+ * must outlive them, or the next call), or plain HTTP when NULL (the
+ * default). Connections open keep what they started with.
+ */
+void clientconns_set_tls(struct clientconns *cs, struct tls_server *tls);
+
+/* The connection came over TLS. */
+bool clientconn_tls(const struct clientconn *cc);
+
+/*
+ * Ends the streamed reply to 'req' (evhttp_send_reply_end()) on a TLS
+ * connection, once its output is written. OpenSSL's bufferevent defers
+ * its write callback; one left over from an earlier write would make
+ * evhttp take an end called with bytes still queued for done, stop
+ * writing and strand them. So the end waits until the output is empty
+ * and a loop turn has passed. If the connection closes first, evhttp
+ * frees 'req' and nothing is called.
+ */
+void clientconn_end_reply(struct clientconn *cc, struct evhttp_request *req);
+
 /* The listener is going away (a drain): never enable or disable it again. */
 void clientconns_forget_listener(struct clientconns *cs);
 
@@ -94,6 +116,13 @@ typedef void (*clientconn_close_cb)(struct clientconn *cc, void *arg);
 void clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg);
 
 /*
+ * The 'arg' of the watcher of 'cc' if that watcher is 'cb', else NULL:
+ * for a callback that may come late, when the watcher is gone (a write
+ * callback deferred past the end of the reply it was for).
+ */
+void *clientconn_watch_arg(const struct clientconn *cc, clientconn_close_cb cb);
+
+/*
  * The head of the request being answered held a NUL byte. evhttp keeps
  * field values as C strings, so it has cut a value there
  * ("Transfer-Encoding: chunked\0junk" reads as chunked): the request
@@ -110,7 +139,8 @@ void clientconn_stream_timeouts(struct clientconn *cc);
 /* Connections open now. */
 size_t clientconns_count(const struct clientconns *cs);
 
-/* True when every open connection has been written all it was sent. */
+/* True when every open connection has been written all it was sent,
+ * and no reply waits for its end (clientconn_end_reply()). */
 bool clientconns_flushed(const struct clientconns *cs);
 
 /* Closes every open connection (the end of a drain that ran out). */

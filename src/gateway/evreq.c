@@ -305,7 +305,7 @@ evreq_send_reply(struct evhttp_request *req, int status,
     char len[U64_DEC_MAX];
     bool has_date = false;
 
-    if (!evreq_own_head(req)) {
+    if (text == NULL || !evreq_own_head(req)) {
         for (size_t i = 0; i < nfields; i++) {
             evhttp_add_header(out, fields->v[i].name, fields->v[i].value);
         }

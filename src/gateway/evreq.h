@@ -72,6 +72,7 @@ const char *evreq_date_now(void);
  * framed by its length: that call then finds the buffer empty and
  * finishes the request at once, instead of a loop turn later from the
  * write event (two epoll_ctl calls, write interest on and off, saved).
+ * Plain connections only: on a TLS one it would write clear text.
  */
 void evreq_flush(struct evhttp_connection *conn);
 
@@ -133,8 +134,9 @@ void evreq_head_send(struct evhttp_request *req, struct strbuf *text,
  * Date unless a field gives it, and the Connection field
  * evreq_closes_after() decides; then 'body' (drained). The head is
  * written as evreq_head_send() does, through 'text' and 'spare', for a
- * request evreq_own_head() accepts; by evhttp otherwise. Nothing of 'req'
- * after the call: evhttp may free it inside.
+ * request evreq_own_head() accepts; by evhttp otherwise, and when 'text'
+ * is NULL (a TLS connection: nothing but OpenSSL may write to its
+ * socket). Nothing of 'req' after the call: evhttp may free it inside.
  */
 void evreq_send_reply(struct evhttp_request *req, int status,
                       const struct headers *fields, struct evbuffer *body,

@@ -41,6 +41,7 @@
 #include "reqcheck.h"
 #include "router.h"
 #include "strbuf.h"
+#include "tls.h"
 #include "upstream.h"
 #include "xmalloc.h"
 
@@ -85,6 +86,8 @@ struct proxy {
     struct evbuffer *head_spare;   /* hands the head to evhttp; empty
                                       between uses; owned */
     uint64_t draws;                /* state of the Weight draws */
+    bool handling_tls;             /* the request proxy_handle() is on
+                                      came over the TLS listener */
 };
 
 /*
@@ -123,6 +126,7 @@ struct exchange {
                                         closed */
     enum evhttp_cmd_type method;     /* client method, forwarded as is */
     bool http10;                     /* the client spoke HTTP/1.0 */
+    bool tls;                        /* it came over the TLS listener */
     char *target;                    /* origin-form sent upstream; owned */
     struct headers fwd;              /* request headers to send; owned */
     struct ratelimit_check *check;   /* pending decision, or NULL */
@@ -256,7 +260,7 @@ static void
 record(struct proxy *p, struct evhttp_request *creq, const char *method,
        const char *route, const char *client, int status, uint64_t bytes,
        int64_t wall, int64_t t0, int64_t up_ms, const char *decision,
-       const char *tier, const char *user)
+       const char *tier, const char *user, bool tls)
 {
     char code[8];
     const char *labels[3];
@@ -292,6 +296,7 @@ record(struct proxy *p, struct evhttp_request *creq, const char *method,
     e.decision = decision;
     e.tier = tier;
     e.user = user;
+    e.tls = tls;
     accesslog_write(p->log, &e);
 }
 
@@ -320,8 +325,10 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     struct proxy *p = ex->proxy;
     struct evhttp_request *creq = ex->creq;
     struct evhttp_connection *cconn = ex->cconn;
-    /* A client that fell behind is written to by the bufferevent. */
-    bool flush = how == END_COMPLETE && !ex->paused;
+    /* A client that fell behind is written to by the bufferevent; over
+     * TLS, only OpenSSL writes to the socket. */
+    bool flush = how == END_COMPLETE && !ex->paused && !ex->tls;
+    struct clientconn *tls_cc = ex->tls ? ex->cc : NULL;
     bool last_chunk = how == END_COMPLETE && ex->chunked;
     const struct headers *refusal = ex->refusal;
 
@@ -353,7 +360,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
 
     record(p, creq, evreq_method_name(ex->method), ex->route->id, ex->client,
            ex->status, ex->bytes, ex->wall, ex->t0, ex->up_ms, ex->decision,
-           ex->tier, ex->user);
+           ex->tier, ex->user, ex->tls);
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
@@ -379,8 +386,8 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     /* Nothing of 'ex' past this point; nothing of 'creq' after the call. */
     switch (how) {
     case END_REPLY:
-        evreq_send_reply(creq, status, refusal, reply, &p->head_text,
-                         p->head_spare);
+        evreq_send_reply(creq, status, refusal, reply,
+                         tls_cc != NULL ? NULL : &p->head_text, p->head_spare);
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
@@ -389,6 +396,10 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
 
             evbuffer_add(bufferevent_get_output(bev), EVREQ_LAST_CHUNK,
                          sizeof(EVREQ_LAST_CHUNK) - 1);
+        }
+        if (tls_cc != NULL) {
+            clientconn_end_reply(tls_cc, creq);
+            break;
         }
         if (flush) {
             evreq_flush(cconn);
@@ -547,7 +558,9 @@ static void on_client_drained(struct evhttp_connection *cconn, void *arg);
 
 /*
  * Where the fields of a response head go: the gateway's own text, or
- * evhttp's list for the head evhttp writes itself (evreq_own_head()).
+ * evhttp's list for the head evhttp writes itself: for a HEAD request
+ * (evreq_own_head()), and over TLS, where OpenSSL's bufferevent defers
+ * its write callbacks and only evhttp's own reply path was proven.
  */
 struct head_out {
     struct strbuf *text;      /* the gateway's head, or NULL */
@@ -590,6 +603,19 @@ frame_for_client(struct exchange *ex, const struct resparse_head *head,
         return false;
     }
     if (head->framing == RESPARSE_NO_BODY) {
+        return false;
+    }
+    if (o->text == NULL) {
+        /* evhttp chunks for an HTTP/1.1 client by itself; to an HTTP/1.0
+         * one it would send "Content-Length: 0" before the body, unless
+         * it forgets that the client asked for keep-alive and closes. */
+        if (ex->http10) {
+            struct evkeyvalq *in = evhttp_request_get_input_headers(ex->creq);
+
+            /* Every field: evhttp would find a second "keep-alive". */
+            while (evhttp_remove_header(in, "Connection") == 0) {
+            }
+        }
         return false;
     }
     if (!ex->http10) {
@@ -638,7 +664,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
             filter_apply_response(&r->filters[i], &edit);
         }
     }
-    if (evreq_own_head(ex->creq)) {
+    if (!ex->tls && evreq_own_head(ex->creq)) {
         o.text = &p->head_text;
         evreq_head_begin(o.text, ex->creq, edit.status, edit.reason);
     } else {
@@ -691,16 +717,17 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     } else if (ex->http10) {
         head_field(&o, "Connection", "keep-alive");
     }
-    evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained, ex);
+    evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained, ex->cc);
 }
 
 static void
 on_client_drained(struct evhttp_connection *cconn, void *arg)
 {
-    struct exchange *ex = arg;
+    struct exchange *ex =
+        arg != NULL ? clientconn_watch_arg(arg, on_conn_close) : NULL;
 
     (void)cconn;
-    if (ex->paused && ex->ureq != NULL) {
+    if (ex != NULL && ex->paused && ex->ureq != NULL) {
         ex->paused = false;
         upstream_resume(ex->ureq);
     }
@@ -719,7 +746,9 @@ on_upstream_body(void *arg, struct evbuffer *buf)
     if (ex->chunked && evbuffer_get_length(buf) > 0) {
         evreq_chunk_wrap(buf);
     }
-    evhttp_send_reply_chunk_with_cb(ex->creq, buf, on_client_drained, ex);
+    /* Its argument is the connection's record, not 'ex': over TLS the
+     * callback may come after the exchange has ended. */
+    evhttp_send_reply_chunk_with_cb(ex->creq, buf, on_client_drained, ex->cc);
     cbev = evhttp_connection_get_bufferevent(ex->cconn);
     if (!ex->paused &&
         evbuffer_get_length(bufferevent_get_output(cbev)) > CLIENT_HIGH_WATER) {
@@ -742,7 +771,7 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
 {
     struct exchange *ex = arg;
     const struct route *r = ex->route;
-    char msg[256];
+    char msg[512];
 
     ex->ureq = NULL;
     if (ex->state == EX_UPSTREAM &&
@@ -764,6 +793,13 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
         log_warn("proxy: route %s: %s mid-response; cutting the client off",
                  r->id, msg);
         exchange_end(ex, END_CUT, 0, NULL);
+        return;
+    }
+    if (err == UPSTREAM_TLS_VERIFY) {
+        /* The upstream client has logged it, once for all requests. */
+        log_debug("proxy: route %s: %s", r->id, msg);
+        exchange_end(ex, END_REPLY, 502,
+                     evreq_problem_body(ex->creq, 502, msg));
         return;
     }
     fail_exchange(
@@ -804,6 +840,7 @@ start_upstream(struct exchange *ex)
     ex->state = EX_UPSTREAM;
     ur.host = r->uri.host;
     ur.port = r->uri.port;
+    ur.tls = tls_route_client(ex->cfg, (size_t)(r - ex->cfg->routes));
     ur.method = evreq_method_name(ex->method);
     ur.target = ex->target;
     ur.headers = &ex->fwd;
@@ -953,6 +990,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     ex->cconn = cconn;
     ex->method = evhttp_request_get_command(creq);
     ex->http10 = creq->major == 1 && creq->minor == 0;
+    ex->tls = p->handling_tls;
     ex->cc = cc;
     clientconn_watch(cc, on_conn_close, ex);
     ex->t0 = t0;
@@ -999,8 +1037,9 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
 
     evreq_reply_prepare(creq, body);
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
-           wall, t0, -1, NULL, NULL, NULL);
-    evreq_send_reply(creq, status, NULL, body, &p->head_text, p->head_spare);
+           wall, t0, -1, NULL, NULL, NULL, p->handling_tls);
+    evreq_send_reply(creq, status, NULL, body,
+                     p->handling_tls ? NULL : &p->head_text, p->head_spare);
     evbuffer_free(body);
 }
 
@@ -1249,6 +1288,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     int64_t t0 = clock_mono_ms(), wall = clock_wall_ms();
     char addr[64];
 
+    p->handling_tls = clientconn_tls(cc);
     if (p->draining) {
         evreq_close_after_reply(creq);
     }
@@ -1376,6 +1416,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                   : route->uri.authority;
     fr.peer = &peer;
     fr.peer_trusted = trusted;
+    fr.tls = p->handling_tls;
     fr.xff = xff;
     /* Written last, over whatever the client or a filter put there. */
     fr.user_header = cfg->identity.user_header;

@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "proxy.h"
 #include "ratelimit.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 /*
@@ -65,26 +66,36 @@ struct worker {
     pthread_t thread;                  /* runs event_base_dispatch */
     struct event_base *base;           /* owned */
     struct evdns_base *dns;            /* owned */
-    struct evhttp *http;               /* owned */
-    struct evhttp_bound_socket *bound; /* the listener; owned by 'http' */
-    struct clientconns *conns;         /* its connections; owned */
-    struct proxy *proxy;               /* owned */
-    struct ratelimit *rl;              /* owned: Redis client, limiters */
-    struct config *cfg;                /* this worker's reference */
-    pthread_mutex_t mu;                /* guards 'next_cfg' */
-    struct config *next_cfg;           /* handed over by a reload, or NULL */
-    int wake[2];                       /* pipe: the main thread writes a
-                                          byte after setting a flag below;
-                                          -1 when not open */
-    struct event *wake_ev;             /* reads wake[0] */
-    atomic_bool reload_due;            /* set by the main thread */
-    atomic_bool stop_due;              /* set by the main thread */
-    struct event *drain_timer;         /* polls in-flight while draining */
-    uint64_t drain_left_ms;            /* drain time remaining */
-    atomic_bool done;                  /* the loop has returned */
-    atomic_bool redis_ok;              /* Redis connected (or unneeded) */
-    struct metrics_shard *metrics;     /* owned by the registry */
-    struct event *tick;                /* publishes readiness, counters */
+    struct evhttp *http;               /* owned, or NULL: server.listen off */
+    struct evhttp_bound_socket *bound; /* the listener; owned by 'http', or
+                                          NULL (off, or stopped) */
+    struct clientconns *conns;         /* its connections; owned, or NULL */
+    bool stopped;                      /* a stop has come: draining */
+    /* The TLS listener (server.tls), on an evhttp of its own: evhttp
+     * makes every connection of one evhttp with one bufferevent hook. */
+    struct evhttp *https;                  /* owned, or NULL */
+    struct evhttp_bound_socket *tls_bound; /* owned by 'https', or NULL */
+    struct clientconns *tls_conns;         /* its connections; owned */
+    struct config *tls_cfg;                /* a reference to the newest
+                                              config with a TLS listener:
+                                              its context is in use */
+    struct proxy *proxy;                   /* owned */
+    struct ratelimit *rl;                  /* owned: Redis client, limiters */
+    struct config *cfg;                    /* this worker's reference */
+    pthread_mutex_t mu;                    /* guards 'next_cfg' */
+    struct config *next_cfg;       /* handed over by a reload, or NULL */
+    int wake[2];                   /* pipe: the main thread writes a
+                                      byte after setting a flag below;
+                                      -1 when not open */
+    struct event *wake_ev;         /* reads wake[0] */
+    atomic_bool reload_due;        /* set by the main thread */
+    atomic_bool stop_due;          /* set by the main thread */
+    struct event *drain_timer;     /* polls in-flight while draining */
+    uint64_t drain_left_ms;        /* drain time remaining */
+    atomic_bool done;              /* the loop has returned */
+    atomic_bool redis_ok;          /* Redis connected (or unneeded) */
+    struct metrics_shard *metrics; /* owned by the registry */
+    struct event *tick;            /* publishes readiness, counters */
 };
 
 struct server {
@@ -113,6 +124,15 @@ on_request(struct evhttp_request *req, void *arg)
 {
     struct worker *w = arg;
     struct clientconn *cc = clientconns_begin_request(w->conns, req);
+
+    proxy_handle(w->proxy, w->cfg, req, cc);
+}
+
+static void
+on_tls_request(struct evhttp_request *req, void *arg)
+{
+    struct worker *w = arg;
+    struct clientconn *cc = clientconns_begin_request(w->tls_conns, req);
 
     proxy_handle(w->proxy, w->cfg, req, cc);
 }
@@ -188,12 +208,25 @@ on_reload(evutil_socket_t fd, short what, void *arg)
     w->cfg = next;
     /* Leases were sized by the old limiters: give them back. */
     ratelimit_release(w->rl);
-    apply_http_limits(w->http, &next->server);
     {
         struct clientconns_conf cc;
 
         clientconns_conf_of(&next->server, w->srv->nworkers, &cc);
-        clientconns_configure(w->conns, &cc);
+        if (w->http != NULL) {
+            apply_http_limits(w->http, &next->server);
+            clientconns_configure(w->conns, &cc);
+        }
+        if (w->https != NULL) {
+            apply_http_limits(w->https, &next->server);
+            clientconns_configure(w->tls_conns, &cc);
+        }
+    }
+    /* A new certificate for the connections accepted from now on; those
+     * open keep theirs (each SSL holds its context). */
+    if (w->tls_conns != NULL && tls_listener(next) != NULL) {
+        config_unref(w->tls_cfg);
+        w->tls_cfg = config_ref(next);
+        clientconns_set_tls(w->tls_conns, tls_listener(next));
     }
 }
 
@@ -202,7 +235,9 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
     struct timeval tv = clock_tv(DRAIN_POLL_MS);
-    bool idle = proxy_idle(w->proxy) && clientconns_flushed(w->conns);
+    bool idle = proxy_idle(w->proxy) &&
+                (w->conns == NULL || clientconns_flushed(w->conns)) &&
+                (w->tls_conns == NULL || clientconns_flushed(w->tls_conns));
     /* Once no request can take another lease, the leases go back; the
      * loop waits for Redis to have them (ratelimit.h). */
     bool released = idle && ratelimit_release(w->rl);
@@ -215,7 +250,12 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
                      "requests and unsent responses",
                      w->index, proxy_in_flight(w->proxy));
             proxy_abort_all(w->proxy);
-            clientconns_close_all(w->conns);
+            if (w->conns != NULL) {
+                clientconns_close_all(w->conns);
+            }
+            if (w->tls_conns != NULL) {
+                clientconns_close_all(w->tls_conns);
+            }
         }
         event_base_loopexit(w->base, NULL);
         return;
@@ -232,10 +272,18 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (w->bound != NULL) {
-        clientconns_forget_listener(w->conns);
-        evhttp_del_accept_socket(w->http, w->bound);
-        w->bound = NULL;
+    if (!w->stopped) {
+        w->stopped = true;
+        if (w->bound != NULL) {
+            clientconns_forget_listener(w->conns);
+            evhttp_del_accept_socket(w->http, w->bound);
+            w->bound = NULL;
+        }
+        if (w->tls_bound != NULL) {
+            clientconns_forget_listener(w->tls_conns);
+            evhttp_del_accept_socket(w->https, w->tls_bound);
+            w->tls_bound = NULL;
+        }
         proxy_drain(w->proxy);
         w->drain_left_ms = w->cfg->server.drain_timeout_ms;
         on_drain_tick(-1, 0, w);
@@ -299,6 +347,7 @@ worker_main(void *arg)
 {
     struct worker *w = arg;
 
+    tls_thread_metrics(w->metrics);
     event_base_dispatch(w->base);
     atomic_store(&w->done, true);
     return NULL;
@@ -332,12 +381,49 @@ worker_base_new(void)
     return base;
 }
 
+/* An evhttp of worker 'w', set up as every listener of it is. */
+static struct evhttp *
+worker_http_new(struct worker *w, void (*cb)(struct evhttp_request *, void *))
+{
+    struct evhttp *http = evhttp_new(w->base);
+
+    evhttp_set_gencb(http, cb, w);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+                                         EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                         EVHTTP_REQ_DELETE |
+                                         EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_default_content_type(http, NULL);
+    /* Without it a client that is still sending never sees a 413. */
+    evhttp_set_flags(http, EVHTTP_SERVER_LINGERING_CLOSE);
+    apply_http_limits(http, &w->srv->cfg->server);
+    return http;
+}
+
+/* Binds 'http' to a listener of its own on 'la'; NULL after logging. */
+static struct evhttp_bound_socket *
+worker_listen(struct worker *w, struct evhttp *http,
+              const struct listen_addr *la, const struct addrinfo *ai)
+{
+    struct evconnlistener *lev;
+
+    lev = evconnlistener_new_bind(w->base, NULL, NULL,
+                                  LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT |
+                                      LEV_OPT_CLOSE_ON_FREE |
+                                      LEV_OPT_CLOSE_ON_EXEC,
+                                  1024, ai->ai_addr, (int)ai->ai_addrlen);
+    if (lev == NULL) {
+        log_error("server: listen %s:%u: %s", la->host, la->port,
+                  strerror(errno));
+        return NULL;
+    }
+    return evhttp_bind_listener(http, lev);
+}
+
 static int
 worker_init(struct worker *w, struct server *s, unsigned index,
-            const struct sockaddr *sa, socklen_t salen)
+            const struct addrinfo *ai, const struct addrinfo *tls_ai)
 {
     const struct server_conf *sc = &s->cfg->server;
-    struct evconnlistener *lev;
 
     w->srv = s;
     w->wake[0] = w->wake[1] = -1;
@@ -354,36 +440,34 @@ worker_init(struct worker *w, struct server *s, unsigned index,
         /* No resolv.conf: literal upstream addresses still work. */
         w->dns = evdns_base_new(w->base, 0);
     }
-    w->http = evhttp_new(w->base);
-    evhttp_set_gencb(w->http, on_request, w);
-    evhttp_set_allowed_methods(
-        w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                     EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                     EVHTTP_REQ_PATCH);
-    evhttp_set_default_content_type(w->http, NULL);
-    /* Without it a client that is still sending never sees a 413. */
-    evhttp_set_flags(w->http, EVHTTP_SERVER_LINGERING_CLOSE);
-    apply_http_limits(w->http, sc);
-
-    lev = evconnlistener_new_bind(w->base, NULL, NULL,
-                                  LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT |
-                                      LEV_OPT_CLOSE_ON_FREE |
-                                      LEV_OPT_CLOSE_ON_EXEC,
-                                  1024, sa, (int)salen);
-    if (lev == NULL) {
-        log_error("server: listen %s:%u: %s", sc->listen.host, sc->listen.port,
-                  strerror(errno));
-        return -1;
-    }
-    w->bound = evhttp_bind_listener(w->http, lev);
     w->metrics = metrics_shard(s->metrics);
     {
         struct clientconns_conf cc;
 
         clientconns_conf_of(sc, s->nworkers, &cc);
-        w->conns = clientconns_new(w->base, w->http,
-                                   evhttp_bound_socket_get_listener(w->bound),
-                                   w->metrics, &cc);
+        if (ai != NULL) {
+            w->http = worker_http_new(w, on_request);
+            w->bound = worker_listen(w, w->http, &sc->listen, ai);
+            if (w->bound == NULL) {
+                return -1;
+            }
+            w->conns = clientconns_new(
+                w->base, w->http, evhttp_bound_socket_get_listener(w->bound),
+                w->metrics, &cc);
+        }
+        if (tls_ai != NULL) {
+            w->https = worker_http_new(w, on_tls_request);
+            w->tls_bound = worker_listen(w, w->https, &sc->tls.listen, tls_ai);
+            if (w->tls_bound == NULL) {
+                return -1;
+            }
+            w->tls_conns =
+                clientconns_new(w->base, w->https,
+                                evhttp_bound_socket_get_listener(w->tls_bound),
+                                w->metrics, &cc);
+            w->tls_cfg = config_ref(s->cfg);
+            clientconns_set_tls(w->tls_conns, tls_listener(s->cfg));
+        }
     }
     w->rl = ratelimit_new(w->base, s->cfg, s->store, index, w->metrics);
     {
@@ -431,9 +515,15 @@ worker_deinit(struct worker *w)
     }
     /* Before evhttp_free(): its connections must not call back. */
     clientconns_free(w->conns);
+    clientconns_free(w->tls_conns);
     if (w->http != NULL) {
         evhttp_free(w->http);
     }
+    if (w->https != NULL) {
+        evhttp_free(w->https);
+    }
+    /* Its connections are gone: the context may go too. */
+    config_unref(w->tls_cfg);
     proxy_free(w->proxy);
     ratelimit_free(w->rl);
     if (w->tick != NULL) {
@@ -503,6 +593,12 @@ reload(struct server *s, struct config_errors *errs)
     struct config *next;
 
     next = config_load(s->cfg->path, errs);
+    if (next != NULL && tls_attach(next, errs) < 0) {
+        /* A certificate or key that will not load: as a config error,
+         * the running config, and its certificates, stay. */
+        config_unref(next);
+        next = NULL;
+    }
     if (next == NULL) {
         for (size_t i = before; i < errs->n; i++) {
             log_error("config: %s", errs->v[i]);
@@ -761,35 +857,59 @@ log_connection_limit(const struct server_conf *sc, unsigned nworkers)
     }
 }
 
+/* The address to bind for 'la', its port checked free; NULL after logging. */
+static struct addrinfo *
+resolve_listen(const struct listen_addr *la)
+{
+    struct addrinfo hints, *ai = NULL;
+    char port[8];
+    int rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(port, sizeof(port), "%u", la->port);
+    rc = getaddrinfo(la->host, port, &hints, &ai);
+    if (rc != 0) {
+        log_error("server: listen %s:%u: %s", la->host, la->port,
+                  gai_strerror(rc));
+        return NULL;
+    }
+    if (probe_port(ai->ai_addr, ai->ai_addrlen) < 0) {
+        log_error("server: listen %s:%u: %s", la->host, la->port,
+                  strerror(errno));
+        freeaddrinfo(ai);
+        return NULL;
+    }
+    return ai;
+}
+
 struct server *
 server_new(struct config *cfg, bool watch)
 {
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1};
     const struct server_conf *sc = &cfg->server;
-    struct addrinfo hints, *ai = NULL;
+    struct addrinfo *ai = NULL, *tls_ai = NULL;
     struct server *s;
-    char port[8];
-    int rc;
 
     if (evthread_use_pthreads() < 0) {
         log_error("server: libevent has no pthreads support");
         return NULL;
     }
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    snprintf(port, sizeof(port), "%u", sc->listen.port);
-    rc = getaddrinfo(sc->listen.host, port, &hints, &ai);
-    if (rc != 0) {
-        log_error("server: listen %s:%u: %s", sc->listen.host, sc->listen.port,
-                  gai_strerror(rc));
+    if (sc->tls.enabled && tls_listener(cfg) == NULL) {
+        log_error("server: server.tls: no TLS context (tls_attach)");
         return NULL;
     }
-    if (probe_port(ai->ai_addr, ai->ai_addrlen) < 0) {
-        log_error("server: listen %s:%u: %s", sc->listen.host, sc->listen.port,
-                  strerror(errno));
-        freeaddrinfo(ai);
+    /* server.listen: off leaves the TLS listener alone (the loader
+     * insists on one). */
+    if (sc->listen.host != NULL && (ai = resolve_listen(&sc->listen)) == NULL) {
+        return NULL;
+    }
+    if (sc->tls.enabled && (tls_ai = resolve_listen(&sc->tls.listen)) == NULL) {
+        if (ai != NULL) {
+            freeaddrinfo(ai);
+        }
         return NULL;
     }
 
@@ -809,7 +929,12 @@ server_new(struct config *cfg, bool watch)
                                 sizeof(err));
         if (s->log == NULL) {
             log_error("server: access log: %s", err);
-            freeaddrinfo(ai);
+            if (ai != NULL) {
+                freeaddrinfo(ai);
+            }
+            if (tls_ai != NULL) {
+                freeaddrinfo(tls_ai);
+            }
             server_free(s);
             return NULL;
         }
@@ -818,14 +943,23 @@ server_new(struct config *cfg, bool watch)
     s->store = local_store_new(64);
     s->workers = xcalloc(s->nworkers, sizeof(*s->workers));
     for (unsigned i = 0; i < s->nworkers; i++) {
-        if (worker_init(&s->workers[i], s, i, ai->ai_addr, ai->ai_addrlen) <
-            0) {
-            freeaddrinfo(ai);
+        if (worker_init(&s->workers[i], s, i, ai, tls_ai) < 0) {
+            if (ai != NULL) {
+                freeaddrinfo(ai);
+            }
+            if (tls_ai != NULL) {
+                freeaddrinfo(tls_ai);
+            }
             server_free(s);
             return NULL;
         }
     }
-    freeaddrinfo(ai);
+    if (ai != NULL) {
+        freeaddrinfo(ai);
+    }
+    if (tls_ai != NULL) {
+        freeaddrinfo(tls_ai);
+    }
     log_connection_limit(sc, s->nworkers);
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         s->signals[i] = evsignal_new(s->base, sigs[i], on_signal, s);
@@ -859,8 +993,18 @@ server_run(struct server *s)
         pthread_create(&s->workers[i].thread, NULL, worker_main,
                        &s->workers[i]);
     }
-    log_info("server: listening on %s:%u with %u workers, %zu routes",
-             sc->listen.host, sc->listen.port, s->nworkers, s->cfg->nroutes);
+    if (sc->listen.host != NULL) {
+        log_info("server: listening on %s:%u with %u workers, %zu routes",
+                 sc->listen.host, sc->listen.port, s->nworkers,
+                 s->cfg->nroutes);
+    } else {
+        log_info("server: %u workers, %zu routes, TLS listener only",
+                 s->nworkers, s->cfg->nroutes);
+    }
+    if (sc->tls.enabled) {
+        log_info("server: TLS listening on %s:%u", sc->tls.listen.host,
+                 sc->tls.listen.port);
+    }
     /* The signal events keep this loop alive until the workers are done. */
     while (s->stopping == 0) {
         event_base_loop(s->base, EVLOOP_ONCE);

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,9 @@
 #include <event2/event.h>
 
 #include "clock.h"
+#include "log.h"
 #include "strbuf.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 /* Response heads, interim responses included, beyond this are a 502. */
@@ -31,10 +35,11 @@ struct pool;
 /*
  * One connection to an upstream: in use by 'req', or idle in its pool.
  * The bufferevent connects and writes; reading is ours ('rd'), so that a
- * read is one recv() and goes straight to the parser.
+ * read is one recv() and goes straight to the parser. Over TLS the
+ * bufferevent (OpenSSL's) does it all, reading included.
  */
 struct uconn {
-    struct bufferevent *bev;  /* owned; never reads */
+    struct bufferevent *bev;  /* owned; never reads, unless 'tls' */
     struct event *rd;         /* reads the socket once connected: for the
                                  request, or to drop an idle connection
                                  that the upstream closes or writes on;
@@ -42,7 +47,13 @@ struct uconn {
     struct pool *pool;        /* borrowed: where it returns */
     struct upstream_req *req; /* the request on it, or NULL when idle */
     unsigned served;          /* responses completed on it */
-    bool connected;           /* the TCP connect has completed */
+    bool connected;           /* the TCP connect (and TLS handshake) has
+                                 completed */
+    bool tls;                 /* a TLS connection */
+    bool eof;                 /* TLS: the upstream ended the connection;
+                                 acted on once the input is read */
+    bool *alive;              /* TLS: cleared when freed, for the read
+                                 loop that may free it; or NULL */
     /* Kept with the connection, so that a request allocates none of
      * them: */
     struct resparse *parser; /* its responses' parser; owned */
@@ -51,10 +62,17 @@ struct uconn {
                                 the bufferevent times nothing; owned */
 };
 
-/* The idle connections of one worker to one host:port. */
+/* The idle connections of one worker to one host:port and TLS setting. */
 struct pool {
-    char *host;          /* owned */
-    uint16_t port;       /* upstream port */
+    char *host;    /* owned */
+    uint16_t port; /* upstream port */
+    char *tls_key; /* the TLS settings (tls_client_key()), or NULL
+                      for plain http; owned */
+    struct ssl_session_st *session; /* the latest TLS session the upstream
+                                       gave, offered by new connections;
+                                       owned, or NULL */
+    bool tls_warned;     /* a certificate failure has been logged, and
+                            none verified since */
     struct uconn **idle; /* LIFO: the warmest is reused first; owned */
     size_t nidle;        /* idle connections */
     size_t cap;          /* slots in 'idle' */
@@ -91,6 +109,7 @@ struct upstream_req {
     int64_t t0;                          /* monotonic ms it was sent */
     uint64_t response_timeout_ms;        /* from 'r' */
     uint64_t connect_timeout_ms;         /* from 'r' */
+    struct tls_client *tls;              /* from 'r': for a retry */
     unsigned keepalive;                  /* from 'r' */
     bool reused;                         /* 'conn' came from the pool */
     bool keep_alive;                     /* the head allows another request
@@ -106,6 +125,8 @@ struct upstream_req {
 };
 
 static void on_readable(evutil_socket_t fd, short what, void *arg);
+static void on_tls_read(struct bufferevent *bev, void *arg);
+static void on_tls_idle_read(struct bufferevent *bev, void *arg);
 static void on_conn_event(struct bufferevent *bev, short what, void *arg);
 static void on_idle_event(struct bufferevent *bev, short what, void *arg);
 static void on_timer(evutil_socket_t fd, short what, void *arg);
@@ -125,11 +146,25 @@ upstream_error_str(enum upstream_error err)
         return "connection closed";
     case UPSTREAM_BAD_RESPONSE:
         return "malformed response";
+    case UPSTREAM_TLS:
+        return "TLS handshake failed";
+    case UPSTREAM_TLS_VERIFY:
+        return "certificate not verified";
     }
     return "failed";
 }
 
 /* ---- connections and pools ---- */
+
+/* The upstream handed out a TLS session on 'app''s connection. */
+static void
+on_session(void *app, struct ssl_session_st *session)
+{
+    struct pool *pl = ((struct uconn *)app)->pool;
+
+    tls_session_free(pl->session);
+    pl->session = session;
+}
 
 struct upstream_client *
 upstream_client_new(struct event_base *base, struct evdns_base *dns)
@@ -143,6 +178,7 @@ upstream_client_new(struct event_base *base, struct evdns_base *dns)
     /* Every idle timeout has the same length: a queue, not the heap. */
     common = event_base_init_common_timeout(base, &tv);
     c->idle_tv = common != NULL ? *common : tv;
+    tls_set_session_cb(on_session);
     return c;
 }
 
@@ -153,6 +189,13 @@ conn_free(struct uconn *uc)
        and inside on_readable(), which touches nothing after. */
     if (uc->rd != NULL) {
         event_free(uc->rd);
+    }
+    if (uc->alive != NULL) {
+        *uc->alive = false;
+    }
+    if (uc->tls) {
+        /* Its SSL may outlive it a moment (libevent finalizes later). */
+        tls_client_bev_detach(uc->bev);
     }
     bufferevent_free(uc->bev);
     event_free(uc->timer);
@@ -176,25 +219,37 @@ upstream_client_free(struct upstream_client *c)
         }
         free(pl->idle);
         free(pl->host);
+        free(pl->tls_key);
+        tls_session_free(pl->session);
         free(pl);
     }
     free(c->head.p);
     free(c);
 }
 
+/*
+ * The pool of 'host':'port' with TLS settings 'tls_key' (NULL: plain): a
+ * plain and a TLS connection, or two with different certificates to
+ * check or to show, never share one.
+ */
 static struct pool *
-pool_get(struct upstream_client *c, const char *host, uint16_t port)
+pool_get(struct upstream_client *c, const char *host, uint16_t port,
+         const char *tls_key)
 {
     struct pool *pl;
 
     for (pl = c->pools; pl != NULL; pl = pl->next) {
-        if (pl->port == port && strcmp(pl->host, host) == 0) {
+        if (pl->port == port && strcmp(pl->host, host) == 0 &&
+            (pl->tls_key == NULL
+                 ? tls_key == NULL
+                 : tls_key != NULL && strcmp(pl->tls_key, tls_key) == 0)) {
             return pl;
         }
     }
     pl = xcalloc(1, sizeof(*pl));
     pl->host = xstrdup(host);
     pl->port = port;
+    pl->tls_key = tls_key != NULL ? xstrdup(tls_key) : NULL;
     pl->next = c->pools;
     c->pools = pl;
     return pl;
@@ -246,7 +301,10 @@ conn_fit(struct uconn *uc)
     char c;
     evutil_socket_t fd = bufferevent_getfd(uc->bev);
 
-    if (uc->rd == NULL || fd < 0) {
+    if (!uc->connected || fd < 0) {
+        return false;
+    }
+    if (uc->tls && evbuffer_get_length(bufferevent_get_input(uc->bev)) > 0) {
         return false;
     }
     return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
@@ -280,24 +338,32 @@ pool_release(struct upstream_client *c, struct uconn *uc, unsigned keepalive)
         conn_free(uc);
         return;
     }
-    bufferevent_setcb(uc->bev, NULL, NULL, on_idle_event, uc);
+    bufferevent_setcb(uc->bev, uc->tls ? on_tls_idle_read : NULL, NULL,
+                      on_idle_event, uc);
     evtimer_add(uc->timer, &c->idle_tv);
     pl->idle = xgrow(pl->idle, &pl->cap, pl->nidle + 1, sizeof(*pl->idle));
     pl->idle[pl->nidle++] = uc;
 }
 
+/* A new connection to the upstream of 'pl', over TLS when 'tls'. */
 static struct uconn *
-conn_new(struct upstream_client *c, struct pool *pl)
+conn_new(struct upstream_client *c, struct pool *pl, struct tls_client *tls)
 {
     struct uconn *uc = xcalloc(1, sizeof(*uc));
 
     /*
      * Deferred callbacks: a connect that fails at once (a refused port on
      * loopback) then reports from the loop, never from inside
-     * upstream_send().
+     * upstream_send(). The TLS bufferevent defers too, and reports
+     * "connected" once its handshake is done.
      */
-    uc->bev = bufferevent_socket_new(
-        c->base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    uc->tls = tls != NULL;
+    if (tls != NULL) {
+        uc->bev = tls_client_bev_new(tls, c->base, pl->host, pl->session, uc);
+    } else {
+        uc->bev = bufferevent_socket_new(
+            c->base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    }
     if (uc->bev == NULL) {
         free(uc);
         return NULL;
@@ -359,7 +425,8 @@ start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
     rq->conn = uc;
     rq->reused = reused;
     uc->req = rq;
-    bufferevent_setcb(uc->bev, NULL, NULL, on_conn_event, rq);
+    bufferevent_setcb(uc->bev, uc->tls ? on_tls_read : NULL, NULL,
+                      on_conn_event, rq);
     /*
      * Writing waits for a connect, or for what the socket did not take
      * at once (write_now()). A bufferevent has EV_WRITE on from its
@@ -452,7 +519,8 @@ write_now(struct uconn *uc, const char *p, size_t len, struct evbuffer *body)
     int nv = 1;
     ssize_t n;
 
-    if (uc->connected && fd >= 0 && evbuffer_get_length(out) == 0) {
+    /* Over TLS, OpenSSL writes: the bufferevent has it all. */
+    if (!uc->tls && uc->connected && fd >= 0 && evbuffer_get_length(out) == 0) {
         v[0].iov_base = (void *)p;
         v[0].iov_len = len;
         if (body != NULL) {
@@ -496,7 +564,8 @@ struct upstream_req *
 upstream_send(struct upstream_client *c, const struct upstream_request *r,
               const struct upstream_callbacks *cb, void *arg)
 {
-    struct pool *pl = pool_get(c, r->host, r->port);
+    struct pool *pl = pool_get(c, r->host, r->port,
+                               r->tls != NULL ? tls_client_key(r->tls) : NULL);
     struct upstream_req *rq;
     struct uconn *uc;
     bool reused;
@@ -504,7 +573,7 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
 
     uc = pool_take(pl);
     reused = uc != NULL;
-    if (uc == NULL && (uc = conn_new(c, pl)) == NULL) {
+    if (uc == NULL && (uc = conn_new(c, pl, r->tls)) == NULL) {
         return NULL;
     }
     build_head(&c->head, r);
@@ -528,6 +597,7 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     resparse_reset(uc->parser, rq->head_request);
     rq->response_timeout_ms = r->response_timeout_ms;
     rq->connect_timeout_ms = r->connect_timeout_ms;
+    rq->tls = r->tls;
     rq->keepalive = r->keepalive;
     rq->body_tv = clock_tv(r->response_timeout_ms);
     rq->t0 = clock_mono_ms();
@@ -546,12 +616,37 @@ upstream_cancel(struct upstream_req *rq)
     req_free(rq);
 }
 
+/* Reads of 'uc' on or off (its own event, or the TLS bufferevent's). */
+static void
+conn_reading(struct uconn *uc, bool on)
+{
+    if (!uc->tls) {
+        if (on) {
+            event_add(uc->rd, NULL);
+        } else {
+            event_del(uc->rd);
+        }
+        return;
+    }
+    if (!on) {
+        bufferevent_disable(uc->bev, EV_READ);
+        return;
+    }
+    bufferevent_enable(uc->bev, EV_READ);
+    /* What was read before the pause gets no new callback by itself. */
+    if (evbuffer_get_length(bufferevent_get_input(uc->bev)) > 0 || uc->eof) {
+        bufferevent_trigger(uc->bev, EV_READ,
+                            BEV_TRIG_IGNORE_WATERMARKS |
+                                BEV_TRIG_DEFER_CALLBACKS);
+    }
+}
+
 void
 upstream_pause(struct upstream_req *rq)
 {
     if (!rq->paused) {
         rq->paused = true;
-        event_del(rq->conn->rd);
+        conn_reading(rq->conn, false);
         if (rq->state == REQ_BODY) {
             evtimer_del(rq->conn->timer);
         }
@@ -563,7 +658,7 @@ upstream_resume(struct upstream_req *rq)
 {
     if (rq->paused) {
         rq->paused = false;
-        event_add(rq->conn->rd, NULL);
+        conn_reading(rq->conn, true);
         if (rq->state == REQ_BODY) {
             evtimer_add(rq->conn->timer, &rq->body_tv);
         }
@@ -653,11 +748,11 @@ req_complete(struct upstream_req *rq, bool keep_alive, bool stray)
      * before the body): the rest of the body would be read by it as the
      * next request, and its answer sent to another client.
      */
-    if (keep_alive && !rq->write_failed && !stray &&
+    if (keep_alive && !rq->write_failed && !stray && !uc->eof &&
         evbuffer_get_length(bufferevent_get_output(uc->bev)) == 0) {
         if (rq->paused) {
             /* The idle connection is watched for the upstream's close. */
-            event_add(uc->rd, NULL);
+            conn_reading(uc, true);
         }
         pool_release(rq->client, uc, rq->keepalive);
     } else {
@@ -722,7 +817,8 @@ settle(struct upstream_req *rq, enum resparse_status st, bool closed,
 static bool
 retry(struct upstream_req *rq)
 {
-    struct uconn *old = rq->conn, *uc = conn_new(rq->client, old->pool);
+    struct uconn *old = rq->conn,
+                 *uc = conn_new(rq->client, old->pool, rq->tls);
     struct evbuffer *out;
 
     if (uc == NULL) {
@@ -738,6 +834,41 @@ retry(struct upstream_req *rq)
     return true;
 }
 
+/*
+ * A TLS connection failed before its handshake was done: a connect
+ * failure as over plain TCP, or a TLS one. A certificate that does not
+ * verify is logged here, once per pool until one verifies again; the
+ * proxy answers 502 without a log line of its own.
+ */
+static void
+tls_failed(struct upstream_req *rq, struct bufferevent *bev, int err)
+{
+    struct pool *pl = rq->conn->pool;
+    char why[300], detail[360];
+
+    switch (tls_client_failure(bev, why, sizeof(why))) {
+    case TLS_FAILED_CONNECT:
+        snprintf(detail, sizeof(detail), "cannot connect: %s",
+                 evutil_socket_error_to_string(err));
+        req_fail(rq, UPSTREAM_CONNECT, detail);
+        return;
+    case TLS_FAILED_VERIFY:
+        tls_count(TLS_SIDE_UPSTREAM, TLS_VERIFY_FAILED);
+        if (!pl->tls_warned) {
+            pl->tls_warned = true;
+            log_warn("upstream: https://%s:%u: %s (logged once until it "
+                     "verifies)",
+                     pl->host, pl->port, why);
+        }
+        req_fail(rq, UPSTREAM_TLS_VERIFY, why);
+        return;
+    case TLS_FAILED_HANDSHAKE:
+        tls_count(TLS_SIDE_UPSTREAM, TLS_FAILED);
+        req_fail(rq, UPSTREAM_TLS, why);
+        return;
+    }
+}
+
 static void
 on_conn_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -749,9 +880,24 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
         uint64_t spent = (uint64_t)(clock_mono_ms() - rq->t0);
 
         rq->conn->connected = true;
-        rq->conn->rd = event_new(rq->client->base, bufferevent_getfd(bev),
-                                 EV_READ | EV_PERSIST, on_readable, rq->conn);
-        event_add(rq->conn->rd, NULL);
+        if (rq->conn->tls) {
+            int one = 1;
+
+            /* A head and a body are two TLS records, two send()s: the
+             * second must not wait for a delayed ACK (clientconn.c). */
+            setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one,
+                       sizeof(one));
+            tls_count(TLS_SIDE_UPSTREAM, TLS_OK);
+            rq->conn->pool->tls_warned = false;
+            if (!rq->paused) {
+                bufferevent_enable(bev, EV_READ);
+            }
+        } else {
+            rq->conn->rd =
+                event_new(rq->client->base, bufferevent_getfd(bev),
+                          EV_READ | EV_PERSIST, on_readable, rq->conn);
+            event_add(rq->conn->rd, NULL);
+        }
         rq->state = REQ_WAITING;
         arm_timer(rq, rq->response_timeout_ms > spent
                           ? rq->response_timeout_ms - spent
@@ -761,6 +907,10 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
     if (rq->state == REQ_CONNECTING) {
         int dns = bufferevent_socket_get_dns_error(bev);
 
+        if (dns == 0 && rq->conn->tls) {
+            tls_failed(rq, bev, err);
+            return;
+        }
         if (dns != 0) {
             snprintf(detail, sizeof(detail), "cannot resolve: %s",
                      evutil_gai_strerror(dns));
@@ -771,10 +921,18 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
         req_fail(rq, UPSTREAM_CONNECT, detail);
         return;
     }
+    if (rq->conn->tls && (what & BEV_EVENT_EOF)) {
+        /* Whatever came before the end is read first. */
+        rq->conn->eof = true;
+        on_tls_read(bev, rq);
+        return;
+    }
     if (rq->resend != NULL && (what & BEV_EVENT_ERROR) && retry(rq)) {
         return;
     }
-    if ((what & BEV_EVENT_WRITING) && (what & BEV_EVENT_ERROR)) {
+    /* OpenSSL's bufferevent stops reading too after a failed write. */
+    if (!rq->conn->tls && (what & BEV_EVENT_WRITING) &&
+        (what & BEV_EVENT_ERROR)) {
         /*
          * The upstream closed its reading side, maybe after answering
          * early (a 413 before the body): read what it said, but never
@@ -831,6 +989,56 @@ on_readable(evutil_socket_t fd, short what, void *arg)
     snprintf(detail, sizeof(detail), "connection error: %s",
              evutil_socket_error_to_string(errno));
     req_fail(rq, UPSTREAM_CLOSED, detail);
+}
+
+/*
+ * TLS: the bufferevent has read (or the upstream has ended the
+ * connection): what it holds goes to the parser, as on_readable() gives
+ * it, until the request ends or pauses. The connection, and the request,
+ * may be gone after any step.
+ */
+static void
+on_tls_read(struct bufferevent *bev, void *arg)
+{
+    struct upstream_req *rq = arg;
+    struct uconn *uc = rq->conn;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    bool alive = true;
+
+    if (uc == NULL || uc->req != rq) {
+        return;
+    }
+    uc->alive = &alive;
+    while (alive && uc->req == rq && !rq->paused &&
+           evbuffer_get_length(in) > 0) {
+        char buf[READ_CHUNK];
+        int n = evbuffer_remove(in, buf, sizeof(buf));
+        enum resparse_status st;
+        bool stray;
+
+        st = feed(rq, buf, (size_t)n, &stray);
+        settle(rq, st, false, stray || evbuffer_get_length(in) > 0);
+    }
+    if (!alive) {
+        return;
+    }
+    uc->alive = NULL;
+    if (uc->req != rq || rq->paused || !uc->eof ||
+        evbuffer_get_length(in) > 0) {
+        return;
+    }
+    if (rq->resend != NULL && retry(rq)) {
+        return;
+    }
+    settle(rq, resparse_eof(uc->parser), true, false);
+}
+
+/* TLS: an idle connection that the upstream sends anything on is dropped. */
+static void
+on_tls_idle_read(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    idle_drop(arg);
 }
 
 static void

@@ -1,7 +1,9 @@
 /*
  * upstream.h - sluice's HTTP/1.1 client to upstream servers, on libevent
  * (a bufferevent connects and writes; reads are one recv() each, straight
- * into the parser): keep-alive pools per worker and host:port, connect and
+ * into the parser; over TLS, libevent's OpenSSL bufferevent does all of
+ * the I/O, tls.h): keep-alive pools per worker, host:port and TLS
+ * settings, TLS sessions resumed per pool, connect and
  * response timeouts, one retry of an idempotent request on a pooled
  * connection that turned out closed, and strict response parsing
  * (resparse.h). A connection is pooled again only after a response that
@@ -24,11 +26,15 @@ struct evdns_base;
 struct evbuffer;
 struct upstream_client; /* opaque; one per worker */
 struct upstream_req;    /* opaque; one request in flight */
+struct tls_client;
 
 /* One request to send; every pointer borrowed for upstream_send(). */
 struct upstream_request {
     const char *host;              /* name or address literal */
     uint16_t port;                 /* upstream port */
+    struct tls_client *tls;        /* https: the TLS context, borrowed
+                                      until the request ends; NULL for
+                                      plain http */
     const char *method;            /* "GET", "POST", ... */
     const char *target;            /* origin-form: "/path?query" */
     const struct headers *headers; /* sent in order; Host included; no
@@ -46,12 +52,17 @@ struct upstream_request {
 /* Why a request failed. */
 enum upstream_error {
     UPSTREAM_CONNECT,         /* refused, unreachable, or not resolved */
-    UPSTREAM_CONNECT_TIMEOUT, /* no connection within connect_timeout */
+    UPSTREAM_CONNECT_TIMEOUT, /* no connection (TLS handshake included)
+                                 within connect_timeout */
     UPSTREAM_TIMEOUT,         /* no head, or a pause in the body, past
                                  response_timeout */
     UPSTREAM_CLOSED,          /* connection closed or reset before the
                                  response was complete */
     UPSTREAM_BAD_RESPONSE,    /* the response was malformed (resparse) */
+    UPSTREAM_TLS,             /* the TLS handshake failed */
+    UPSTREAM_TLS_VERIFY,      /* the upstream's certificate did not verify
+                                 (logged here, once per upstream until it
+                                 verifies again) */
 };
 
 /*

@@ -167,7 +167,9 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
         headers_add(out, "X-Forwarded-For", addr);
     }
     headers_add(out, "X-Forwarded-Proto",
-                r->peer_trusted && xfp != NULL ? xfp : "http");
+                r->peer_trusted && xfp != NULL ? xfp
+                : r->tls                       ? "https"
+                                               : "http");
     if (r->peer_trusted && xfh != NULL) {
         headers_add(out, "X-Forwarded-Host", xfh);
     } else if (host != NULL) {

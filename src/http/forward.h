@@ -56,6 +56,8 @@ struct forward_request {
     const char *host;           /* the Host field to send */
     const struct netaddr *peer; /* the socket peer */
     bool peer_trusted;          /* the peer is a trusted proxy */
+    bool tls;                   /* it came over TLS: X-Forwarded-Proto
+                                   https, unless a trusted proxy said */
     const char *xff;            /* every X-Forwarded-For field the client
                                    sent, as one list (headers_join()), or
                                    NULL; read only when 'peer_trusted' */

@@ -7,6 +7,7 @@
 #ifndef SLUICE_ROUTE_H
 #define SLUICE_ROUTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,12 +15,27 @@ struct predicate;
 struct filter;
 struct rate_limit_conf;
 
-/* Where a route sends its requests: "http://host[:port][/base]". */
+/* Where a route sends its requests: "http[s]://host[:port][/base]". */
 struct upstream_uri {
+    bool https;      /* scheme https: TLS to the upstream */
     char *host;      /* owned */
-    uint16_t port;   /* default 80 */
+    uint16_t port;   /* default 80, or 443 for https */
     char *base_path; /* "" or "/base" without a trailing '/'; owned */
     char *authority; /* Host header to send: "host" or "host:port"; owned */
+};
+
+/*
+ * TLS to an https upstream: upstream.tls, with a route's own tls: keys
+ * over it. File names are as written (relative to the working directory).
+ */
+struct upstream_tls {
+    bool verify;     /* check the certificate chain and the host name;
+                        default true */
+    char *ca_file;   /* PEM bundle trusted instead of the system store, or
+                        NULL; owned */
+    char *cert_file; /* client certificate chain (PEM) for mutual TLS, or
+                        NULL; owned */
+    char *key_file;  /* its private key (PEM); set with cert_file; owned */
 };
 
 struct route {
@@ -38,6 +54,8 @@ struct route {
     uint64_t response_timeout_ms; /* resolved: route's or upstream's */
     int64_t order;                /* Spring Cloud Gateway's order: the
                                      routes are sorted by it; 0 */
+    struct upstream_tls tls;      /* resolved: route's keys over
+                                     upstream.tls; read for https only */
 };
 
 #endif

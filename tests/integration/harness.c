@@ -619,17 +619,16 @@ echo_announced_port(const struct proc *p)
     return port;
 }
 
-void
-echo_start_named(struct proc *p, uint16_t *port, const char *name)
+/* Starts the echo with 'argv' (its argv[0] and --listen filled in here). */
+static void
+echo_start_argv(struct proc *p, uint16_t *port, char **argv)
 {
     const char *bin = binary("SLUICE_ECHO_BIN");
-    char *argv[] = {(char *)bin, "--listen",   "127.0.0.1:0",
-                    "--name",    (char *)name, NULL};
     int64_t deadline = harness_now_ms() + START_TIMEOUT_MS;
 
-    if (name == NULL) {
-        argv[3] = NULL;
-    }
+    argv[0] = (char *)bin;
+    argv[1] = "--listen";
+    argv[2] = "127.0.0.1:0";
     if (proc_start(p, argv) < 0) {
         cr_assert_fail("harness: cannot start %s: %s", bin, strerror(errno));
     }
@@ -647,6 +646,38 @@ echo_start_named(struct proc *p, uint16_t *port, const char *name)
     if (!proc_wait_port(p, *port, START_TIMEOUT_MS)) {
         fail_start(p, "sluice-echo does not accept connections");
     }
+}
+
+void
+echo_start_named(struct proc *p, uint16_t *port, const char *name)
+{
+    char *argv[] = {NULL, NULL, NULL, "--name", (char *)name, NULL};
+
+    if (name == NULL) {
+        argv[3] = NULL;
+    }
+    echo_start_argv(p, port, argv);
+}
+
+void
+echo_start_tls(struct proc *p, uint16_t *port, const char *cert,
+               const char *key, const char *client_ca)
+{
+    char *argv[] = {NULL,
+                    NULL,
+                    NULL,
+                    "--tls-cert",
+                    (char *)cert,
+                    "--tls-key",
+                    (char *)key,
+                    "--tls-client-ca",
+                    (char *)client_ca,
+                    NULL};
+
+    if (client_ca == NULL) {
+        argv[7] = NULL;
+    }
+    echo_start_argv(p, port, argv);
 }
 
 void
@@ -719,6 +750,16 @@ make_headers(const char *const *headers)
     return curl_slist_append(list, "Expect:");
 }
 
+/* harness_set_ca_file(): what https URLs are verified against. */
+static char *ca_file;
+
+void
+harness_set_ca_file(const char *path)
+{
+    free(ca_file);
+    ca_file = path != NULL ? strdup(path) : NULL;
+}
+
 static CURL *
 make_handle(const char *url, struct curl_slist *headers, long timeout_ms,
             struct buf *head)
@@ -738,6 +779,9 @@ make_handle(const char *url, struct curl_slist *headers, long timeout_ms,
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_curl_data);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, head);
+    if (ca_file != NULL) {
+        curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
+    }
     return c;
 }
 

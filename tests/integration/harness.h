@@ -119,6 +119,14 @@ long proc_cpu_ms(pid_t pid);
  */
 void echo_start(struct proc *p, uint16_t *port);
 void echo_start_named(struct proc *p, uint16_t *port, const char *name);
+/*
+ * The same, speaking HTTPS only with certificate 'cert' and key 'key'
+ * (PEM files), and requiring a client certificate issued by 'client_ca'
+ * unless it is NULL. Its /__stats then also counts TLS handshakes and
+ * resumed sessions (tls_handshakes, tls_resumed).
+ */
+void echo_start_tls(struct proc *p, uint16_t *port, const char *cert,
+                    const char *key, const char *client_ca);
 
 /*
  * Starts "$SLUICE_BIN -c 'config_path'" and waits until it accepts on
@@ -179,6 +187,13 @@ struct http_response {
 int http_request(struct http_response *out, const char *method, const char *url,
                  const char *const *headers, const char *body, size_t body_len,
                  long timeout_ms);
+
+/*
+ * https URLs of the calls above and below are verified against the CA
+ * bundle 'path' (copied; NULL: curl's default store) from now on, in this
+ * test process.
+ */
+void harness_set_ca_file(const char *path);
 
 /* GET without headers or body. */
 int http_get(struct http_response *out, const char *url, long timeout_ms);

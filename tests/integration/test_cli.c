@@ -96,7 +96,7 @@ Test(cli, check_reports_every_error_with_its_position)
                                     "  listn: 127.0.0.1:8080\n"
                                     "routes:\n"
                                     "  - id: a\n"
-                                    "    uri: https://example.test\n"
+                                    "    uri: ftp://example.test\n"
                                     "    filters: [StripPrefx=1]\n");
     const char *args[] = {"--check", "-c", path, NULL};
     char *out, *want;

@@ -557,7 +557,7 @@ Test(jwt, cache_false_verifies_every_time_and_never_hits, .timeout = 60)
 struct log_line {
     const struct proc *gw;
     const char *start; /* what the line holds first, "\"GET /api/a\"" */
-    const char *end;   /* what it ends with, " user=alice" */
+    const char *end;   /* what it ends with, " user=alice proto=http" */
 };
 
 /* The access log has a line holding 'start' and ending in 'end'. */
@@ -587,8 +587,8 @@ Test(jwt, the_access_log_names_the_decided_user, .timeout = 60)
     char *auth = harness_strf("Authorization: Bearer %s", tok);
     const char *with[] = {auth, "X-User-Id: mallory", NULL};
     const char *without[] = {"X-User-Id: mallory", NULL};
-    struct log_line named = {NULL, "\"GET /api/a\"", " user=alice"};
-    struct log_line none = {NULL, "\"GET /api/b\"", " user=-"};
+    struct log_line named = {NULL, "\"GET /api/a\"", " user=alice proto=http"};
+    struct log_line none = {NULL, "\"GET /api/b\"", " user=- proto=http"};
     struct http_response resp;
     struct rig r;
     char *url;

@@ -298,6 +298,7 @@ Test(metrics, empty_registry_declares_every_metric)
         {"sluice_requests_held", "gauge"},
         {"sluice_config_reloads_total", "counter"},
         {"sluice_config_generation", "gauge"},
+        {"sluice_tls_handshakes_total", "counter"},
     };
     struct metrics *m = metrics_new();
     char *text = metrics_render(m);

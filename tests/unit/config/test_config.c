@@ -388,7 +388,7 @@ Test(config, every_mistake_is_reported_in_file_order)
     struct config_errors e;
     struct config *cfg = parse("routes:\n"
                                "  - id: a\n"
-                               "    uri: https://b\n"
+                               "    uri: ftp://b\n"
                                "server:\n"
                                "  workers: many\n"
                                "log:\n"
@@ -397,9 +397,8 @@ Test(config, every_mistake_is_reported_in_file_order)
 
     cr_assert_null(cfg);
     cr_assert_eq(e.n, 3);
-    cr_assert_str_eq(e.v[0],
-                     "t.yaml:3:10: routes[0].uri: https upstreams are not "
-                     "supported");
+    cr_assert_str_eq(e.v[0], "t.yaml:3:10: routes[0].uri: bad uri \"ftp://b\": "
+                             "expected http[s]://host[:port][/path]");
     cr_assert_str_eq(e.v[1], "t.yaml:5:12: server.workers: bad integer "
                              "\"many\" (expected \"auto\" or an integer "
                              "from 1 to 256)");
@@ -513,7 +512,7 @@ Test(config, unknown_key_far_from_any_lists_the_known_keys)
 {
     assert_error("upstream:\n  colour: red\nroutes: []\n",
                  "t.yaml:2:3: upstream: unknown key \"colour\" (known: "
-                 "connect_timeout, response_timeout, keepalive)");
+                 "connect_timeout, response_timeout, keepalive, tls)");
 }
 
 Test(config, duplicate_key_is_an_error)
@@ -786,18 +785,101 @@ Test(config, bad_route_id_is_an_error)
                  "letters, digits, '_', '.' and '-')");
 }
 
-Test(config, https_uri_is_refused)
+Test(config, https_uri_defaults_to_port_443_and_to_verifying)
 {
-    assert_error("routes:\n  - id: a\n    uri: HTTPS://x\n",
-                 "t.yaml:3:10: routes[0].uri: https upstreams are not "
-                 "supported");
+    struct config_errors e;
+    struct config *cfg = parse("routes:\n  - id: a\n    uri: HTTPS://x/b\n"
+                               "  - id: c\n    uri: https://y:8443\n",
+                               &e);
+
+    cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
+    cr_assert(cfg->routes[0].uri.https);
+    cr_assert_eq(cfg->routes[0].uri.port, 443);
+    cr_assert_str_eq(cfg->routes[0].uri.authority, "x");
+    cr_assert_str_eq(cfg->routes[0].uri.base_path, "/b");
+    cr_assert(cfg->routes[0].tls.verify);
+    cr_assert_null(cfg->routes[0].tls.ca_file);
+    cr_assert_str_eq(cfg->routes[1].uri.authority, "y:8443");
+    cr_assert_not(cfg->server.tls.enabled);
+    config_unref(cfg);
+}
+
+Test(config, a_route_tls_key_overrides_upstream_tls_one_by_one)
+{
+    struct config_errors e;
+    struct config *cfg =
+        parse("upstream:\n"
+              "  tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem}\n"
+              "routes:\n"
+              "  - id: a\n    uri: https://x\n"
+              "  - id: b\n    uri: https://y\n    tls: {verify: false}\n"
+              "  - id: c\n    uri: https://z\n    tls: {ca_file: /o.pem}\n",
+              &e);
+
+    cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
+    cr_assert(cfg->routes[0].tls.verify);
+    cr_assert_str_eq(cfg->routes[0].tls.ca_file, "/ca.pem");
+    cr_assert_str_eq(cfg->routes[0].tls.key_file, "/k.pem");
+    cr_assert_not(cfg->routes[1].tls.verify);
+    cr_assert_str_eq(cfg->routes[1].tls.cert_file, "/c.pem");
+    cr_assert(cfg->routes[2].tls.verify);
+    cr_assert_str_eq(cfg->routes[2].tls.ca_file, "/o.pem");
+    config_unref(cfg);
+}
+
+Test(config, a_client_certificate_needs_its_key)
+{
+    assert_error("upstream:\n  tls: {cert_file: /c.pem}\n"
+                 "routes:\n  - {id: a, uri: 'http://x'}\n",
+                 "t.yaml:2:8: upstream.tls: cert_file and key_file go "
+                 "together (mutual TLS needs both)");
+    assert_error("routes:\n  - id: a\n    uri: https://x\n"
+                 "    tls: {key_file: /k.pem}\n",
+                 "t.yaml:4:10: routes[0].tls: cert_file and key_file go "
+                 "together (mutual TLS needs both)");
+}
+
+Test(config, the_tls_listener_needs_a_certificate_and_key)
+{
+    struct config_errors e;
+    struct config *cfg = parse("server:\n  tls: {listen: 127.0.0.1:9443, "
+                               "cert_file: /c.pem, key_file: /k.pem}\n"
+                               "routes:\n  - {id: a, uri: 'http://x'}\n",
+                               &e);
+
+    cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
+    cr_assert(cfg->server.tls.enabled);
+    cr_assert_eq(cfg->server.tls.listen.port, 9443);
+    cr_assert_str_eq(cfg->server.tls.cert_file, "/c.pem");
+    config_unref(cfg);
+    assert_error("server:\n  tls: {key_file: /k.pem}\n"
+                 "routes:\n  - {id: a, uri: 'http://x'}\n",
+                 "t.yaml:2:8: server.tls.cert_file: required");
+}
+
+Test(config, the_plain_listener_may_be_off_when_there_is_a_tls_one)
+{
+    struct config_errors e;
+    struct config *cfg = parse("server:\n  listen: off\n"
+                               "  tls: {cert_file: /c.pem, key_file: /k.pem}\n"
+                               "routes:\n  - {id: a, uri: 'http://x'}\n",
+                               &e);
+
+    cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
+    cr_assert_null(cfg->server.listen.host);
+    cr_assert(cfg->server.tls.enabled);
+    config_unref(cfg);
+    assert_error("server:\n  listen: off\n"
+                 "routes:\n  - {id: a, uri: 'http://x'}\n",
+                 "t.yaml:2:3: server: listen: off needs server.tls: there "
+                 "would be no listener");
 }
 
 Test(config, bad_uri_is_an_error)
 {
     assert_error("routes:\n  - {id: a, uri: 'ftp://x'}\n",
                  "t.yaml:2:18: routes[0].uri: bad uri \"ftp://x\": expected "
-                 "http://host[:port][/path]");
+                 "http[s]://host[:port][/path]");
     assert_error("routes:\n  - {id: a, uri: 'http://x/p?q=1'}\n",
                  "t.yaml:2:18: routes[0].uri: bad uri \"http://x/p?q=1\": a "
                  "query is not allowed");

@@ -477,7 +477,7 @@ Test(config_abuse, control_characters_in_a_message_are_escaped)
 {
     assert_error("server: {\"a\\nt.yaml:1:1: forged\": 1}\n" ROUTE,
                  "t.yaml:1:10: server: unknown key \"a\\nt.yaml:1:1: "
-                 "forged\" (known: listen, workers, trusted_proxies, "
+                 "forged\" (known: listen, tls, workers, trusted_proxies, "
                  "max_header_bytes, max_body_bytes, client_timeout, "
                  "header_timeout, max_connections, drain_timeout, watch, "
                  "underscores_in_headers)");

@@ -142,7 +142,7 @@ check_lines(const char *text, size_t len, unsigned char *seen)
         sscanf(p + 25, "10.0.0.1 \"GET /t/%u/%u\"", &t, &i);
         snprintf(want, sizeof(want),
                  "10.0.0.1 \"GET /t/%u/%u\" route=r status=200 bytes=1 "
-                 "upstream_ms=1 total_ms=2 rl=allowed tier=0 user=-",
+                 "upstream_ms=1 total_ms=2 rl=allowed tier=0 user=- proto=http",
                  t, i);
         cr_assert(nl - (p + 25) == (ptrdiff_t)strlen(want) &&
                       memcmp(p + 25, want, strlen(want)) == 0,
@@ -164,7 +164,7 @@ Test(accesslog, text_line_has_every_field)
     format(ACCESSLOG_TEXT, &e, buf, sizeof(buf));
     cr_assert_str_eq(buf, "2026-11-22T10:00:00.123Z 203.0.113.7 \"GET /a?b=1\" "
                           "route=users status=200 bytes=512 upstream_ms=3 "
-                          "total_ms=4 rl=allowed tier=0 user=-\n");
+                          "total_ms=4 rl=allowed tier=0 user=- proto=http\n");
 }
 
 Test(accesslog, json_line_has_every_field)
@@ -173,13 +173,13 @@ Test(accesslog, json_line_has_every_field)
     char buf[512];
 
     format(ACCESSLOG_JSON, &e, buf, sizeof(buf));
-    cr_assert_str_eq(
-        buf, "{\"time\":\"2026-11-22T10:00:00.123Z\","
-             "\"client\":\"203.0.113.7\",\"method\":\"GET\","
-             "\"path\":\"/a?b=1\",\"route\":\"users\","
-             "\"status\":200,\"bytes\":512,\"upstream_ms\":3,"
-             "\"total_ms\":4,\"rl\":\"allowed\",\"tier\":\"0\",\"user\":null}"
-             "\n");
+    cr_assert_str_eq(buf, "{\"time\":\"2026-11-22T10:00:00.123Z\","
+                          "\"client\":\"203.0.113.7\",\"method\":\"GET\","
+                          "\"path\":\"/a?b=1\",\"route\":\"users\","
+                          "\"status\":200,\"bytes\":512,\"upstream_ms\":3,"
+                          "\"total_ms\":4,\"rl\":\"allowed\",\"tier\":\"0\","
+                          "\"user\":null,\"proto\":\"http\"}"
+                          "\n");
 }
 
 Test(accesslog, missing_values_are_dashes_in_text)
@@ -190,7 +190,7 @@ Test(accesslog, missing_values_are_dashes_in_text)
     format(ACCESSLOG_TEXT, &e, buf, sizeof(buf));
     cr_assert_str_eq(buf, "2026-11-22T10:00:00.123Z - \"- -\" route=- "
                           "status=404 bytes=0 upstream_ms=- total_ms=0 rl=- "
-                          "tier=- user=-\n");
+                          "tier=- user=- proto=http\n");
 }
 
 Test(accesslog, missing_values_are_null_in_json)
@@ -203,7 +203,7 @@ Test(accesslog, missing_values_are_null_in_json)
                           "\"client\":null,\"method\":null,\"path\":null,"
                           "\"route\":null,\"status\":404,\"bytes\":0,"
                           "\"upstream_ms\":null,\"total_ms\":0,\"rl\":null,"
-                          "\"tier\":null,\"user\":null}\n");
+                          "\"tier\":null,\"user\":null,\"proto\":\"http\"}\n");
 }
 
 Test(accesslog, time_is_utc_with_milliseconds)
@@ -234,7 +234,7 @@ Test(accesslog, path_cannot_forge_a_field_or_a_line_in_text)
                           "\"GET /a\\\" route=admin status=200\\x0a2026 \\\\ "
                           "\\x01\\x1b[31m\\x7f\\xc3\\xa9\" route=users "
                           "status=200 bytes=512 upstream_ms=3 total_ms=4 "
-                          "rl=allowed tier=0 user=-\n");
+                          "rl=allowed tier=0 user=- proto=http\n");
 }
 
 Test(accesslog, path_cannot_forge_a_field_or_a_line_in_json)
@@ -245,13 +245,14 @@ Test(accesslog, path_cannot_forge_a_field_or_a_line_in_json)
     /* \xc3\xa9 is UTF-8 and stays; a lone \xff cannot be JSON text. */
     e.path = "/a\",\"status\":500\n\r\t\\\x01\x7f\xc3\xa9\xff";
     format(ACCESSLOG_JSON, &e, buf, sizeof(buf));
-    cr_assert_str_eq(buf, "{\"time\":\"2026-11-22T10:00:00.123Z\","
-                          "\"client\":\"203.0.113.7\",\"method\":\"GET\","
-                          "\"path\":\"/a\\\",\\\"status\\\":500\\n\\r\\t\\\\"
-                          "\\u0001\\u007f\xc3\xa9\\ufffd\",\"route\":"
-                          "\"users\",\"status\":200,\"bytes\":512,"
-                          "\"upstream_ms\":3,\"total_ms\":4,\"rl\":"
-                          "\"allowed\",\"tier\":\"0\",\"user\":null}\n");
+    cr_assert_str_eq(
+        buf, "{\"time\":\"2026-11-22T10:00:00.123Z\","
+             "\"client\":\"203.0.113.7\",\"method\":\"GET\","
+             "\"path\":\"/a\\\",\\\"status\\\":500\\n\\r\\t\\\\"
+             "\\u0001\\u007f\xc3\xa9\\ufffd\",\"route\":"
+             "\"users\",\"status\":200,\"bytes\":512,"
+             "\"upstream_ms\":3,\"total_ms\":4,\"rl\":"
+             "\"allowed\",\"tier\":\"0\",\"user\":null,\"proto\":\"http\"}\n");
 }
 
 Test(accesslog, long_path_is_cut_and_the_line_stays_one_line)
@@ -260,11 +261,12 @@ Test(accesslog, long_path_is_cut_and_the_line_stays_one_line)
                                                     ACCESSLOG_JSON};
     static const char tail_text[] = "...\" route=users status=200 bytes=512 "
                                     "upstream_ms=3 total_ms=4 rl=allowed "
-                                    "tier=0 user=-\n";
-    static const char tail_json[] = "...\",\"route\":\"users\",\"status\":200,"
-                                    "\"bytes\":512,\"upstream_ms\":3,"
-                                    "\"total_ms\":4,\"rl\":\"allowed\","
-                                    "\"tier\":\"0\",\"user\":null}\n";
+                                    "tier=0 user=- proto=http\n";
+    static const char tail_json[] =
+        "...\",\"route\":\"users\",\"status\":200,"
+        "\"bytes\":512,\"upstream_ms\":3,"
+        "\"total_ms\":4,\"rl\":\"allowed\","
+        "\"tier\":\"0\",\"user\":null,\"proto\":\"http\"}\n";
     struct access_entry e = full_entry();
     char *path = xmalloc(10001);
     char buf[4096];
@@ -665,8 +667,24 @@ Test(accesslog, the_user_is_logged_escaped)
 
     e.user = "alice bob\"";
     format(ACCESSLOG_TEXT, &e, buf, sizeof(buf));
-    cr_assert(strstr(buf, " tier=0 user=alice\\x20bob\\\"\n") != NULL, "%s",
-              buf);
+    cr_assert(strstr(buf, " tier=0 user=alice\\x20bob\\\" proto=http\n") !=
+                  NULL,
+              "%s", buf);
     format(ACCESSLOG_JSON, &e, buf, sizeof(buf));
-    cr_assert(strstr(buf, ",\"user\":\"alice bob\\\"\"}\n") != NULL, "%s", buf);
+    cr_assert(
+        strstr(buf, ",\"user\":\"alice bob\\\"\",\"proto\":\"http\"}\n") !=
+            NULL,
+        "%s", buf);
+}
+
+Test(accesslog, a_request_over_tls_is_logged_as_https)
+{
+    struct access_entry e = full_entry();
+    char buf[512];
+
+    e.tls = true;
+    format(ACCESSLOG_TEXT, &e, buf, sizeof(buf));
+    cr_assert(strstr(buf, " user=- proto=https\n") != NULL, "%s", buf);
+    format(ACCESSLOG_JSON, &e, buf, sizeof(buf));
+    cr_assert(strstr(buf, ",\"proto\":\"https\"}\n") != NULL, "%s", buf);
 }

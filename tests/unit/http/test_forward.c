@@ -165,6 +165,18 @@ Test(forward, a_trusted_proxy_has_its_forwarded_fields_kept_and_extended)
     assert_out("X-Forwarded-Host", "www.example");
 }
 
+Test(forward, a_request_over_tls_is_forwarded_as_https)
+{
+    struct forward_request r = {
+        .in = &in, .host = "up:8080", .peer = &peer, .tls = true};
+
+    headers_add(&in, "Host", "client.example");
+    /* Not believed from an untrusted peer: the socket says https. */
+    headers_add(&in, "X-Forwarded-Proto", "http");
+    forward_request_headers(&out, &r);
+    assert_out("X-Forwarded-Proto", "https");
+}
+
 Test(forward, without_a_host_there_is_no_forwarded_host)
 {
     forward(false);

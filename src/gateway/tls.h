@@ -1,0 +1,111 @@
+/*
+ * tls.h - the gateway's TLS, on OpenSSL and libevent's OpenSSL
+ * bufferevents: the listener's server context and one client context per
+ * distinct upstream TLS setting, built for a config when it is loaded
+ * (tls_attach()), the bufferevents of TLS connections both ways, and the
+ * handshake metric. Reads certificate files when a set is built; no
+ * sockets of its own. The only gateway module besides upstream.c that
+ * includes OpenSSL.
+ */
+#ifndef SLUICE_TLS_H
+#define SLUICE_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct bufferevent;
+struct config;
+struct config_errors;
+struct event_base;
+struct metrics_shard;
+struct tls_set;        /* opaque: the contexts of one config */
+struct tls_client;     /* opaque: one client context (SSL_CTX) and the
+                          settings it was made from */
+struct tls_server;     /* opaque: the listener's context */
+struct ssl_session_st; /* OpenSSL's SSL_SESSION */
+
+/*
+ * Builds the contexts 'cfg' needs (the listener's, and one per distinct
+ * tls: of its https routes) and attaches them to it (cfg->tls), to be
+ * freed with it. Call before the config is shared. Returns 0, or -1 with
+ * one line per problem appended to 'errs' ("file: key.path: why"; a
+ * certificate and key that do not match, an unreadable file, a CA bundle
+ * with no certificate), 'cfg' untouched. Logs a warning per route with
+ * verify: false.
+ */
+int tls_attach(struct config *cfg, struct config_errors *errs);
+
+/* The client context of route 'i' of the config, or NULL: plain http. */
+struct tls_client *tls_route_client(const struct config *cfg, size_t i);
+
+/* The listener's context, or NULL when server.tls is off. */
+struct tls_server *tls_listener(const struct config *cfg);
+
+/* Settings of 'c' as one string, for pool keys; borrowed from 'c'. */
+const char *tls_client_key(const struct tls_client *c);
+
+/*
+ * A client-side TLS bufferevent (not connected; connect it with
+ * bufferevent_socket_connect_hostname()) for 'host' (borrowed): its name
+ * goes out as SNI unless it is an address literal, and is checked against
+ * the certificate (name or address) when the context verifies. 'session'
+ * (borrowed; may be NULL) is offered for resumption. 'app' is kept with the
+ * connection for tls_on_session(). Closing frees the SSL and the socket.
+ * NULL on failure.
+ */
+struct bufferevent *
+tls_client_bev_new(struct tls_client *c, struct event_base *base,
+                   const char *host, struct ssl_session_st *session, void *app);
+
+/*
+ * New sessions the upstream hands out (TLS 1.2 at the handshake, 1.3
+ * after it) are given to 'cb' with the 'app' of their connection; 'cb'
+ * takes ownership of 'session' (release it with tls_session_free()).
+ * Set once, before any connection; the same for every context.
+ */
+typedef void (*tls_session_cb)(void *app, struct ssl_session_st *session);
+void tls_set_session_cb(tls_session_cb cb);
+void tls_session_free(struct ssl_session_st *session); /* NULL: no-op */
+
+/* Forgets the 'app' of a client bufferevent (its owner is going). */
+void tls_client_bev_detach(struct bufferevent *bev);
+
+/* The handshake's outcome on a client bufferevent that failed. */
+enum tls_failure {
+    TLS_FAILED_CONNECT,   /* no TCP connection: not a TLS matter */
+    TLS_FAILED_HANDSHAKE, /* TLS failed: protocol, alert, cut */
+    TLS_FAILED_VERIFY,    /* the certificate did not verify */
+};
+
+/*
+ * Why the handshake on 'bev' failed, with a sentence in 'why' ('len'
+ * bytes): X509_verify_cert_error_string() for a certificate, OpenSSL's
+ * error otherwise.
+ */
+enum tls_failure tls_client_failure(struct bufferevent *bev, char *why,
+                                    size_t len);
+
+/* Whether the handshake on 'bev' resumed a session. */
+bool tls_resumed(struct bufferevent *bev);
+
+/*
+ * A server-side TLS bufferevent for one accepted connection, with no
+ * descriptor yet (evhttp sets it): TLS 1.2 and 1.3 only, ALPN
+ * http/1.1. Closing frees the SSL and the socket. NULL on failure.
+ */
+struct bufferevent *tls_server_bev_new(struct tls_server *s,
+                                       struct event_base *base);
+
+/*
+ * sluice_tls_handshakes_total: handshakes on this thread are counted in
+ * 'shard' (borrowed; the worker's), from its own thread.
+ */
+void tls_thread_metrics(struct metrics_shard *shard);
+
+enum tls_side { TLS_SIDE_CLIENT, TLS_SIDE_UPSTREAM };
+enum tls_result { TLS_OK, TLS_FAILED, TLS_VERIFY_FAILED };
+
+/* Counts one handshake of this thread. */
+void tls_count(enum tls_side side, enum tls_result result);
+
+#endif

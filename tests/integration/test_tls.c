@@ -1,0 +1,900 @@
+/*
+ * test_tls.c - TLS both ways, as clients and upstreams see it: https
+ * upstreams (verified, pooled, resumed, refused with a 502 naming why),
+ * mutual TLS, the TLS listener (curl with the CA, no TLS 1.1, ALPN
+ * http/1.1, a new certificate on reload without dropping a connection)
+ * and bounded memory for a large body through both. The certificates are
+ * made per test by the openssl command; the TLS upstream is sluice-echo
+ * with --tls-cert.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/*
+ * A CA, and signed by it: srv and srv2 (localhost and 127.0.0.1), expired
+ * (the same names, valid in 2020 only), other (other.example) and client
+ * (clientAuth); stranger has the right names from another CA. EC keys:
+ * quick to make.
+ */
+static const char pki_script[] =
+    "set -e\n"
+    "k() { openssl genpkey -algorithm EC -pkeyopt "
+    "ec_paramgen_curve:P-256 -out \"$1\" 2>/dev/null; }\n"
+    "k ca.key\n"
+    "openssl req -x509 -new -key ca.key -subj /CN=sluice-test-ca -days 30 "
+    "-out ca.pem\n"
+    "k ca2.key\n"
+    "openssl req -x509 -new -key ca2.key -subj /CN=stranger-ca -days 30 "
+    "-out ca2.pem\n"
+    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > local.ext\n"
+    "printf 'subjectAltName=DNS:other.example\\n' > other.ext\n"
+    "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n"
+    "mkdir -p db; : > db/index.txt; echo 1000 > db/serial\n"
+    "printf '[ca]\\ndefault_ca=d\\n[d]\\ndatabase=db/index.txt\\n"
+    "serial=db/serial\\nnew_certs_dir=db\\ndefault_md=sha256\\npolicy=p\\n"
+    "unique_subject=no\\n[p]\\ncommonName=supplied\\n' > ca.cnf\n"
+    "sign() {\n"
+    "  k \"$1.key\"\n"
+    "  openssl req -new -key \"$1.key\" -subj \"/CN=$2\" -out \"$1.csr\"\n"
+    "  if [ -n \"${5:-}\" ]; then when=\"-startdate $5 -enddate $6\";\n"
+    "  else when='-days 30'; fi\n"
+    "  openssl ca -batch -notext -config ca.cnf -cert \"$3.pem\" "
+    "-keyfile \"$3.key\" -in \"$1.csr\" -out \"$1.pem\" -extfile \"$4\" "
+    "$when 2>/dev/null\n"
+    "}\n"
+    "sign srv localhost ca local.ext\n"
+    "sign srv2 localhost ca local.ext\n"
+    "sign expired localhost ca local.ext 20200101000000Z 20200102000000Z\n"
+    "sign other other.example ca other.ext\n"
+    "sign stranger localhost ca2 local.ext\n"
+    "sign client sluice-client ca client.ext\n";
+
+static char pki_dir[256];
+
+/* The file 'name' of the test's certificates; a new string. */
+static char *
+pki(const char *name)
+{
+    return harness_strf("%s/%s", pki_dir, name);
+}
+
+static void
+setup(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *cmd, *script;
+    FILE *f;
+
+    snprintf(pki_dir, sizeof(pki_dir), "%s/sluice-tls.XXXXXX",
+             tmp != NULL ? tmp : "/tmp");
+    cr_assert_not_null(mkdtemp(pki_dir));
+    script = pki("gen.sh");
+    f = fopen(script, "w");
+    cr_assert_not_null(f);
+    fputs(pki_script, f);
+    fclose(f);
+    cmd = harness_strf("cd '%s' && sh gen.sh", pki_dir);
+    cr_assert_eq(system(cmd), 0, "making the certificates failed");
+    free(cmd);
+    free(script);
+    {
+        char *ca = pki("ca.pem");
+
+        harness_set_ca_file(ca);
+        free(ca);
+    }
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void
+teardown(void)
+{
+    char *cmd = harness_strf("rm -rf '%s'", pki_dir);
+
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot remove %s\n", pki_dir);
+    }
+    free(cmd);
+}
+
+TestSuite(tls, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- helpers ---- */
+
+/* A gateway started from config text, with its ports. */
+struct gw {
+    struct proc p;  /* the gateway */
+    uint16_t port;  /* plain listener */
+    uint16_t tport; /* TLS listener, or 0 */
+    uint16_t admin; /* admin listener */
+    char *cfg;      /* config file; owned */
+};
+
+/*
+ * Starts a gateway with one worker; 'tls' is the value of server.tls
+ * without its listen (NULL: none), 'sections' more top-level text,
+ * 'routes' the items of routes:.
+ */
+static void
+gw_start(struct gw *g, const char *tls, const char *sections,
+         const char *routes)
+{
+    char *text, *listener = NULL;
+
+    g->port = harness_free_port();
+    g->admin = harness_free_port();
+    g->tport = tls != NULL ? harness_free_port() : 0;
+    if (tls != NULL) {
+        listener = harness_strf("  tls: {listen: 127.0.0.1:%u, %s}\n",
+                                (unsigned)g->tport, tls);
+    }
+    text = harness_strf("server:\n  listen: 127.0.0.1:%u\n  workers: 1\n%s"
+                        "admin:\n  listen: 127.0.0.1:%u\n%sroutes:\n%s",
+                        (unsigned)g->port, listener != NULL ? listener : "",
+                        (unsigned)g->admin, sections, routes);
+    g->cfg = harness_write_temp(text);
+    gateway_start(&g->p, g->cfg, g->port);
+    /* The admin listener opens a moment after the gateway's. */
+    cr_assert(proc_wait_port(&g->p, g->admin, 10000), "no admin listener");
+    if (g->tport != 0) {
+        cr_assert(proc_wait_port(&g->p, g->tport, 10000),
+                  "no TLS listener on %u", (unsigned)g->tport);
+    }
+    free(text);
+    free(listener);
+}
+
+static void
+gw_stop(struct gw *g)
+{
+    cr_assert_eq(proc_stop(&g->p, SIGTERM, 10000), 0,
+                 "the gateway did not exit cleanly");
+    unlink(g->cfg);
+    free(g->cfg);
+}
+
+/* GET 'path' on the plain listener; the status, the reply in 'r'. */
+static long
+gw_get(const struct gw *g, const char *path, struct http_response *r)
+{
+    char *u = harness_strf("http://127.0.0.1:%u%s", (unsigned)g->port, path);
+
+    http_get(r, u, 10000);
+    free(u);
+    return r->status;
+}
+
+/* The value of the series 'series' in the gateway's metrics; 0 if absent. */
+static long
+metric(const struct gw *g, const char *series)
+{
+    char *u = harness_strf("http://127.0.0.1:%u/metrics", (unsigned)g->admin);
+    struct http_response r;
+    const char *p;
+    size_t n = strlen(series);
+    long v = 0;
+
+    cr_assert_eq(http_get(&r, u, 5000), 0);
+    for (p = r.body; (p = strstr(p, series)) != NULL; p += n) {
+        if ((p == r.body || p[-1] == '\n') && p[n] == ' ') {
+            v = atol(p + n + 1);
+            break;
+        }
+    }
+    http_response_free(&r);
+    free(u);
+    return v;
+}
+
+#define HS(side, result)                                                       \
+    "sluice_tls_handshakes_total{side=\"" side "\",result=\"" result "\"}"
+
+static size_t
+on_stats_data(char *p, size_t size, size_t n, void *arg)
+{
+    char *buf = arg;
+    size_t have = strlen(buf), len = size * n;
+
+    if (have + len < 4096) {
+        memcpy(buf + have, p, len);
+        buf[have + len] = '\0';
+    }
+    return len;
+}
+
+/*
+ * A number in the TLS echo's /__stats, whatever its certificate (some are
+ * bad on purpose): not verified.
+ */
+static long
+echo_tls_stat(uint16_t port, const char *field)
+{
+    char *u = harness_strf("https://127.0.0.1:%u/__stats", (unsigned)port);
+    char body[4096] = "";
+    CURL *c = curl_easy_init();
+    CURLcode rc;
+    char *v;
+    long n;
+
+    curl_easy_setopt(c, CURLOPT_URL, u);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stats_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    rc = curl_easy_perform(c);
+    curl_easy_cleanup(c);
+    cr_assert_eq(rc, CURLE_OK, "stats: curl error %d", rc);
+    v = echo_field(body, field);
+    cr_assert_not_null(v, "no %s in %s", field, body);
+    n = atol(v);
+    free(v);
+    free(u);
+    return n;
+}
+
+/* How many times 'needle' is in the gateway's output so far. */
+static size_t
+log_count(const struct proc *p, const char *needle)
+{
+    char *log = proc_log(p);
+    size_t n = 0;
+
+    for (const char *s = log; (s = strstr(s, needle)) != NULL; s++) {
+        n++;
+    }
+    free(log);
+    return n;
+}
+
+/* Starts a TLS echo with the certificate 'name' (name.pem, name.key). */
+static void
+tls_echo(struct proc *p, uint16_t *port, const char *name,
+         const char *client_ca)
+{
+    char *cert = harness_strf("%s/%s.pem", pki_dir, name);
+    char *key = harness_strf("%s/%s.key", pki_dir, name);
+    char *ca = client_ca != NULL ? pki(client_ca) : NULL;
+
+    echo_start_tls(p, port, cert, key, ca);
+    free(cert);
+    free(key);
+    free(ca);
+}
+
+/* A TLS client of our own: for what curl cannot be made to do. */
+struct tconn {
+    int fd;       /* the socket */
+    SSL_CTX *ctx; /* owned */
+    SSL *ssl;     /* owned */
+};
+
+/*
+ * Connects to 127.0.0.1:'port' offering TLS versions 'min'..'max' and
+ * ALPN http/1.1, verifying against the test CA; true when the handshake
+ * succeeded. Reads and writes time out after 5 s.
+ */
+static bool
+tconn_open(struct tconn *c, uint16_t port, int min, int max)
+{
+    static const unsigned char alpn[] = "\x08http/1.1";
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    struct timeval tv = {5, 0};
+    char *ca = pki("ca.pem");
+
+    c->ctx = SSL_CTX_new(TLS_client_method());
+    /* Level 0: this side must be able to offer TLS 1.1, so that it is
+     * the gateway that says no. */
+    SSL_CTX_set_security_level(c->ctx, 0);
+    SSL_CTX_set_cipher_list(c->ctx, "DEFAULT:@SECLEVEL=0");
+    SSL_CTX_set_min_proto_version(c->ctx, min);
+    SSL_CTX_set_max_proto_version(c->ctx, max);
+    SSL_CTX_load_verify_locations(c->ctx, ca, NULL);
+    SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_alpn_protos(c->ctx, alpn, sizeof(alpn) - 1);
+    free(ca);
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    sa.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    c->ssl = SSL_new(c->ctx);
+    SSL_set_fd(c->ssl, c->fd);
+    SSL_set_tlsext_host_name(c->ssl, "localhost");
+    SSL_set1_host(c->ssl, "localhost");
+    return SSL_connect(c->ssl) == 1;
+}
+
+static void
+tconn_close(struct tconn *c)
+{
+    SSL_free(c->ssl);
+    SSL_CTX_free(c->ctx);
+    close(c->fd);
+}
+
+/* The serial number of the certificate the server showed, as hex. */
+static char *
+tconn_serial(struct tconn *c)
+{
+    X509 *x = SSL_get1_peer_certificate(c->ssl);
+    BIGNUM *bn;
+    char *hex, *out;
+
+    cr_assert_not_null(x);
+    bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+    hex = BN_bn2hex(bn);
+    out = strdup(hex);
+    OPENSSL_free(hex);
+    BN_free(bn);
+    X509_free(x);
+    return out;
+}
+
+/*
+ * Sends a keep-alive GET of 'path' and reads its response (framed by
+ * Content-Length); returns the status, or -1 if the connection failed.
+ */
+static long
+tconn_get(struct tconn *c, const char *path)
+{
+    char *req =
+        harness_strf("GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path);
+    char buf[65536];
+    size_t have = 0;
+    long status = -1;
+
+    if (SSL_write(c->ssl, req, (int)strlen(req)) <= 0) {
+        free(req);
+        return -1;
+    }
+    free(req);
+    for (;;) {
+        char *end;
+        int n;
+
+        buf[have] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+        if (end != NULL) {
+            const char *cl = strstr(buf, "Content-Length: ");
+            size_t want = (size_t)(end + 4 - buf) +
+                          (cl != NULL ? (size_t)atol(cl + 16) : 0);
+
+            if (have >= want) {
+                sscanf(buf, "HTTP/1.1 %ld", &status);
+                return status;
+            }
+        }
+        if (have + 1 >= sizeof(buf)) {
+            return -1;
+        }
+        n = SSL_read(c->ssl, buf + have, (int)(sizeof(buf) - 1 - have));
+        if (n <= 0) {
+            return -1;
+        }
+        have += (size_t)n;
+    }
+}
+
+/* ---- https upstreams ---- */
+
+Test(tls, an_https_upstream_answers_is_pooled_and_resumes_its_session)
+{
+    struct proc echo;
+    struct http_response r;
+    struct load_result lr;
+    struct gw g;
+    uint16_t ep;
+    char *ca = pki("ca.pem"), *sections, *routes, *u, *host;
+
+    tls_echo(&echo, &ep, "srv", NULL);
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
+    routes = harness_strf("  - id: sec\n    uri: https://localhost:%u/base\n",
+                          (unsigned)ep);
+    gw_start(&g, NULL, sections, routes);
+
+    cr_assert_eq(gw_get(&g, "/a", &r), 200, "%s", r.body);
+    cr_assert(echo_has_header(r.body, "Host", NULL));
+    host = echo_header(r.body, "Host");
+    u = harness_strf("localhost:%u", (unsigned)ep);
+    cr_assert_str_eq(host, u);
+    free(host);
+    free(u);
+    cr_assert_not_null(strstr(r.body, "\"path\":\"/base/a\""), "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(gw_get(&g, "/b", &r), 200);
+    http_response_free(&r);
+    /* Kept alive: one connection, one handshake, for both (the echo's
+     * counts include those of the test's own stats requests). */
+    cr_assert_eq(echo_tls_stat(ep, "connections"), 1);
+    cr_assert_eq(metric(&g, HS("upstream", "ok")), 1);
+
+    /* Two at once: the second connection resumes the first's session. */
+    u = harness_strf("http://127.0.0.1:%u/slow?sleep_ms=300", (unsigned)g.port);
+    http_load((const char *const[]){u}, 1, NULL, 0, 2, 2, 10000, &lr);
+    cr_assert_eq(lr.status[200], 2);
+    cr_assert_eq(metric(&g, HS("upstream", "ok")), 2);
+    cr_assert_geq(echo_tls_stat(ep, "tls_resumed"), 1,
+                  "no session was resumed");
+    free(u);
+
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(sections);
+    free(routes);
+    free(ca);
+}
+
+Test(tls, requests_with_a_body_to_an_https_upstream_do_not_wait_for_acks)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    int64_t t0, ms;
+    char *ca = pki("ca.pem"), *sections, *routes, *u;
+
+    tls_echo(&echo, &ep, "srv", NULL);
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
+    routes = harness_strf("  - id: sec\n    uri: https://localhost:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, NULL, sections, routes);
+    u = harness_strf("http://127.0.0.1:%u/post", (unsigned)g.port);
+    t0 = harness_now_ms();
+    for (int i = 0; i < 100; i++) {
+        http_request(&r, "POST", u, NULL, "a body", 6, 10000);
+        cr_assert_eq(r.status, 200, "request %d", i);
+        http_response_free(&r);
+    }
+    ms = harness_now_ms() - t0;
+    /* The head and the body go upstream as two TLS records on one pooled
+     * connection: with Nagle on, the body waited for a delayed ACK. */
+    cr_assert_lt(ms, 2000, "100 requests took %lld ms", (long long)ms);
+    cr_assert_eq(echo_tls_stat(ep, "connections"), 1);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(u);
+    free(sections);
+    free(routes);
+    free(ca);
+}
+
+Test(tls, a_bad_upstream_certificate_is_a_502_naming_why_every_time)
+{
+    static const char *const names[] = {"stranger", "expired", "other"};
+    static const char *const why[] = {"unable to get local issuer certificate",
+                                      "certificate has expired",
+                                      "hostname mismatch"};
+    struct proc echo[3];
+    uint16_t ep[3];
+    struct http_response r;
+    struct gw g;
+    char *ca = pki("ca.pem"), *sections, *routes;
+
+    for (int i = 0; i < 3; i++) {
+        tls_echo(&echo[i], &ep[i], names[i], NULL);
+    }
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
+    routes = harness_strf("  - id: stranger\n    uri: https://localhost:%u\n"
+                          "    predicates: [Path=/stranger]\n"
+                          "  - id: expired\n    uri: https://127.0.0.1:%u\n"
+                          "    predicates: [Path=/expired]\n"
+                          "  - id: other\n    uri: https://localhost:%u\n"
+                          "    predicates: [Path=/other]\n",
+                          (unsigned)ep[0], (unsigned)ep[1], (unsigned)ep[2]);
+    gw_start(&g, NULL, sections, routes);
+    for (int i = 0; i < 3; i++) {
+        char *path = harness_strf("/%s", names[i]);
+        char *line = harness_strf("%u: certificate verify failed: %s",
+                                  (unsigned)ep[i], why[i]);
+
+        for (int k = 0; k < 2; k++) {
+            char *ct;
+
+            cr_assert_eq(gw_get(&g, path, &r), 502, "%s: %s", path, r.body);
+            ct = http_response_header(&r, "Content-Type");
+            cr_assert_str_eq(ct, "application/problem+json");
+            cr_assert_not_null(strstr(r.body, why[i]), "%s", r.body);
+            free(ct);
+            http_response_free(&r);
+        }
+        /* Logged once for the upstream, not once per request. */
+        cr_assert_eq(log_count(&g.p, line), 1, "%s", line);
+        /* Never pooled: no request ever reached it. */
+        cr_assert_eq(echo_tls_stat(ep[i], "requests"), 0);
+        free(path);
+        free(line);
+    }
+    /* Each request tried a handshake of its own. */
+    cr_assert_eq(metric(&g, HS("upstream", "verify_failed")), 6);
+    cr_assert_eq(metric(&g, HS("upstream", "ok")), 0);
+    gw_stop(&g);
+    for (int i = 0; i < 3; i++) {
+        proc_stop(&echo[i], SIGTERM, 5000);
+    }
+    free(sections);
+    free(routes);
+    free(ca);
+}
+
+Test(tls, verify_false_is_warned_of_at_load_and_trusts_anyone)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    char *routes;
+
+    tls_echo(&echo, &ep, "stranger", NULL);
+    routes = harness_strf("  - id: lax\n    uri: https://localhost:%u\n"
+                          "    tls: {verify: false}\n",
+                          (unsigned)ep);
+    gw_start(&g, NULL, "", routes);
+    cr_assert(proc_log_contains(&g.p, "route lax: https://localhost:"));
+    cr_assert(proc_log_contains(&g.p, "is not verified"));
+    cr_assert_eq(gw_get(&g, "/x", &r), 200, "%s", r.body);
+    http_response_free(&r);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(routes);
+}
+
+Test(tls, mutual_tls_with_and_without_the_client_certificate)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    char *ca = pki("ca.pem"), *cert = pki("client.pem"),
+         *key = pki("client.key"), *sections, *routes;
+
+    tls_echo(&echo, &ep, "srv", "ca.pem");
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
+    routes = harness_strf("  - id: with\n    uri: https://localhost:%u\n"
+                          "    predicates: [Path=/with]\n"
+                          "    tls: {cert_file: %s, key_file: %s}\n"
+                          "  - id: without\n    uri: https://localhost:%u\n"
+                          "    predicates: [Path=/without]\n",
+                          (unsigned)ep, cert, key, (unsigned)ep);
+    gw_start(&g, NULL, sections, routes);
+    cr_assert_eq(gw_get(&g, "/with", &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(gw_get(&g, "/without", &r), 502, "%s", r.body);
+    http_response_free(&r);
+    /* The first connection, with the certificate, was not lent to the
+     * route without it: a second request with it still works. */
+    cr_assert_eq(gw_get(&g, "/with", &r), 200, "%s", r.body);
+    http_response_free(&r);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(sections);
+    free(routes);
+    free(ca);
+    free(cert);
+    free(key);
+}
+
+/* ---- the TLS listener ---- */
+
+/* server.tls with the certificate 'name'. */
+static char *
+listener_conf(const char *name)
+{
+    return harness_strf("cert_file: %s/%s.pem, key_file: %s/%s.key", pki_dir,
+                        name, pki_dir, name);
+}
+
+Test(tls, the_listener_answers_curl_with_the_ca_as_https)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    char *tls = listener_conf("srv"), *routes, *u, *xfp;
+
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, "", routes);
+    u = harness_strf("https://localhost:%u/hello", (unsigned)g.tport);
+    cr_assert_eq(http_get(&r, u, 10000), 0, "curl error %d", r.err);
+    cr_assert_eq(r.status, 200);
+    xfp = echo_header(r.body, "X-Forwarded-Proto");
+    cr_assert_str_eq(xfp, "https");
+    free(xfp);
+    http_response_free(&r);
+    /* The plain listener still says http. */
+    cr_assert_eq(gw_get(&g, "/plain", &r), 200);
+    xfp = echo_header(r.body, "X-Forwarded-Proto");
+    cr_assert_str_eq(xfp, "http");
+    free(xfp);
+    http_response_free(&r);
+    cr_assert(proc_log_contains(&g.p, "\"GET /hello\" route=all"));
+    cr_assert(proc_log_contains(&g.p, " proto=https\n"));
+    cr_assert(proc_log_contains(&g.p, " proto=http\n"));
+    cr_assert_eq(metric(&g, HS("client", "ok")), 1);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(u);
+    free(routes);
+    free(tls);
+}
+
+static bool
+probe_counted(void *arg)
+{
+    return metric(arg, HS("client", "failed")) >= 1;
+}
+
+Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
+{
+    struct proc echo;
+    struct tconn c;
+    struct gw g;
+    uint16_t ep;
+    const unsigned char *proto;
+    unsigned len;
+    long failed;
+    char *tls = listener_conf("srv"), *routes;
+
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, "", routes);
+    /* The start-up probe of the port hung up mid-handshake: a failure,
+     * counted once the gateway has seen it go. */
+    cr_assert(harness_wait_until(probe_counted, &g, 5000));
+    failed = metric(&g, HS("client", "failed"));
+    cr_assert_not(tconn_open(&c, g.tport, TLS1_1_VERSION, TLS1_1_VERSION),
+                  "a TLS 1.1 handshake succeeded");
+    /* It was the gateway's alert that ended it, not this side's. */
+    cr_assert_eq(ERR_GET_REASON(ERR_peek_last_error()),
+                 SSL_R_TLSV1_ALERT_PROTOCOL_VERSION, "%s",
+                 ERR_reason_error_string(ERR_peek_last_error()));
+    tconn_close(&c);
+    /* The gateway said no: it counts the failure. */
+    cr_assert_eq(metric(&g, HS("client", "failed")), failed + 1);
+    /* The same client, allowed 1.2, gets through, with http/1.1. */
+    cr_assert(tconn_open(&c, g.tport, TLS1_1_VERSION, TLS1_2_VERSION));
+    cr_assert_eq(SSL_version(c.ssl), TLS1_2_VERSION);
+    SSL_get0_alpn_selected(c.ssl, &proto, &len);
+    cr_assert_eq(len, 8);
+    cr_assert(memcmp(proto, "http/1.1", 8) == 0);
+    cr_assert_eq(tconn_get(&c, "/x"), 200);
+    tconn_close(&c);
+    cr_assert(tconn_open(&c, g.tport, TLS1_3_VERSION, TLS1_3_VERSION));
+    cr_assert_eq(tconn_get(&c, "/y"), 200);
+    tconn_close(&c);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(routes);
+    free(tls);
+}
+
+Test(tls, keep_alive_requests_on_the_listener_do_not_wait_for_acks)
+{
+    struct proc echo;
+    struct tconn c;
+    struct gw g;
+    uint16_t ep;
+    int64_t t0, ms;
+    char *tls = listener_conf("srv"), *routes;
+
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, "", routes);
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    t0 = harness_now_ms();
+    for (int i = 0; i < 200; i++) {
+        cr_assert_eq(tconn_get(&c, "/x"), 200, "request %d", i);
+    }
+    ms = harness_now_ms() - t0;
+    /* A reply is a head and a body, two TLS records: with Nagle on, the
+     * second waited for the client's delayed ACK, 40 ms each (8 s here). */
+    cr_assert_lt(ms, 3000, "200 requests took %lld ms", (long long)ms);
+    tconn_close(&c);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(routes);
+    free(tls);
+}
+
+Test(tls, the_tls_listener_may_be_the_only_one)
+{
+    struct proc echo, gw;
+    struct http_response r;
+    uint16_t ep, tport = harness_free_port();
+    char *text, *cfg, *u;
+    char *argv[] = {getenv("SLUICE_BIN"), "-c", NULL, NULL};
+
+    echo_start(&echo, &ep);
+    text = harness_strf("server:\n  listen: off\n  workers: 1\n"
+                        "  tls: {listen: 127.0.0.1:%u, cert_file: %s/srv.pem, "
+                        "key_file: %s/srv.key}\n"
+                        "routes:\n  - id: all\n    uri: http://127.0.0.1:%u\n",
+                        (unsigned)tport, pki_dir, pki_dir, (unsigned)ep);
+    cfg = harness_write_temp(text);
+    argv[2] = cfg;
+    cr_assert_eq(proc_start(&gw, argv), 0);
+    cr_assert(proc_wait_port(&gw, tport, 10000), "no TLS listener");
+    cr_assert(proc_log_contains(&gw, "TLS listener only"));
+    u = harness_strf("https://localhost:%u/only", (unsigned)tport);
+    cr_assert_eq(http_get(&r, u, 10000), 0, "curl error %d", r.err);
+    cr_assert_eq(r.status, 200);
+    http_response_free(&r);
+    cr_assert_eq(proc_stop(&gw, SIGTERM, 10000), 0);
+    proc_stop(&echo, SIGTERM, 5000);
+    unlink(cfg);
+    free(cfg);
+    free(text);
+    free(u);
+}
+
+/* Copies 'from' over 'to' (both in the test's directory). */
+static void
+pki_copy(const char *from, const char *to)
+{
+    char *cmd = harness_strf("cd '%s' && cp %s %s.new && mv %s.new %s", pki_dir,
+                             from, to, to, to);
+
+    cr_assert_eq(system(cmd), 0);
+    free(cmd);
+}
+
+static long
+admin_reload(const struct gw *g, struct http_response *r)
+{
+    char *u = harness_strf("http://127.0.0.1:%u/reload", (unsigned)g->admin);
+
+    http_request(r, "POST", u, NULL, "", 0, 10000);
+    free(u);
+    return r->status;
+}
+
+Test(tls, reload_takes_a_new_certificate_without_dropping_a_connection)
+{
+    struct proc echo;
+    struct tconn old, fresh;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    char *tls, *routes, *first, *second, *third;
+
+    /* The listener reads live.pem and live.key, which the test replaces. */
+    pki_copy("srv.pem", "live.pem");
+    pki_copy("srv.key", "live.key");
+    tls = listener_conf("live");
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, "", routes);
+    cr_assert(tconn_open(&old, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    cr_assert_eq(tconn_get(&old, "/before"), 200);
+    first = tconn_serial(&old);
+
+    pki_copy("srv2.pem", "live.pem");
+    pki_copy("srv2.key", "live.key");
+    cr_assert_eq(admin_reload(&g, &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert(tconn_open(&fresh, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    second = tconn_serial(&fresh);
+    cr_assert_str_neq(first, second, "the old certificate is still shown");
+    tconn_close(&fresh);
+    /* The connection opened before the reload goes on. */
+    cr_assert_eq(tconn_get(&old, "/after"), 200);
+
+    /* A key that is not the certificate's: refused, the current stays. */
+    pki_copy("other.key", "live.key");
+    cr_assert_eq(admin_reload(&g, &r), 400, "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "server.tls.key_file"), "%s", r.body);
+    http_response_free(&r);
+    cr_assert(tconn_open(&fresh, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    third = tconn_serial(&fresh);
+    cr_assert_str_eq(second, third);
+    cr_assert_eq(tconn_get(&fresh, "/still"), 200);
+    tconn_close(&fresh);
+    cr_assert_eq(tconn_get(&old, "/again"), 200);
+    tconn_close(&old);
+
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(first);
+    free(second);
+    free(third);
+    free(routes);
+    free(tls);
+}
+
+/* ---- both ---- */
+
+Test(tls, a_large_body_streams_through_tls_both_ways_in_bounded_memory)
+{
+    struct proc echo;
+    struct http_download d;
+    struct http_download_opts o = {0};
+    struct http_response r;
+    struct gw g;
+    const uint64_t size = 64ull << 20;
+    uint16_t ep;
+    long before, peak;
+    char *ca = pki("ca.pem"), *tls = listener_conf("srv"), *sections, *routes,
+         *u;
+
+    /* Keep ASan's quarantine from looking like our buffering. */
+    setenv("ASAN_OPTIONS", "quarantine_size_mb=8:detect_leaks=1", 1);
+    tls_echo(&echo, &ep, "srv", NULL);
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
+    routes = harness_strf("  - id: all\n    uri: https://localhost:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, sections, routes);
+    cr_assert_eq(gw_get(&g, "/warm", &r), 200);
+    http_response_free(&r);
+    before = proc_rss_kb(g.p.pid);
+    u = harness_strf("https://localhost:%u/big?bytes=67108864",
+                     (unsigned)g.tport);
+    o.max_recv_speed = 32 << 20; /* 2 s for 64 MiB */
+    o.timeout_ms = 60000;
+    cr_assert_eq(http_download(&d, u, &o), 0, "curl error %d", d.err);
+    peak = proc_peak_rss_kb(g.p.pid);
+    cr_assert_eq(d.status, 200);
+    cr_assert_eq(d.body_bytes, size);
+    cr_assert(d.is_pattern, "the body was altered on the way");
+    cr_assert_lt(peak - before, 16 * 1024,
+                 "gateway grew from %ld KiB to a peak of %ld KiB", before,
+                 peak);
+    /* The upstream was held back too, not read as fast as it could send. */
+    cr_assert_lt(echo_tls_stat(ep, "max_buffered_bytes"), 8 << 20);
+    http_download_free(&d);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(u);
+    free(sections);
+    free(routes);
+    free(tls);
+    free(ca);
+}
+
+Test(tls, check_reads_the_certificates_and_names_the_bad_one)
+{
+    char *text = harness_strf("server:\n  tls: {cert_file: %s/srv.pem, "
+                              "key_file: %s/nowhere.key}\n"
+                              "routes:\n  - id: a\n    uri: http://x\n",
+                              pki_dir, pki_dir);
+    char *path = harness_write_temp(text);
+    char *cmd =
+        harness_strf("'%s' --check -c '%s' 2>&1", getenv("SLUICE_BIN"), path);
+    char out[4096] = "";
+    FILE *f = popen(cmd, "r");
+    size_t n;
+    int rc;
+
+    cr_assert_not_null(f);
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    rc = pclose(f);
+    cr_assert_neq(rc, 0, "%s", out);
+    cr_assert_not_null(strstr(out, "server.tls.key_file: cannot load"), "%s",
+                       out);
+    cr_assert_not_null(strstr(out, "nowhere.key"), "%s", out);
+    unlink(path);
+    free(path);
+    free(cmd);
+    free(text);
+}
