@@ -27,6 +27,7 @@ struct listen_addr {
 /* server.tls: a second listener that speaks TLS (1.2 and 1.3 only). */
 struct server_tls_conf {
     bool enabled;              /* the key is present */
+    struct conf_pos at;        /* where server.tls: is */
     struct listen_addr listen; /* default 0.0.0.0:8443 */
     char *cert_file;           /* certificate chain (PEM); required; owned;
                                   re-read on every reload */

@@ -121,11 +121,14 @@ struct table {
     bool check_always;          /* check also after a value was reported
                                    (not after a wrong key) */
     bool keys_first;            /* a wrong key: read no value at all */
+    bool flag_pos;              /* set the struct conf_pos at 'pos' to
+                                   where the mapping begins */
+    size_t pos;                 /* of that struct conf_pos */
 };
 
 #define TABLE(fields)                                                          \
     {                                                                          \
-        (fields), NELEMS(fields), false, 0, NULL, false, false                 \
+        (fields), NELEMS(fields), false, 0, NULL, false, false, false, 0       \
     }
 
 /* One of a few words; e.g. on_redis_error: local | allow | deny. */

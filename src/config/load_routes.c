@@ -879,6 +879,7 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         /* upstream: comes before routes in the section table. */
         route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
         route->response_timeout_ms = cfg->upstream.response_timeout_ms;
+        route->tls.at = cfg->upstream.tls.at;
         route->tls.verify = cfg->upstream.tls.verify;
         route->tls.ca_file = dup_or_null(cfg->upstream.tls.ca_file);
         route->tls.cert_file = dup_or_null(cfg->upstream.tls.cert_file);

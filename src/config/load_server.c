@@ -157,6 +157,8 @@ static const struct table server_tls_table = {
     .n = NELEMS(server_tls_fields),
     .flag_given = true,
     .given = offsetof(struct server_tls_conf, enabled),
+    .flag_pos = true,
+    .pos = offsetof(struct server_tls_conf, at),
 };
 
 static const struct field server_fields[] = {
@@ -257,6 +259,8 @@ const struct table load_upstream_tls_table = {
     .fields = upstream_tls_fields,
     .n = NELEMS(upstream_tls_fields),
     .check = check_upstream_tls,
+    .flag_pos = true,
+    .pos = offsetof(struct upstream_tls, at),
 };
 
 static const struct field upstream_fields[] = {

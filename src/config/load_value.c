@@ -490,6 +490,12 @@ load_table(struct loader *ld, yaml_node_t *node, const struct field *f,
     if (t->flag_given) {
         *(bool *)((char *)sub + t->given) = true;
     }
+    if (t->flag_pos) {
+        struct conf_pos *at = (struct conf_pos *)((char *)sub + t->pos);
+
+        at->line = (unsigned)node->start_mark.line + 1;
+        at->col = (unsigned)node->start_mark.column + 1;
+    }
     load_fields(ld, node, path, t, sub);
 }
 

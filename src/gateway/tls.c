@@ -451,6 +451,19 @@ set_client(struct tls_set *set, const struct upstream_tls *t, char *why,
     return c;
 }
 
+/* "file:line:col: what" as the loader reports, or "file: what" when the
+ * keys are not in the file; takes 'what'. */
+static char *
+at_error(const struct config *cfg, const struct conf_pos *at, char *what)
+{
+    char *s = at->line > 0 ? xasprintf("%s:%u:%u: %s", cfg->path, at->line,
+                                       at->col, what)
+                           : xasprintf("%s: %s", cfg->path, what);
+
+    free(what);
+    return s;
+}
+
 int
 tls_attach(struct config *cfg, struct config_errors *errs)
 {
@@ -462,8 +475,8 @@ tls_attach(struct config *cfg, struct config_errors *errs)
     if (cfg->server.tls.enabled) {
         set->server = server_new(&cfg->server.tls, why, sizeof(why));
         if (set->server == NULL) {
-            config_errors_add(errs,
-                              xasprintf("%s: server.tls.%s", cfg->path, why));
+            config_errors_add(errs, at_error(cfg, &cfg->server.tls.at,
+                                             xasprintf("server.tls.%s", why)));
             bad = true;
         }
     }
@@ -477,7 +490,8 @@ tls_attach(struct config *cfg, struct config_errors *errs)
         set->routes[i] = set_client(set, &r->tls, why, sizeof(why));
         if (set->routes[i] == NULL) {
             config_errors_add(
-                errs, xasprintf("%s: routes[%zu].tls.%s", cfg->path, i, why));
+                errs, at_error(cfg, &r->tls.at,
+                               xasprintf("routes[%zu].tls.%s", i, why)));
             bad = true;
         }
     }

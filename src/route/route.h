@@ -28,14 +28,23 @@ struct upstream_uri {
  * TLS to an https upstream: upstream.tls, with a route's own tls: keys
  * over it. File names are as written (relative to the working directory).
  */
+/* Where a mapping of the config file begins, 1-based; 0 when the file
+ * has none: files it names are read later, by the gateway, whose errors
+ * then point there. */
+struct conf_pos {
+    unsigned line; /* 0: not in the file */
+    unsigned col;  /* 1-based column */
+};
+
 struct upstream_tls {
-    bool verify;     /* check the certificate chain and the host name;
-                        default true */
-    char *ca_file;   /* PEM bundle trusted instead of the system store, or
-                        NULL; owned */
-    char *cert_file; /* client certificate chain (PEM) for mutual TLS, or
-                        NULL; owned */
-    char *key_file;  /* its private key (PEM); set with cert_file; owned */
+    struct conf_pos at; /* the route's tls:, else upstream.tls: */
+    bool verify;        /* check the certificate chain and the host name;
+                           default true */
+    char *ca_file;      /* PEM bundle trusted instead of the system store, or
+                           NULL; owned */
+    char *cert_file;    /* client certificate chain (PEM) for mutual TLS, or
+                           NULL; owned */
+    char *key_file;     /* its private key (PEM); set with cert_file; owned */
 };
 
 struct route {

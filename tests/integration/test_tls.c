@@ -890,11 +890,47 @@ Test(tls, check_reads_the_certificates_and_names_the_bad_one)
     out[n] = '\0';
     rc = pclose(f);
     cr_assert_neq(rc, 0, "%s", out);
-    cr_assert_not_null(strstr(out, "server.tls.key_file: cannot load"), "%s",
-                       out);
+    /* Where server.tls is: line 2, column 8 (its flow mapping). */
+    cr_assert_not_null(strstr(out, ":2:8: server.tls.key_file: cannot load"),
+                       "%s", out);
     cr_assert_not_null(strstr(out, "nowhere.key"), "%s", out);
     unlink(path);
     free(path);
     free(cmd);
     free(text);
+}
+
+/* A route's tls: that names a file the gateway cannot read is reported
+ * where that tls: is; without one, where upstream.tls is. */
+Test(tls, check_names_where_the_tls_of_a_route_is)
+{
+    static const char *const files[] = {
+        "upstream:\n  tls: {ca_file: /nowhere/ca.pem}\n"
+        "routes:\n  - id: a\n    uri: https://x\n",
+        "routes:\n  - id: a\n    uri: https://x\n"
+        "    tls: {ca_file: /nowhere/ca.pem}\n",
+    };
+    static const char *const want[] = {
+        ":2:8: routes[0].tls.ca_file: cannot load",
+        ":4:10: routes[0].tls.ca_file: cannot load",
+    };
+
+    for (size_t i = 0; i < 2; i++) {
+        char *path = harness_write_temp(files[i]);
+        char *cmd = harness_strf("'%s' --check -c '%s' 2>&1",
+                                 getenv("SLUICE_BIN"), path);
+        char out[4096] = "";
+        FILE *f = popen(cmd, "r");
+        size_t n;
+
+        cr_assert_not_null(f);
+        n = fread(out, 1, sizeof(out) - 1, f);
+        out[n] = '\0';
+        cr_assert_neq(pclose(f), 0, "%s", out);
+        cr_assert_not_null(strstr(out, want[i]), "want \"%s\" in: %s", want[i],
+                           out);
+        unlink(path);
+        free(path);
+        free(cmd);
+    }
 }
