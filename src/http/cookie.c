@@ -5,12 +5,15 @@
 
 #include "headers.h"
 
-size_t
-cookie_find(const struct headers *h, const char *name, const char **value,
-            size_t *len)
+/*
+ * Calls 'each' with every cookie called 'name' in the Cookie fields of
+ * 'h', in order, until it returns true; returns whether one did.
+ */
+static bool
+scan(const struct headers *h, const char *name, cookie_match_cb *each,
+     const void *arg)
 {
     size_t namelen = strlen(name);
-    size_t found = 0;
 
     for (size_t f = 0; h != NULL && f < h->n; f++) {
         const char *s = h->v[f].value;
@@ -23,32 +26,61 @@ cookie_find(const struct headers *h, const char *name, const char **value,
             const char *end = s + n;
             const char *eq = memchr(s, '=', n);
             const char *k = s;
-            const char *kend = eq != NULL ? eq : end;
+            size_t klen = (size_t)((eq != NULL ? eq : end) - s);
 
-            while (k < kend && headers_is_ows(*k)) {
-                k++;
-            }
-            while (kend > k && headers_is_ows(kend[-1])) {
-                kend--;
-            }
-            if (eq != NULL && (size_t)(kend - k) == namelen &&
+            headers_trim_ows(&k, &klen);
+            if (eq != NULL && klen == namelen &&
                 memcmp(k, name, namelen) == 0) {
                 const char *val = eq + 1;
-                const char *vend = end;
+                size_t vlen = (size_t)(end - val);
 
-                while (val < vend && headers_is_ows(*val)) {
-                    val++;
-                }
-                while (vend > val && headers_is_ows(vend[-1])) {
-                    vend--;
-                }
-                if (found++ == 0) {
-                    *value = val;
-                    *len = (size_t)(vend - val);
+                headers_trim_ows(&val, &vlen);
+                if (each(val, vlen, arg)) {
+                    return true;
                 }
             }
             s = *end == ';' ? end + 1 : end;
         }
     }
-    return found;
+    return false;
+}
+
+/* What cookie_find() gathers. */
+struct found {
+    size_t n;          /* cookies seen */
+    const char *value; /* the first's value */
+    size_t len;        /* its length */
+};
+
+static bool
+on_found(const char *value, size_t len, const void *arg)
+{
+    struct found *fd = (struct found *)arg;
+
+    if (fd->n++ == 0) {
+        fd->value = value;
+        fd->len = len;
+    }
+    return false;
+}
+
+size_t
+cookie_find(const struct headers *h, const char *name, const char **value,
+            size_t *len)
+{
+    struct found fd = {0, NULL, 0};
+
+    scan(h, name, on_found, &fd);
+    if (fd.n > 0) {
+        *value = fd.value;
+        *len = fd.len;
+    }
+    return fd.n;
+}
+
+bool
+cookie_any(const struct headers *h, const char *name, cookie_match_cb *match,
+           const void *arg)
+{
+    return scan(h, name, match, arg);
 }

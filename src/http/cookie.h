@@ -6,6 +6,7 @@
 #ifndef SLUICE_COOKIE_H
 #define SLUICE_COOKIE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct headers;
@@ -18,5 +19,16 @@ struct headers;
  */
 size_t cookie_find(const struct headers *h, const char *name,
                    const char **value, size_t *len);
+
+/* Answers whether one cookie's value ('len' bytes, borrowed) is wanted. */
+typedef bool cookie_match_cb(const char *value, size_t len, const void *arg);
+
+/*
+ * True when 'match' holds for one of the cookies called 'name' in the
+ * Cookie fields of 'h', tried in order, values trimmed as for
+ * cookie_find(); 'arg' is passed on. 'h' may be NULL.
+ */
+bool cookie_any(const struct headers *h, const char *name,
+                cookie_match_cb *match, const void *arg);
 
 #endif

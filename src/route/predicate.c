@@ -629,15 +629,18 @@ test_query(const struct predicate *p, const char *query)
 }
 
 static bool
+cookie_matches(const char *value, size_t len, const void *arg)
+{
+    const struct predicate *p = arg;
+
+    return p->re == NULL || regexp_full_match(p->re, value, len);
+}
+
+/* As Spring's: any cookie of the name whose whole value matches. */
+static bool
 test_cookie(const struct predicate *p, const struct headers *h)
 {
-    const char *value;
-    size_t len;
-
-    if (cookie_find(h, p->name, &value, &len) == 0) {
-        return false;
-    }
-    return p->re == NULL || regexp_full_match(p->re, value, len);
+    return cookie_any(h, p->name, cookie_matches, p);
 }
 
 /* splitmix64's finaliser: the group's own value from the request's draw. */

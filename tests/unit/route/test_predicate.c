@@ -517,9 +517,11 @@ static struct header cookie_fields[] = {
 static const struct headers cookie_headers = {
     .v = cookie_fields, .n = 2, .cap = 2};
 
-Test(predicate, cookie_matches_the_whole_value_of_the_first_cookie)
+Test(predicate, cookie_matches_the_whole_value_of_any_cookie_of_the_name)
 {
     struct predicate p = MAKE("Cookie", "chocolate", "ch.p");
+    /* The second "chocolate": Spring tries every cookie of the name. */
+    struct predicate second = MAKE("Cookie", "chocolate", "cho.");
     struct predicate part = MAKE("Cookie", "chocolate", "ch");
     struct predicate present = MAKE("Cookie", "theme");
     struct predicate absent = MAKE("Cookie", "vanilla");
@@ -527,12 +529,14 @@ Test(predicate, cookie_matches_the_whole_value_of_the_first_cookie)
 
     r.headers = &cookie_headers;
     cr_assert(predicate_test(&p, &r, NULL));
+    cr_assert(predicate_test(&second, &r, NULL), "only the first was tried");
     cr_assert_not(predicate_test(&part, &r, NULL), "anchored at both ends");
     cr_assert(predicate_test(&present, &r, NULL));
     cr_assert_not(predicate_test(&absent, &r, NULL));
     r.headers = NULL;
     cr_assert_not(predicate_test(&p, &r, NULL));
     predicate_deinit(&p);
+    predicate_deinit(&second);
     predicate_deinit(&part);
     predicate_deinit(&present);
     predicate_deinit(&absent);
