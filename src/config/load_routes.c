@@ -857,6 +857,20 @@ dup_or_null(const char *s)
     return s != NULL ? xstrdup(s) : NULL;
 }
 
+/* What a route has from upstream: before its own keys are read (upstream:
+ * comes before routes in the section table). */
+static void
+route_defaults(const struct config *cfg, struct route *route)
+{
+    route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
+    route->response_timeout_ms = cfg->upstream.response_timeout_ms;
+    route->tls.at = cfg->upstream.tls.at;
+    route->tls.verify = cfg->upstream.tls.verify;
+    route->tls.ca_file = dup_or_null(cfg->upstream.tls.ca_file);
+    route->tls.cert_file = dup_or_null(cfg->upstream.tls.cert_file);
+    route->tls.key_file = dup_or_null(cfg->upstream.tls.key_file);
+}
+
 void
 load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
             void *base, const struct load_path *path)
@@ -876,14 +890,7 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         const struct load_path *sub = PATH_INDEX(path, i);
 
         cfg->nroutes = i + 1;
-        /* upstream: comes before routes in the section table. */
-        route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
-        route->response_timeout_ms = cfg->upstream.response_timeout_ms;
-        route->tls.at = cfg->upstream.tls.at;
-        route->tls.verify = cfg->upstream.tls.verify;
-        route->tls.ca_file = dup_or_null(cfg->upstream.tls.ca_file);
-        route->tls.cert_file = dup_or_null(cfg->upstream.tls.cert_file);
-        route->tls.key_file = dup_or_null(cfg->upstream.tls.key_file);
+        route_defaults(cfg, route);
         load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
                     route);
     }
@@ -998,8 +1005,9 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
         size_t before;
 
         cfg->nroutes = i + 1;
-        route->connect_timeout_ms = cfg->upstream.connect_timeout_ms;
-        route->response_timeout_ms = cfg->upstream.response_timeout_ms;
+        /* Certificates verified by default here too: a zeroed route
+         * would trust any https upstream. */
+        route_defaults(cfg, route);
         load_fields(ld, load_sequence_item(ld, node, i), PATH_INDEX(path, i),
                     &scg_route_table, route);
         if (!defaults_ok) {

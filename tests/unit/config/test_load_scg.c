@@ -580,6 +580,28 @@ Test(scg_shape, cost_stands_for_requested_tokens_but_not_beside_it)
 }
 
 /* httpclient's timeouts are every route's upstream defaults. */
+/* An https route of a Spring file verifies its upstream as a native one
+ * does: its tls settings start from upstream.tls (verify: true). A route
+ * left zeroed trusted any certificate. */
+Test(scg_shape, https_routes_verify_by_default_and_take_upstream_tls)
+{
+    struct config *cfg =
+        parse_ok(SCG_HEAD "        - id: a\n"
+                          "          uri: https://pay.internal\n");
+
+    cr_assert(cfg->routes[0].uri.https);
+    cr_assert(cfg->routes[0].tls.verify, "an https route trusts anyone");
+    config_unref(cfg);
+    cfg = parse_ok("sluice:\n"
+                   "  upstream:\n"
+                   "    tls: { ca_file: /etc/ca.pem }\n" SCG_HEAD
+                   "        - id: a\n"
+                   "          uri: https://pay.internal\n");
+    cr_assert(cfg->routes[0].tls.verify);
+    cr_assert_str_eq(cfg->routes[0].tls.ca_file, "/etc/ca.pem");
+    config_unref(cfg);
+}
+
 Test(scg_shape, httpclient_timeouts_are_the_upstream_defaults)
 {
     struct config *cfg = parse_ok("spring:\n"
