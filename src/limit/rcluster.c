@@ -301,8 +301,31 @@ primary_replaced(const struct rcluster *cl, const struct cluster_map *next)
     return false;
 }
 
+/* True while a call of 'cl' is on the wire to 'n', or is to be resent
+ * there after an ASK: closing 'n' would answer it REDIS_CALL_DOWN. */
+static bool
+node_busy(const struct rcluster *cl, const struct rnode *n)
+{
+    const struct rcluster_call *call;
+
+    TAILQ_FOREACH (call, &cl->calls, link) {
+        if (call->finished || call->has_result) {
+            continue;
+        }
+        if (call->sub != NULL && call->sent_to == n) {
+            return true;
+        }
+        if (call->asking && call->ask.port == n->port &&
+            strcmp(call->ask.host, n->host) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* 'map' (owned now) replaces the client's; nodes that are no primary of
- * it are closed. */
+ * it are closed, unless busy (an ASK target while a slot is imported by
+ * a primary that holds none yet): those at a later install. */
 static void
 install(struct rcluster *cl, struct cluster_map *map)
 {
@@ -337,7 +360,7 @@ install(struct rcluster *cl, struct cluster_map *map)
         index_node(cl, (int)i);
     }
     for (size_t i = cl->nnodes; i-- > 0;) {
-        if (!cl->nodes[i]->in_map) {
+        if (!cl->nodes[i]->in_map && !node_busy(cl, cl->nodes[i])) {
             node_close(cl, i);
         }
     }

@@ -27,6 +27,8 @@
 #include "harness.h"
 
 #define NNODES 6
+/* With a seventh node joined by a test. */
+#define MAX_NODES (NNODES + 1)
 #define MAX_GATEWAYS 4
 /* redis.timeout of the gateways where a test bounds the latency, and
  * what a request may take on top of it (the proxy and the echo, on a busy
@@ -40,10 +42,11 @@
 #define PW "pw-cluster"
 
 struct rig {
-    struct proc node[NNODES];       /* the cluster's servers */
-    uint16_t port[NNODES];          /* their ports */
-    uint16_t bus[NNODES];           /* their cluster bus ports */
-    bool killed[NNODES];            /* stopped by the test */
+    struct proc node[MAX_NODES];    /* the cluster's servers */
+    uint16_t port[MAX_NODES];       /* their ports */
+    uint16_t bus[MAX_NODES];        /* their cluster bus ports */
+    bool killed[MAX_NODES];         /* stopped by the test */
+    size_t nnodes;                  /* started */
     char dir[256];                  /* their directories' parent */
     struct proc echo;               /* the upstream */
     uint16_t echo_port;             /* its port */
@@ -249,7 +252,7 @@ cluster_settled(void *arg)
 {
     const struct rig *r = arg;
 
-    for (size_t i = 0; i < NNODES; i++) {
+    for (size_t i = 0; i < r->nnodes; i++) {
         char *info;
         bool ok;
 
@@ -289,6 +292,7 @@ cluster_start(struct rig *r)
         r->port[i] = harness_free_port();
         r->bus[i] = harness_free_port();
         start_node(r, i);
+        r->nnodes++;
     }
     argv[n++] = "redis-cli";
     argv[n++] = "--cluster";
@@ -457,7 +461,7 @@ rig_stop(struct rig *r)
     if (r->echo_port != 0) {
         proc_stop(&r->echo, SIGTERM, 5000);
     }
-    for (size_t i = 0; i < NNODES; i++) {
+    for (size_t i = 0; i < r->nnodes; i++) {
         if (!r->killed[i]) {
             proc_stop(&r->node[i], SIGTERM, 5000);
         }
@@ -933,6 +937,246 @@ Test(cluster_redis, slot_migrated_mid_run_asks_moves_and_loses_nothing,
     cr_assert_eq(keys_matching(r.port[src], "*:mig}*"), 0);
     free(src_id);
     free(dst_id);
+    rig_stop(&r);
+}
+
+/*
+ * A slot imported by a primary that joined just now and holds no slot
+ * yet: every decision goes there by ASK, and the maps installed
+ * meanwhile (forced by MOVED on another slot) name it nowhere. Its
+ * connection must outlive them while calls are on it.
+ */
+
+struct knows {
+    uint16_t port;  /* the node asked */
+    const char *id; /* the node it should know, connected */
+};
+
+static bool
+node_known(void *arg)
+{
+    const struct knows *k = arg;
+    char *nodes = ask_text(k->port, "CLUSTER NODES");
+    const char *line = nodes != NULL ? strstr(nodes, k->id) : NULL;
+    const char *end = line != NULL ? strchr(line, '\n') : NULL;
+    bool ok = line != NULL && end != NULL;
+
+    if (ok) {
+        char *l = strndup(line, (size_t)(end - line));
+
+        ok = strstr(l, "handshake") == NULL && strstr(l, "noaddr") == NULL &&
+             strstr(l, " connected") != NULL;
+        free(l);
+    }
+    free(nodes);
+    return ok;
+}
+
+/* The slot of 'key', asked of the node on 'port'. */
+static long long
+key_slot(uint16_t port, const char *key)
+{
+    redisContext *c = sync_try(port);
+    redisReply *rep;
+    long long slot;
+
+    cr_assert_not_null(c);
+    rep = redisCommand(c, "CLUSTER KEYSLOT %s", key);
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_INTEGER);
+    slot = rep->integer;
+    freeReplyObject(rep);
+    redisFree(c);
+    return slot;
+}
+
+/* Moves the empty 'slot' from the primary on 'from' to the one on 'to',
+ * telling the primaries 'masters' (ports, 'n' of them). */
+static void
+move_empty_slot(long long slot, uint16_t from, uint16_t to,
+                const uint16_t *masters, size_t n)
+{
+    char *from_id = node_id(from), *to_id = node_id(to);
+    char *cmd =
+        harness_strf("CLUSTER SETSLOT %lld IMPORTING %s", slot, from_id);
+
+    must_ok(to, cmd);
+    free(cmd);
+    cmd = harness_strf("CLUSTER SETSLOT %lld MIGRATING %s", slot, to_id);
+    must_ok(from, cmd);
+    free(cmd);
+    cmd = harness_strf("CLUSTER SETSLOT %lld NODE %s", slot, to_id);
+    must_ok(to, cmd);
+    must_ok(from, cmd);
+    for (size_t i = 0; i < n; i++) {
+        if (masters[i] != from && masters[i] != to) {
+            must_ok(masters[i], cmd);
+        }
+    }
+    free(cmd);
+    free(from_id);
+    free(to_id);
+}
+
+struct moved_more {
+    const struct rig *r; /* borrowed */
+    long than;           /* MOVED followed before */
+};
+
+/* One request for 'force' (whose slot just moved) has been redirected. */
+static bool
+moved_after(void *arg)
+{
+    const struct moved_more *m = arg;
+
+    return metric(m->r, "sluice_redis_events_total{kind=\"moved\"}") > m->than;
+}
+
+/* The one key matching 'pattern' on 'port', as a new string; fails the
+ * test if there is not exactly one. */
+static char *
+only_key(uint16_t port, const char *pattern)
+{
+    redisContext *c = sync_try(port);
+    redisReply *rep;
+    char *key;
+
+    cr_assert_not_null(c);
+    rep = redisCommand(c, "KEYS %s", pattern);
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_ARRAY &&
+                  rep->elements == 1,
+              "not one key %s on %u", pattern, (unsigned)port);
+    key = strdup(rep->element[0]->str);
+    freeReplyObject(rep);
+    redisFree(c);
+    return key;
+}
+
+/* Asserts that DEL 'key' on 'port' deleted it. */
+static void
+must_del(uint16_t port, const char *key)
+{
+    redisContext *c = sync_try(port);
+    redisReply *rep;
+
+    cr_assert_not_null(c);
+    rep = redisCommand(c, "DEL %s", key);
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_INTEGER &&
+                  rep->integer == 1,
+              "DEL %s on %u", key, (unsigned)port);
+    freeReplyObject(rep);
+    redisFree(c);
+}
+
+#define JOIN_ROUNDS 4
+
+Test(cluster_redis, a_new_primary_importing_a_slot_keeps_its_calls,
+     .timeout = 90)
+{
+    struct rig r;
+    uint16_t masters[NNODES];
+    size_t nmasters = 0, src, nn = NNODES;
+    char *key, *force_key, *src_id, *new_id, *cmd;
+    long long slot, force_slot;
+    uint16_t a, b = 0;
+    struct knows k;
+    unsigned sent, ok;
+
+    rig_init(&r, EXACT_TIMEOUT_MS);
+    cluster_start(&r);
+    gateway_add(
+        &r, 1,
+        ONE_ROUTE("sliding_window", "limit: 100000, window: 1d", "deny"));
+    wait_ready(&r);
+    for (size_t i = 0; i < NNODES; i++) {
+        if (role_is(r.port[i], "master")) {
+            masters[nmasters++] = r.port[i];
+        }
+    }
+    cr_assert_eq(nmasters, 3);
+    cr_assert_eq(get_key(&r, 0, "/x", "join"), 200);
+    src = holder_of(&r, "*:join}*");
+    key = only_key(r.port[src], "*:join}*");
+    slot = key_slot(r.port[src], key);
+    /* Another key's slot, emptied: it moves between two primaries to
+     * force MOVED, and so map refreshes. */
+    cr_assert_eq(get_key(&r, 0, "/x", "force"), 200);
+    a = r.port[holder_of(&r, "*:force}*")];
+    force_key = only_key(a, "*:force}*");
+    force_slot = key_slot(a, force_key);
+    cr_assert_neq(force_slot, slot, "pick another key than force");
+    must_del(a, force_key);
+    for (size_t i = 0; i < nmasters; i++) {
+        if (masters[i] != a && (b == 0 || masters[i] != r.port[src])) {
+            b = masters[i];
+        }
+    }
+
+    /* The seventh node joins, empty. */
+    r.port[nn] = harness_free_port();
+    r.bus[nn] = harness_free_port();
+    start_node(&r, nn);
+    r.nnodes++;
+    cmd = harness_strf("CLUSTER MEET 127.0.0.1 %u %u", (unsigned)r.port[nn],
+                       (unsigned)r.bus[nn]);
+    must_ok(r.port[src], cmd);
+    free(cmd);
+    src_id = node_id(r.port[src]);
+    new_id = node_id(r.port[nn]);
+    k.port = r.port[src];
+    k.id = new_id;
+    cr_assert(harness_wait_until(node_known, &k, 15000),
+              "the new node never joined");
+    k.port = r.port[nn];
+    k.id = src_id;
+    cr_assert(harness_wait_until(node_known, &k, 15000),
+              "the new node never met the source");
+    cr_assert(harness_wait_until(cluster_settled, &r, 15000),
+              "the new node never learned the slots");
+
+    /* The slot starts moving there, its key first: every decision is
+     * asked of the new node, after ASK. */
+    cmd = harness_strf("CLUSTER SETSLOT %lld IMPORTING %s", slot, src_id);
+    must_ok(r.port[nn], cmd);
+    free(cmd);
+    cmd = harness_strf("CLUSTER SETSLOT %lld MIGRATING %s", slot, new_id);
+    must_ok(r.port[src], cmd);
+    free(cmd);
+    migrate(r.port[src], r.port[nn], key);
+
+    load_start(&r, "join");
+    wait_load(50);
+    wait_metric(&r, "sluice_redis_events_total{kind=\"ask\"}");
+    /* Maps without the new node, installed while calls are on it. */
+    for (unsigned round = 0; round < JOIN_ROUNDS; round++) {
+        struct moved_more m = {
+            &r, metric(&r, "sluice_redis_events_total{kind=\"moved\"}")};
+        uint16_t t;
+
+        move_empty_slot(force_slot, a, b, masters, nmasters);
+        cr_assert_eq(get_key(&r, 0, "/x", "force"), 200);
+        cr_assert(harness_wait_until(moved_after, &m, 5000),
+                  "no MOVED for the moved slot");
+        must_del(b, force_key);
+        t = a;
+        a = b;
+        b = t;
+        wait_load(30);
+    }
+    load_stop();
+
+    sent = atomic_load(&load.sent);
+    ok = atomic_load(&load.status[200]);
+    fprintf(stderr,
+            "cluster: %u requests while a new primary imported a slot, "
+            "%u admitted, %ld ASK, %ld MOVED\n",
+            sent, ok, metric(&r, "sluice_redis_events_total{kind=\"ask\"}"),
+            metric(&r, "sluice_redis_events_total{kind=\"moved\"}"));
+    cr_assert_eq(ok, sent, "not all admitted: %u 503, %u without answer",
+                 atomic_load(&load.status[503]), atomic_load(&load.status[0]));
+    free(key);
+    free(force_key);
+    free(src_id);
+    free(new_id);
     rig_stop(&r);
 }
 
