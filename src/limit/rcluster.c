@@ -104,6 +104,9 @@ struct rcluster {
     size_t next_ask;                  /* where the next refresh starts
                                          looking for a connected node */
     bool asking_map;                  /* a refresh awaits its answer */
+    uint64_t moved_gen;               /* MOVED applied to the map */
+    uint64_t asked_gen;               /* moved_gen when the refresh
+                                         awaited went out */
     bool map_failing;                 /* a failed refresh was logged */
     int64_t last_refresh_ms;          /* when the last refresh went out */
     struct event *refresh_timer;      /* the next refresh; owned */
@@ -385,6 +388,11 @@ on_map(struct cluster_map *map, const char *why, void *arg)
         install(cl, map);
     }
     schedule_next_refresh(cl);
+    if (map != NULL && cl->moved_gen != cl->asked_gen) {
+        /* A MOVED came after the question: the answer may be older than
+         * what it taught, and has just undone it. */
+        refresh_soon(cl);
+    }
 }
 
 /* Asks the next connected node for the map. */
@@ -404,6 +412,7 @@ on_refresh_timer(evutil_socket_t fd, short what, void *arg)
         if (redis_client_ask_map(cl->nodes[i]->client, on_map, cl)) {
             cl->next_ask = i + 1;
             cl->asking_map = true;
+            cl->asked_gen = cl->moved_gen;
             cl->last_refresh_ms = clock_mono_ms();
             return;
         }
@@ -621,6 +630,7 @@ on_attempt_reply(enum redis_status status, const long long *ints, size_t nints,
             if (idx >= 0) {
                 index_node(cl, idx);
             }
+            cl->moved_gen++;
         }
         refresh_soon(cl);
         attempt(call);
