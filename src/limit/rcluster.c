@@ -22,6 +22,7 @@
 
 #include <event2/event.h>
 
+#include "backoff.h"
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
@@ -38,7 +39,8 @@
 /* The least time between two refreshes asked for by events. */
 #define REFRESH_MIN_GAP_MS 100
 /* The pause before resending after TRYAGAIN and the like, doubled each
- * time up to RETRY_MAX_MS. */
+ * time up to RETRY_MAX_MS, then jittered (half plus up to as much
+ * again). */
 #define RETRY_MIN_MS 5
 #define RETRY_MAX_MS 100
 
@@ -120,15 +122,6 @@ struct rcluster {
 
 static void attempt(struct rcluster_call *call);
 static void refresh_soon(struct rcluster *cl);
-
-static uint64_t
-next_random(struct rcluster *cl)
-{
-    cl->rng ^= cl->rng << 13;
-    cl->rng ^= cl->rng >> 7;
-    cl->rng ^= cl->rng << 17;
-    return cl->rng;
-}
 
 /*
  * Nodes.
@@ -261,10 +254,11 @@ static void
 schedule_next_refresh(struct rcluster *cl)
 {
     if (healthy(cl)) {
-        schedule_refresh(cl, REFRESH_MS + next_random(cl) % REFRESH_MS);
+        schedule_refresh(cl,
+                         REFRESH_MS + backoff_random(&cl->rng) % REFRESH_MS);
     } else {
-        schedule_refresh(cl, REFRESH_DEGRADED_MS +
-                                 next_random(cl) % REFRESH_DEGRADED_MS);
+        schedule_refresh(cl, REFRESH_DEGRADED_MS + backoff_random(&cl->rng) %
+                                                       REFRESH_DEGRADED_MS);
     }
 }
 
@@ -521,26 +515,26 @@ on_retry(evutil_socket_t fd, short what, void *arg)
     attempt(arg);
 }
 
-/* Attempts again after a pause, if that is before the deadline; if not,
- * the deadline answers. */
+/* Attempts again after a jittered pause (backoff.h), if that ends before
+ * the deadline; if not, answers REDIS_CALL_TIMEOUT now rather than wait
+ * for a deadline that no attempt can beat. */
 static void
 retry_later(struct rcluster_call *call)
 {
     int64_t left = call->deadline_ms - clock_mono_ms();
+    uint64_t pause = backoff_jitter(call->backoff_ms, &call->cl->rng);
     struct timeval tv;
 
-    if ((int64_t)call->backoff_ms >= left) {
+    if ((int64_t)pause >= left) {
+        call_answer(call, REDIS_CALL_TIMEOUT, NULL, 0, NULL);
         return;
     }
-    tv = clock_tv(call->backoff_ms);
+    tv = clock_tv(pause);
     if (call->retry == NULL) {
         call->retry = evtimer_new(call->cl->base, on_retry, call);
     }
     evtimer_add(call->retry, &tv);
-    call->backoff_ms *= 2;
-    if (call->backoff_ms > RETRY_MAX_MS) {
-        call->backoff_ms = RETRY_MAX_MS;
-    }
+    call->backoff_ms = backoff_double(call->backoff_ms, RETRY_MAX_MS);
 }
 
 static void on_attempt_reply(enum redis_status status, const long long *ints,
@@ -752,9 +746,9 @@ rcluster_new(struct event_base *base, const struct redis_conf *conf,
     cl->nscripts = nscripts;
     cl->max_in_flight = max_in_flight;
     cl->refresh_timer = evtimer_new(base, on_refresh_timer, cl);
-    cl->rng = ((uint64_t)(uintptr_t)cl ^ (uint64_t)clock_mono_ms() << 20 ^
-               (uint64_t)getpid() << 40) |
-              1;
+    cl->rng =
+        backoff_seed((uint64_t)(uintptr_t)cl ^ (uint64_t)clock_mono_ms() << 20 ^
+                     (uint64_t)getpid() << 40);
     TAILQ_INIT(&cl->calls);
     add_seeds(cl);
     /* The seeds' first connections take a moment: ask as soon as one is

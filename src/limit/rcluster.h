@@ -25,8 +25,9 @@
  *   ASK          resent once to the node named, after ASKING on the same
  *                connection; the map is left alone;
  *   TRYAGAIN, CLUSTERDOWN, READONLY
- *                resent after a short, doubling pause (a refresh first,
- *                for the last two), while the deadline allows;
+ *                resent after a short, doubling, jittered pause (a
+ *                refresh first, for the last two); REDIS_CALL_TIMEOUT
+ *                at once when the next pause would reach the deadline;
  *   a primary not connected yet (new in the map)
  *                the call waits for its first connection, likewise;
  *   a primary lost, or a slot no primary serves
