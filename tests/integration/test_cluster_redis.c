@@ -1292,6 +1292,81 @@ Test(cluster_redis, killed_primary_is_replaced_and_counting_resumes,
 }
 
 /*
+ * The over-limit cache after a failover: the promoted replica may have
+ * lost what its primary counted (replication is asynchronous), so
+ * refusals remembered from the old primary must go.
+ */
+
+struct failover_probe {
+    const struct rig *r; /* borrowed */
+    unsigned n;          /* probes sent */
+};
+
+/* A failover counted; a request for a fresh key each time, so that a
+ * lost primary is noticed at once (its keys get REDIS_CALL_DOWN). */
+static bool
+failover_seen(void *arg)
+{
+    struct failover_probe *p = arg;
+    char key[32];
+
+    snprintf(key, sizeof(key), "probe-%u", p->n++);
+    (void)get_key(p->r, 0, "/x", key);
+    return metric(p->r, "sluice_redis_events_total{kind=\"failover\"}") > 0;
+}
+
+Test(cluster_redis, a_failover_clears_the_over_limit_cache, .timeout = 120)
+{
+    struct rig r;
+    size_t victim, replica = NNODES;
+    struct replaced w;
+    struct failover_probe probe;
+
+    rig_init(&r, EXACT_TIMEOUT_MS);
+    cluster_start(&r);
+    gateway_add(&r, 1,
+                ONE_ROUTE("fixed_window", "limit: 2, window: 1d", "deny"));
+    wait_ready(&r);
+    cr_assert_eq(get_key(&r, 0, "/x", "dc"), 200);
+    cr_assert_eq(get_key(&r, 0, "/x", "dc"), 200);
+    cr_assert_eq(get_key(&r, 0, "/x", "dc"), 429);
+    /* Remembered: the next refusal comes from the cache. */
+    cr_assert_eq(get_key(&r, 0, "/x", "dc"), 429);
+    cr_assert_gt(metric(&r, "sluice_ratelimit_deny_cache_hits_total"), 0,
+                 "the over-limit cache is not in play");
+    victim = holder_of(&r, "*:dc}*");
+    for (size_t i = 0; i < NNODES; i++) {
+        if (primary_of(r.port[i]) == r.port[victim]) {
+            replica = i;
+        }
+    }
+    cr_assert_neq(replica, NNODES, "no replica of the primary on %u",
+                  r.port[victim]);
+
+    proc_stop(&r.node[victim], SIGKILL, 5000);
+    r.killed[victim] = true;
+    w.r = &r;
+    w.replica = replica;
+    cr_assert(harness_wait_until(replica_promoted, &w, 30000),
+              "the replica on %u was never promoted", r.port[replica]);
+    probe.r = &r;
+    probe.n = 0;
+    cr_assert(harness_wait_until(failover_seen, &probe, 20000),
+              "the gateway never counted the failover");
+    wait_ready(&r);
+    /* The count lost with the old primary: the new one admits again. */
+    if (keys_matching(r.port[replica], "*:dc}*") > 0) {
+        char *key = only_key(r.port[replica], "*:dc}*");
+
+        must_del(r.port[replica], key);
+        free(key);
+    }
+    cr_assert_eq(get_key(&r, 0, "/x", "dc"), 200,
+                 "refused from the cache of the old primary's count");
+    rig_stop(&r);
+}
+
+/*
  * One budget across gateways.
  */
 
