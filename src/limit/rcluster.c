@@ -110,7 +110,10 @@ struct rcluster {
     uint64_t asked_gen;               /* moved_gen when the refresh
                                          awaited went out */
     bool map_failing;                 /* a failed refresh was logged */
-    int64_t last_refresh_ms;          /* when the last refresh went out */
+    int64_t last_refresh_ms;          /* when the refresh timer last
+                                         fired */
+    int64_t refresh_due_ms;           /* when it fires next, while
+                                         pending */
     struct event *refresh_timer;      /* the next refresh; owned */
     uint64_t rng;                     /* xorshift state for jitter */
     struct rcall_list calls;          /* every live record */
@@ -247,6 +250,7 @@ schedule_refresh(struct rcluster *cl, uint64_t delay_ms)
 
     evtimer_del(cl->refresh_timer);
     evtimer_add(cl->refresh_timer, &tv);
+    cl->refresh_due_ms = clock_mono_ms() + (int64_t)delay_ms;
 }
 
 /* The next periodic refresh: soon while degraded. */
@@ -266,14 +270,20 @@ schedule_next_refresh(struct rcluster *cl)
 static void
 refresh_soon(struct rcluster *cl)
 {
-    int64_t since = clock_mono_ms() - cl->last_refresh_ms;
+    int64_t now = clock_mono_ms();
+    int64_t since = now - cl->last_refresh_ms;
+    uint64_t delay = since >= REFRESH_MIN_GAP_MS
+                         ? 0
+                         : (uint64_t)(REFRESH_MIN_GAP_MS - since);
 
     if (cl->asking_map || cl->freeing) {
         return; /* the answer on its way may tell already */
     }
-    schedule_refresh(cl, since >= REFRESH_MIN_GAP_MS
-                             ? 0
-                             : (uint64_t)(REFRESH_MIN_GAP_MS - since));
+    if (evtimer_pending(cl->refresh_timer, NULL) &&
+        cl->refresh_due_ms <= now + (int64_t)delay) {
+        return; /* due sooner already */
+    }
+    schedule_refresh(cl, delay);
 }
 
 /* Did slots leave a primary that is not connected (a failover)? */
@@ -397,6 +407,9 @@ on_refresh_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    /* Whether or not a question goes out: with no node connected,
+     * events must not fire this more often than REFRESH_MIN_GAP_MS. */
+    cl->last_refresh_ms = clock_mono_ms();
     if (cl->asking_map) {
         return;
     }
@@ -407,7 +420,6 @@ on_refresh_timer(evutil_socket_t fd, short what, void *arg)
             cl->next_ask = i + 1;
             cl->asking_map = true;
             cl->asked_gen = cl->moved_gen;
-            cl->last_refresh_ms = clock_mono_ms();
             return;
         }
     }
