@@ -58,12 +58,17 @@ struct rig {
     unsigned timeout_ms;            /* redis.timeout of the gateways */
 };
 
+/* The test's rig (static storage: it outlives a failed assertion), for
+ * rig_cleanup(); NULL before rig_init(). */
+static struct rig *rig_live;
+
 /* An empty rig whose gateways get a redis.timeout of 'timeout_ms'. */
 static void
 rig_init(struct rig *r, unsigned timeout_ms)
 {
     memset(r, 0, sizeof(*r));
     r->timeout_ms = timeout_ms;
+    rig_live = r;
 }
 
 /*
@@ -274,6 +279,13 @@ cluster_settled(void *arg)
     return true;
 }
 
+/* The child 'arg' (a struct proc) has exited. */
+static bool
+proc_exited(void *arg)
+{
+    return !proc_running(arg);
+}
+
 /* Six nodes joined as three primaries with a replica each. */
 static void
 cluster_start(struct rig *r)
@@ -310,14 +322,13 @@ cluster_start(struct rig *r)
     argv[n] = NULL;
     cr_assert_eq(proc_start(&cli, argv), 0, "cannot start redis-cli");
     {
-        char *log;
+        /* It exits by itself, or is killed; the log is gone after. */
+        bool done = harness_wait_until(proc_exited, &cli, 60000);
+        char *log = proc_log(&cli);
 
-        /* Wait for it (it exits by itself); the log is gone after. */
-        while (proc_running(&cli)) {
-            usleep(50 * 1000);
-        }
-        log = proc_log(&cli);
-        st = proc_stop(&cli, 0, 1000);
+        st = proc_stop(&cli, SIGKILL, 1000);
+        cr_assert(done, "redis-cli --cluster create still ran after 60 s:\n%s",
+                  log);
         cr_assert_eq(st, 0, "redis-cli --cluster create:\n%s", log);
         free(log);
     }
@@ -336,6 +347,38 @@ on_remove(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
     (void)ftw;
     return remove(path);
 }
+
+/*
+ * After every test, passed or failed: what rig_stop() did not stop is
+ * killed, and the nodes' directories removed.
+ */
+static void
+rig_cleanup(void)
+{
+    struct rig *r = rig_live;
+
+    if (r == NULL) {
+        return;
+    }
+    for (size_t g = 0; g < r->ngw; g++) {
+        proc_stop(&r->gw[g], SIGKILL, 5000);
+        if (r->gw_conf[g] != NULL) {
+            unlink(r->gw_conf[g]);
+            free(r->gw_conf[g]);
+            r->gw_conf[g] = NULL;
+        }
+    }
+    proc_stop(&r->echo, SIGKILL, 5000);
+    for (size_t i = 0; i < MAX_NODES; i++) {
+        proc_stop(&r->node[i], SIGKILL, 5000);
+    }
+    if (r->dir[0] != '\0') {
+        nftw(r->dir, on_remove, 8, FTW_DEPTH | FTW_PHYS);
+        r->dir[0] = '\0';
+    }
+}
+
+TestSuite(cluster_redis, .fini = rig_cleanup);
 
 /*
  * Gateways.
@@ -457,6 +500,7 @@ rig_stop(struct rig *r)
         st[g] = proc_stop(&r->gw[g], SIGTERM, 15000);
         unlink(r->gw_conf[g]);
         free(r->gw_conf[g]);
+        r->gw_conf[g] = NULL;
     }
     if (r->echo_port != 0) {
         proc_stop(&r->echo, SIGTERM, 5000);
@@ -468,6 +512,7 @@ rig_stop(struct rig *r)
     }
     cr_assert_eq(nftw(r->dir, on_remove, 8, FTW_DEPTH | FTW_PHYS), 0,
                  "cannot remove %s", r->dir);
+    r->dir[0] = '\0';
     for (size_t g = 0; g < r->ngw; g++) {
         cr_assert_eq(st[g], 0, "gateway %zu exited with %d", g, st[g]);
     }
@@ -609,6 +654,30 @@ wait_load(unsigned more)
               "the load stalled at %u requests", atomic_load(&load.sent));
 }
 
+/* What the load of one or more phases got. */
+struct tally {
+    unsigned sent;   /* requests */
+    unsigned ok;     /* 200 */
+    unsigned policy; /* 503: the failure policy */
+    unsigned none;   /* no answer */
+    int64_t max_ms;  /* the slowest */
+};
+
+/* Adds the load just stopped to 't'. */
+static void
+tally_add(struct tally *t)
+{
+    int64_t ms = atomic_load(&load.max_ms);
+
+    t->sent += atomic_load(&load.sent);
+    t->ok += atomic_load(&load.status[200]);
+    t->policy += atomic_load(&load.status[503]);
+    t->none += atomic_load(&load.status[0]);
+    if (ms > t->max_ms) {
+        t->max_ms = ms;
+    }
+}
+
 /*
  * Every algorithm, many keys.
  */
@@ -634,7 +703,7 @@ static const char *const algo_paths[] = {"/fw", "/sw", "/swc",
 Test(cluster_redis, every_algorithm_decides_exactly_across_all_slots,
      .timeout = 120)
 {
-    struct rig r;
+    static struct rig r;
     const char *urls[6];
     char *owned[6];
     const char *const *sets[USERS];
@@ -838,14 +907,14 @@ zcard(uint16_t port, const char *key)
 Test(cluster_redis, slot_migrated_mid_run_asks_moves_and_loses_nothing,
      .timeout = 120)
 {
-    struct rig r;
+    static struct rig r;
     size_t src = 0, dst = 0;
     char *key[2], *src_id, *dst_id, *cmd;
     struct error_wait tryagain;
     long long slot;
     redisContext *c;
     redisReply *rep;
-    unsigned sent, ok;
+    struct tally all = {0}, split = {0};
 
     rig_init(&r, REDIS_TIMEOUT_MS);
     cluster_start(&r);
@@ -883,10 +952,15 @@ Test(cluster_redis, slot_migrated_mid_run_asks_moves_and_loses_nothing,
     must_ok(r.port[src], cmd);
     free(cmd);
     wait_load(50);
-    /* One key gone: TRYAGAIN, retried within the timeout. Only until
-     * the source has said it once: a decision retries for no longer
-     * than redis.timeout. */
+    load_stop();
+    tally_add(&all);
+    /* One key gone: TRYAGAIN, retried within redis.timeout, until the
+     * other goes too, as soon as the source has said it once. How long
+     * that takes is the machine's doing: on a busy one, decisions of
+     * this phase may run out of time and meet the failure policy, so
+     * they are counted apart. */
     migrate(r.port[src], r.port[dst], key[0]);
+    load_start(&r, "mig");
     tryagain.port = r.port[src];
     tryagain.word = "TRYAGAIN";
     cr_assert(harness_wait_until(error_answered, &tryagain, 5000),
@@ -894,6 +968,12 @@ Test(cluster_redis, slot_migrated_mid_run_asks_moves_and_loses_nothing,
     /* Both gone, the slot still the source's: ASK. */
     migrate(r.port[src], r.port[dst], key[1]);
     wait_metric(&r, "sluice_redis_events_total{kind=\"tryagain\"}");
+    load_stop();
+    tally_add(&split);
+    cr_assert_eq(split.ok + split.policy, split.sent,
+                 "with TRYAGAIN: %u admitted, %u by the policy of %u", split.ok,
+                 split.policy, split.sent);
+    load_start(&r, "mig");
     wait_metric(&r, "sluice_redis_events_total{kind=\"ask\"}");
     wait_load(50);
     /* The slot goes: the source answers MOVED. */
@@ -909,29 +989,32 @@ Test(cluster_redis, slot_migrated_mid_run_asks_moves_and_loses_nothing,
     wait_metric(&r, "sluice_redis_events_total{kind=\"moved\"}");
     wait_load(50);
     load_stop();
+    tally_add(&all);
 
-    sent = atomic_load(&load.sent);
-    ok = atomic_load(&load.status[200]);
     fprintf(stderr,
             "cluster: %u requests during the migration, %u admitted, "
-            "slowest %lld ms, %ld TRYAGAIN, %ld ASK, %ld MOVED\n",
-            sent, ok, (long long)atomic_load(&load.max_ms),
+            "slowest %lld ms; with TRYAGAIN %u requests, %u admitted; "
+            "%ld TRYAGAIN, %ld ASK, %ld MOVED\n",
+            all.sent, all.ok, (long long)all.max_ms, split.sent, split.ok,
             metric(&r, "sluice_redis_events_total{kind=\"tryagain\"}"),
             metric(&r, "sluice_redis_events_total{kind=\"ask\"}"),
             metric(&r, "sluice_redis_events_total{kind=\"moved\"}"));
-    cr_assert_eq(ok, sent, "not all admitted: %u 503, %u without answer",
-                 atomic_load(&load.status[503]), atomic_load(&load.status[0]));
-    cr_assert_leq(atomic_load(&load.max_ms), REDIS_TIMEOUT_MS + MARGIN_MS);
+    cr_assert_eq(all.ok, all.sent,
+                 "not all admitted: %u 503, %u without answer", all.policy,
+                 all.none);
+    cr_assert_leq(all.max_ms, REDIS_TIMEOUT_MS + MARGIN_MS);
+    cr_assert_leq(split.max_ms, REDIS_TIMEOUT_MS + MARGIN_MS);
     /* Nothing lost, nothing counted twice: each rule's set, on the new
      * owner, has one member per admission (and the first request and
      * the one below). */
     cr_assert_eq(get_key(&r, 0, "/x", "mig"), 200);
     for (size_t k = 0; k < 2; k++) {
         long long count = zcard(r.port[dst], key[k]);
+        unsigned want = all.ok + split.ok + 2;
 
-        cr_assert_eq(count, (long long)ok + 2,
+        cr_assert_eq(count, (long long)want,
                      "%s: %lld admissions recorded for %u", key[k], count,
-                     ok + 2);
+                     want);
         free(key[k]);
     }
     cr_assert_eq(keys_matching(r.port[src], "*:mig}*"), 0);
@@ -1072,7 +1155,7 @@ must_del(uint16_t port, const char *key)
 Test(cluster_redis, a_new_primary_importing_a_slot_keeps_its_calls,
      .timeout = 90)
 {
-    struct rig r;
+    static struct rig r;
     uint16_t masters[NNODES];
     size_t nmasters = 0, src, nn = NNODES;
     char *key, *force_key, *src_id, *new_id, *cmd;
@@ -1212,7 +1295,7 @@ three_up_none_down(void *arg)
 Test(cluster_redis, killed_primary_is_replaced_and_counting_resumes,
      .timeout = 150)
 {
-    struct rig r;
+    static struct rig r;
     size_t victim, replica = NNODES;
     struct replaced w;
     unsigned sent, ok, policy;
@@ -1317,7 +1400,7 @@ failover_seen(void *arg)
 
 Test(cluster_redis, a_failover_clears_the_over_limit_cache, .timeout = 120)
 {
-    struct rig r;
+    static struct rig r;
     size_t victim, replica = NNODES;
     struct replaced w;
     struct failover_probe probe;
@@ -1391,7 +1474,7 @@ server_seconds(uint16_t port)
 Test(cluster_redis, four_gateways_share_one_fixed_window_exactly,
      .timeout = 150)
 {
-    struct rig r;
+    static struct rig r;
     struct load_result res;
     const char *urls[MAX_GATEWAYS];
     char *owned[MAX_GATEWAYS];
@@ -1495,7 +1578,7 @@ script_calls(const struct rig *r)
 Test(cluster_redis, four_gateways_with_leases_on_a_hot_key_stay_exact,
      .timeout = 150)
 {
-    struct rig r;
+    static struct rig r;
     struct load_result res;
     const char *urls[MAX_GATEWAYS];
     char *owned[MAX_GATEWAYS];
@@ -1582,7 +1665,7 @@ scg_all_primaries_up(void *arg)
 
 Test(cluster_redis, a_spring_file_limits_through_the_cluster, .timeout = 120)
 {
-    struct rig r;
+    static struct rig r;
     const char *urls[SCG_USERS];
     char *owned[SCG_USERS];
     struct load_result res;
