@@ -1646,9 +1646,11 @@ Test(cluster_redis, four_gateways_with_leases_on_a_hot_key_stay_exact,
  */
 #define SCG_USERS 30
 #define SCG_TRIES 5
+#define SCG_WORKERS 2
 
-/* The gauges are published as requests come: one from a user of its
- * own, then the worker's primaries up. */
+/* A request from a user of its own, then every worker's three primaries
+ * up (the gauge is summed over the workers: 3 alone may be one worker
+ * connected and the other not yet). */
 static bool
 scg_all_primaries_up(void *arg)
 {
@@ -1660,7 +1662,8 @@ scg_all_primaries_up(void *arg)
     http_get(&resp, url, 5000);
     http_response_free(&resp);
     free(url);
-    return metric(r, "sluice_redis_nodes{state=\"up\"}") == 3;
+    return metric(r, "sluice_redis_nodes{state=\"up\"}") == 3 * SCG_WORKERS &&
+           metric(r, "sluice_redis_nodes{state=\"down\"}") == 0;
 }
 
 Test(cluster_redis, a_spring_file_limits_through_the_cluster, .timeout = 120)
@@ -1677,33 +1680,34 @@ Test(cluster_redis, a_spring_file_limits_through_the_cluster, .timeout = 120)
     echo_start(&r.echo, &r.echo_port);
     r.gw_port[0] = harness_free_port();
     r.admin[0] = harness_free_port();
-    yaml = harness_strf(
-        "sluice:\n"
-        "  server: { workers: 2 }\n"
-        "  admin: { listen: 127.0.0.1:%u }\n"
-        "server:\n"
-        "  port: %u\n"
-        "spring:\n"
-        "  redis:\n"
-        "    password: " PW "\n"
-        "    timeout: %u\n"
-        "    cluster:\n"
-        "      nodes: 127.0.0.1:%u, 127.0.0.1:%u\n"
-        "  cloud:\n"
-        "    gateway:\n"
-        "      routes:\n"
-        "        - id: api\n"
-        "          uri: http://127.0.0.1:%u/**\n"
-        "          predicates: [Path=/**]\n"
-        "          filters:\n"
-        "            - name: RequestRateLimiter\n"
-        "              args:\n"
-        "                key-resolver: \"#{@userKeyResolver}\"\n"
-        "                redis-rate-limiter.replenishRate: 1\n"
-        "                redis-rate-limiter.requestedTokens: 60\n"
-        "                redis-rate-limiter.burstCapacity: 180\n",
-        (unsigned)r.admin[0], (unsigned)r.gw_port[0], r.timeout_ms,
-        (unsigned)r.port[0], (unsigned)r.port[1], (unsigned)r.echo_port);
+    yaml =
+        harness_strf("sluice:\n"
+                     "  server: { workers: %u }\n"
+                     "  admin: { listen: 127.0.0.1:%u }\n"
+                     "server:\n"
+                     "  port: %u\n"
+                     "spring:\n"
+                     "  redis:\n"
+                     "    password: " PW "\n"
+                     "    timeout: %u\n"
+                     "    cluster:\n"
+                     "      nodes: 127.0.0.1:%u, 127.0.0.1:%u\n"
+                     "  cloud:\n"
+                     "    gateway:\n"
+                     "      routes:\n"
+                     "        - id: api\n"
+                     "          uri: http://127.0.0.1:%u/**\n"
+                     "          predicates: [Path=/**]\n"
+                     "          filters:\n"
+                     "            - name: RequestRateLimiter\n"
+                     "              args:\n"
+                     "                key-resolver: \"#{@userKeyResolver}\"\n"
+                     "                redis-rate-limiter.replenishRate: 1\n"
+                     "                redis-rate-limiter.requestedTokens: 60\n"
+                     "                redis-rate-limiter.burstCapacity: 180\n",
+                     (unsigned)SCG_WORKERS, (unsigned)r.admin[0],
+                     (unsigned)r.gw_port[0], r.timeout_ms, (unsigned)r.port[0],
+                     (unsigned)r.port[1], (unsigned)r.echo_port);
     r.gw_conf[0] = harness_write_temp(yaml);
     free(yaml);
     gateway_start(&r.gw[0], r.gw_conf[0], r.gw_port[0]);
@@ -1712,7 +1716,7 @@ Test(cluster_redis, a_spring_file_limits_through_the_cluster, .timeout = 120)
     /* /ready holds once a seed answers; decisions before the worker
      * reaches every primary would fall back to the local twin. */
     cr_assert(harness_wait_until(scg_all_primaries_up, &r, 15000),
-              "the worker never reached the three primaries");
+              "the workers never reached the three primaries");
     for (size_t u = 0; u < SCG_USERS; u++) {
         owned[u] = harness_strf("http://127.0.0.1:%u/x?user=u%zu",
                                 (unsigned)r.gw_port[0], u);
