@@ -37,8 +37,9 @@ struct ratelimit {
     struct redis_stats published;  /* counters already in the metrics */
     struct denycache *denied;      /* refusals Redis gave (denycache.h);
                                       NULL without Redis */
-    uint64_t reconnects_seen;      /* the client's reconnect count when
-                                      'denied' was last known valid */
+    uint64_t reconnects_seen;      /* the client's reconnects plus
+                                      failovers when 'denied' was last
+                                      known valid */
     struct lease_table *leases;    /* leases on hot keys (lease.h); NULL
                                       without Redis */
     size_t returns_in_flight;      /* lease returns awaiting Redis */
@@ -341,7 +342,10 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
 static bool
 known_refused(struct ratelimit *rl, struct part *pt)
 {
-    uint64_t reconnects = redis_client_stats(rl->redis)->reconnects;
+    const struct redis_stats *st = redis_client_stats(rl->redis);
+    /* A cluster's promoted replica is a first connection, no reconnect:
+     * its failover counts instead. */
+    uint64_t reconnects = st->reconnects + st->failovers;
     struct timespec now;
 
     if (reconnects != rl->reconnects_seen) {

@@ -22,6 +22,7 @@
 
 #include <event2/event.h>
 
+#include "backoff.h"
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
@@ -38,7 +39,8 @@
 /* The least time between two refreshes asked for by events. */
 #define REFRESH_MIN_GAP_MS 100
 /* The pause before resending after TRYAGAIN and the like, doubled each
- * time up to RETRY_MAX_MS. */
+ * time up to RETRY_MAX_MS, then jittered (half plus up to as much
+ * again). */
 #define RETRY_MIN_MS 5
 #define RETRY_MAX_MS 100
 
@@ -104,8 +106,14 @@ struct rcluster {
     size_t next_ask;                  /* where the next refresh starts
                                          looking for a connected node */
     bool asking_map;                  /* a refresh awaits its answer */
+    uint64_t moved_gen;               /* MOVED applied to the map */
+    uint64_t asked_gen;               /* moved_gen when the refresh
+                                         awaited went out */
     bool map_failing;                 /* a failed refresh was logged */
-    int64_t last_refresh_ms;          /* when the last refresh went out */
+    int64_t last_refresh_ms;          /* when the refresh timer last
+                                         fired */
+    int64_t refresh_due_ms;           /* when it fires next, while
+                                         pending */
     struct event *refresh_timer;      /* the next refresh; owned */
     uint64_t rng;                     /* xorshift state for jitter */
     struct rcall_list calls;          /* every live record */
@@ -117,15 +125,6 @@ struct rcluster {
 
 static void attempt(struct rcluster_call *call);
 static void refresh_soon(struct rcluster *cl);
-
-static uint64_t
-next_random(struct rcluster *cl)
-{
-    cl->rng ^= cl->rng << 13;
-    cl->rng ^= cl->rng >> 7;
-    cl->rng ^= cl->rng << 17;
-    return cl->rng;
-}
 
 /*
  * Nodes.
@@ -251,6 +250,7 @@ schedule_refresh(struct rcluster *cl, uint64_t delay_ms)
 
     evtimer_del(cl->refresh_timer);
     evtimer_add(cl->refresh_timer, &tv);
+    cl->refresh_due_ms = clock_mono_ms() + (int64_t)delay_ms;
 }
 
 /* The next periodic refresh: soon while degraded. */
@@ -258,10 +258,11 @@ static void
 schedule_next_refresh(struct rcluster *cl)
 {
     if (healthy(cl)) {
-        schedule_refresh(cl, REFRESH_MS + next_random(cl) % REFRESH_MS);
+        schedule_refresh(cl,
+                         REFRESH_MS + backoff_random(&cl->rng) % REFRESH_MS);
     } else {
-        schedule_refresh(cl, REFRESH_DEGRADED_MS +
-                                 next_random(cl) % REFRESH_DEGRADED_MS);
+        schedule_refresh(cl, REFRESH_DEGRADED_MS + backoff_random(&cl->rng) %
+                                                       REFRESH_DEGRADED_MS);
     }
 }
 
@@ -269,14 +270,20 @@ schedule_next_refresh(struct rcluster *cl)
 static void
 refresh_soon(struct rcluster *cl)
 {
-    int64_t since = clock_mono_ms() - cl->last_refresh_ms;
+    int64_t now = clock_mono_ms();
+    int64_t since = now - cl->last_refresh_ms;
+    uint64_t delay = since >= REFRESH_MIN_GAP_MS
+                         ? 0
+                         : (uint64_t)(REFRESH_MIN_GAP_MS - since);
 
     if (cl->asking_map || cl->freeing) {
         return; /* the answer on its way may tell already */
     }
-    schedule_refresh(cl, since >= REFRESH_MIN_GAP_MS
-                             ? 0
-                             : (uint64_t)(REFRESH_MIN_GAP_MS - since));
+    if (evtimer_pending(cl->refresh_timer, NULL) &&
+        cl->refresh_due_ms <= now + (int64_t)delay) {
+        return; /* due sooner already */
+    }
+    schedule_refresh(cl, delay);
 }
 
 /* Did slots leave a primary that is not connected (a failover)? */
@@ -301,8 +308,31 @@ primary_replaced(const struct rcluster *cl, const struct cluster_map *next)
     return false;
 }
 
+/* True while a call of 'cl' is on the wire to 'n', or is to be resent
+ * there after an ASK: closing 'n' would answer it REDIS_CALL_DOWN. */
+static bool
+node_busy(const struct rcluster *cl, const struct rnode *n)
+{
+    const struct rcluster_call *call;
+
+    TAILQ_FOREACH (call, &cl->calls, link) {
+        if (call->finished || call->has_result) {
+            continue;
+        }
+        if (call->sub != NULL && call->sent_to == n) {
+            return true;
+        }
+        if (call->asking && call->ask.port == n->port &&
+            strcmp(call->ask.host, n->host) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* 'map' (owned now) replaces the client's; nodes that are no primary of
- * it are closed. */
+ * it are closed, unless busy (an ASK target while a slot is imported by
+ * a primary that holds none yet): those at a later install. */
 static void
 install(struct rcluster *cl, struct cluster_map *map)
 {
@@ -337,7 +367,7 @@ install(struct rcluster *cl, struct cluster_map *map)
         index_node(cl, (int)i);
     }
     for (size_t i = cl->nnodes; i-- > 0;) {
-        if (!cl->nodes[i]->in_map) {
+        if (!cl->nodes[i]->in_map && !node_busy(cl, cl->nodes[i])) {
             node_close(cl, i);
         }
     }
@@ -362,6 +392,11 @@ on_map(struct cluster_map *map, const char *why, void *arg)
         install(cl, map);
     }
     schedule_next_refresh(cl);
+    if (map != NULL && cl->moved_gen != cl->asked_gen) {
+        /* A MOVED came after the question: the answer may be older than
+         * what it taught, and has just undone it. */
+        refresh_soon(cl);
+    }
 }
 
 /* Asks the next connected node for the map. */
@@ -372,6 +407,9 @@ on_refresh_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    /* Whether or not a question goes out: with no node connected,
+     * events must not fire this more often than REFRESH_MIN_GAP_MS. */
+    cl->last_refresh_ms = clock_mono_ms();
     if (cl->asking_map) {
         return;
     }
@@ -381,7 +419,7 @@ on_refresh_timer(evutil_socket_t fd, short what, void *arg)
         if (redis_client_ask_map(cl->nodes[i]->client, on_map, cl)) {
             cl->next_ask = i + 1;
             cl->asking_map = true;
-            cl->last_refresh_ms = clock_mono_ms();
+            cl->asked_gen = cl->moved_gen;
             return;
         }
     }
@@ -489,26 +527,26 @@ on_retry(evutil_socket_t fd, short what, void *arg)
     attempt(arg);
 }
 
-/* Attempts again after a pause, if that is before the deadline; if not,
- * the deadline answers. */
+/* Attempts again after a jittered pause (backoff.h), if that ends before
+ * the deadline; if not, answers REDIS_CALL_TIMEOUT now rather than wait
+ * for a deadline that no attempt can beat. */
 static void
 retry_later(struct rcluster_call *call)
 {
     int64_t left = call->deadline_ms - clock_mono_ms();
+    uint64_t pause = backoff_jitter(call->backoff_ms, &call->cl->rng);
     struct timeval tv;
 
-    if ((int64_t)call->backoff_ms >= left) {
+    if ((int64_t)pause >= left) {
+        call_answer(call, REDIS_CALL_TIMEOUT, NULL, 0, NULL);
         return;
     }
-    tv = clock_tv(call->backoff_ms);
+    tv = clock_tv(pause);
     if (call->retry == NULL) {
         call->retry = evtimer_new(call->cl->base, on_retry, call);
     }
     evtimer_add(call->retry, &tv);
-    call->backoff_ms *= 2;
-    if (call->backoff_ms > RETRY_MAX_MS) {
-        call->backoff_ms = RETRY_MAX_MS;
-    }
+    call->backoff_ms = backoff_double(call->backoff_ms, RETRY_MAX_MS);
 }
 
 static void on_attempt_reply(enum redis_status status, const long long *ints,
@@ -598,6 +636,7 @@ on_attempt_reply(enum redis_status status, const long long *ints, size_t nints,
             if (idx >= 0) {
                 index_node(cl, idx);
             }
+            cl->moved_gen++;
         }
         refresh_soon(cl);
         attempt(call);
@@ -719,9 +758,9 @@ rcluster_new(struct event_base *base, const struct redis_conf *conf,
     cl->nscripts = nscripts;
     cl->max_in_flight = max_in_flight;
     cl->refresh_timer = evtimer_new(base, on_refresh_timer, cl);
-    cl->rng = ((uint64_t)(uintptr_t)cl ^ (uint64_t)clock_mono_ms() << 20 ^
-               (uint64_t)getpid() << 40) |
-              1;
+    cl->rng =
+        backoff_seed((uint64_t)(uintptr_t)cl ^ (uint64_t)clock_mono_ms() << 20 ^
+                     (uint64_t)getpid() << 40);
     TAILQ_INIT(&cl->calls);
     add_seeds(cl);
     /* The seeds' first connections take a moment: ask as soon as one is

@@ -13,7 +13,8 @@
  * (redis_client_node_new()): its own connection with the handshake,
  * reconnects, script cache (SCRIPT LOAD at each connect, NOSCRIPT answered
  * with EVAL) and pipelined calls of redis.c. A node that leaves the map is
- * closed when the new map is installed.
+ * closed when the new map is installed, or, while a call is on the wire
+ * to it or bound there by an ASK, at the first install after.
  *
  * A call goes to the primary of the CRC16 slot of its first key (every key
  * of a call shares one hash tag) and gets an answer within redis.timeout,
@@ -24,8 +25,9 @@
  *   ASK          resent once to the node named, after ASKING on the same
  *                connection; the map is left alone;
  *   TRYAGAIN, CLUSTERDOWN, READONLY
- *                resent after a short, doubling pause (a refresh first,
- *                for the last two), while the deadline allows;
+ *                resent after a short, doubling, jittered pause (a
+ *                refresh first, for the last two); REDIS_CALL_TIMEOUT
+ *                at once when the next pause would reach the deadline;
  *   a primary not connected yet (new in the map)
  *                the call waits for its first connection, likewise;
  *   a primary lost, or a slot no primary serves

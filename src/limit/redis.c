@@ -22,6 +22,7 @@
  * and each call a handle on that client's own record.
  */
 #include "redis.h"
+#include "backoff.h"
 #include "clock.h"
 #include "cluster.h"
 #include "rcluster.h"
@@ -197,15 +198,6 @@ static void start_attempt(struct redis_client *c);
 static void connect_host(struct redis_client *c);
 static bool is_numeric_host(const char *host);
 
-static uint64_t
-next_random(struct redis_client *c)
-{
-    c->rng ^= c->rng << 13;
-    c->rng ^= c->rng >> 7;
-    c->rng ^= c->rng << 17;
-    return c->rng;
-}
-
 /* Gives up a name lookup still running; its answer is never read. */
 static void
 lookup_abandon(struct redis_client *c)
@@ -223,19 +215,15 @@ lookup_abandon(struct redis_client *c)
 static void
 schedule_retry(struct redis_client *c)
 {
-    uint64_t half = c->backoff_ms / 2;
     struct timeval tv;
 
     c->state = CONN_WAITING;
     evtimer_del(c->connect_timer);
     /* Half the backoff plus up to as much again at random: workers and
      * gateways that lost Redis together do not all come back at once. */
-    tv = clock_tv(half + next_random(c) % (half + 1));
+    tv = clock_tv(backoff_jitter(c->backoff_ms, &c->rng));
     evtimer_add(c->retry_timer, &tv);
-    c->backoff_ms *= 2;
-    if (c->backoff_ms > BACKOFF_MAX_MS) {
-        c->backoff_ms = BACKOFF_MAX_MS;
-    }
+    c->backoff_ms = backoff_double(c->backoff_ms, BACKOFF_MAX_MS);
 }
 
 /* One attempt failed: say why (only the first time in a row, so that a
@@ -1149,9 +1137,9 @@ client_new(struct event_base *base, const struct redis_conf *conf,
     c->retry_timer = evtimer_new(base, on_retry_timer, c);
     c->map_ev = evtimer_new(base, on_map_event, c);
     c->backoff_ms = BACKOFF_MIN_MS;
-    c->rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)clock_mono_ms() << 20 ^
-              (uint64_t)getpid() << 40) |
-             1;
+    c->rng =
+        backoff_seed((uint64_t)(uintptr_t)c ^ (uint64_t)clock_mono_ms() << 20 ^
+                     (uint64_t)getpid() << 40);
     TAILQ_INIT(&c->calls);
     if (c->master != NULL) {
         c->sentinel = sentinel_new(base, conf, c->connect_timeout_ms,

@@ -13,6 +13,7 @@
  * delivered from the link's timer, never from inside hiredis.
  */
 #include "sentinel.h"
+#include "backoff.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
@@ -128,21 +129,13 @@ static void
 watch_pause(struct link *l)
 {
     struct sentinel *s = l->s;
-    uint64_t half;
     struct timeval tv;
 
     if (l->pause_ms < WATCH_PAUSE_MIN_MS) {
         l->pause_ms = WATCH_PAUSE_MIN_MS;
     }
-    half = l->pause_ms / 2;
-    s->rng ^= s->rng << 13;
-    s->rng ^= s->rng >> 7;
-    s->rng ^= s->rng << 17;
-    tv = clock_tv(half + s->rng % (half + 1));
-    l->pause_ms *= 2;
-    if (l->pause_ms > WATCH_PAUSE_MAX_MS) {
-        l->pause_ms = WATCH_PAUSE_MAX_MS;
-    }
+    tv = clock_tv(backoff_jitter(l->pause_ms, &s->rng));
+    l->pause_ms = backoff_double(l->pause_ms, WATCH_PAUSE_MAX_MS);
     l->state = LINK_PAUSED;
     evtimer_add(l->timer, &tv);
 }
@@ -480,7 +473,8 @@ sentinel_new(struct event_base *base, const struct redis_conf *conf,
     s->on_switch = on_switch;
     s->on_watch = on_watch;
     s->switch_arg = arg;
-    s->rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)clock_mono_ms() << 20) | 1;
+    s->rng =
+        backoff_seed((uint64_t)(uintptr_t)s ^ (uint64_t)clock_mono_ms() << 20);
     s->ask.s = s;
     s->ask.timer = evtimer_new(base, on_ask_timer, s);
     s->watch.s = s;
