@@ -599,11 +599,13 @@ head_field(struct head_out *o, const char *name, const char *value)
  * that says so, and returns true when the gateway chunks it. A body of
  * known length keeps its Content-Length. Otherwise an HTTP/1.1 client
  * gets chunks; an HTTP/1.0 client can only be told where the body ends
- * by closing the connection.
+ * by closing the connection. 'status' is the one the client gets: a
+ * body-less 204 or 304 that SetStatus turned into another status must
+ * say that it has no body.
  */
 static bool
 frame_for_client(struct exchange *ex, const struct resparse_head *head,
-                 struct head_out *o)
+                 int status, struct head_out *o)
 {
     if (head->framing == RESPARSE_LENGTH ||
         (head->framing == RESPARSE_NO_BODY && ex->method == EVHTTP_REQ_HEAD)) {
@@ -615,6 +617,9 @@ frame_for_client(struct exchange *ex, const struct resparse_head *head,
         return false;
     }
     if (head->framing == RESPARSE_NO_BODY) {
+        if (status >= 200 && status != 204 && status != 304) {
+            head_field(o, "Content-Length", "0");
+        }
         return false;
     }
     if (o->text == NULL) {
@@ -699,7 +704,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
         head_field(&o, ex->rl_headers.v[i].name, ex->rl_headers.v[i].value);
     }
     free(connection);
-    ex->chunked = frame_for_client(ex, head, &o);
+    ex->chunked = frame_for_client(ex, head, edit.status, &o);
 
     ex->state = EX_STREAMING;
     ex->status = edit.status;

@@ -316,6 +316,13 @@ Test(scgroute, set_status_changes_the_status_and_keeps_the_body)
     assert_echo_field(&r, "path", "/x");
     cr_assert(strstr(r.headers, "401 Unauthorized") != NULL, "%s", r.headers);
     http_response_free(&r);
+    /* An upstream 204 has no body and says nothing of its length; as a
+     * 401 it must say Content-Length: 0, or the client waits for a body
+     * until the connection closes. */
+    cr_assert_eq(echo_stack_get(&st, "/x?status=204", NULL, &r), 401,
+                 "curl error %d", (int)r.err);
+    assert_header(&r, "Content-Length", "0");
+    http_response_free(&r);
     echo_stack_stop(&st);
 }
 
