@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "forward.h"
 #include "load.h"
 #include "router.h"
 #include "xmalloc.h"
@@ -780,6 +781,37 @@ check_identity_field(struct loader *ld, yaml_node_t *node,
 }
 
 /*
+ * A response filter on Content-Length, Transfer-Encoding, Connection or
+ * another hop-by-hop field: the gateway frames the body it sends and says
+ * what becomes of the connection itself, and a second say in the head
+ * (two lengths, a length beside chunks) lets whatever reads it next split
+ * the responses wrongly. Refused, as request smuggling's mirror image.
+ */
+static void
+check_framing_field(struct loader *ld, yaml_node_t *node,
+                    const struct load_path *path, const struct filter *flt)
+{
+    if (flt->kind != FILTER_ADD_RESPONSE_HEADER &&
+        flt->kind != FILTER_SET_RESPONSE_HEADER &&
+        flt->kind != FILTER_REMOVE_RESPONSE_HEADER &&
+        flt->kind != FILTER_DEDUPE_RESPONSE_HEADER &&
+        flt->kind != FILTER_REWRITE_RESPONSE_HEADER) {
+        return;
+    }
+    for (size_t i = 0; i <= flt->nnames; i++) {
+        const char *name = i < flt->nnames ? flt->names[i] : flt->name;
+
+        if (name != NULL && !forward_response_field(name, NULL)) {
+            report(ld, node, path,
+                   "%s frames the response or governs its connection: the "
+                   "gateway sets it, and a response filter may not",
+                   name);
+            return;
+        }
+    }
+}
+
+/*
  * parse_list(), but a RequestRateLimiter goes to the route's rate
  * limiters, built by load_ratelimiter.c; messages still name its index in
  * filters:. Appends to what the route has already.
@@ -814,6 +846,8 @@ append_filters(struct loader *ld, yaml_node_t *node,
                               &route->filters[route->nfilters])) {
                 check_identity_field(ld, item, sub,
                                      &route->filters[route->nfilters]);
+                check_framing_field(ld, item, sub,
+                                    &route->filters[route->nfilters]);
                 route->nfilters++;
             }
         } else if ((rl = load_rate_limiter(ld, item, sub, route)) != NULL) {

@@ -2249,6 +2249,37 @@ Test(config, a_filter_on_an_identity_field_is_an_error)
                           "    filters: ['SetResponseHeader=X-User-Id, u']\n"));
 }
 
+Test(config, a_response_filter_on_a_framing_field_is_an_error)
+{
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['SetResponseHeader=Content-Length, 2']\n",
+                 "t.yaml:4:15: routes[0].filters[0]: Content-Length frames "
+                 "the response or governs its connection: the gateway sets "
+                 "it, and a response filter may not");
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['AddResponseHeader=transfer-encoding, x']\n",
+                 "t.yaml:4:15: routes[0].filters[0]: transfer-encoding frames "
+                 "the response or governs its connection: the gateway sets "
+                 "it, and a response filter may not");
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['DedupeResponseHeader=Vary Connection']\n",
+                 "t.yaml:4:15: routes[0].filters[0]: Connection frames "
+                 "the response or governs its connection: the gateway sets "
+                 "it, and a response filter may not");
+    /* Request fields are checked elsewhere; other response fields pass. */
+    config_unref(parse_ok("routes:\n"
+                          "  - id: a\n"
+                          "    uri: http://u\n"
+                          "    filters: ['SetResponseHeader=Content-Type, x', "
+                          "'RemoveResponseHeader=Server']\n"));
+}
+
 Test(config, lease_is_for_token_bucket_and_gcra_within_bounds)
 {
     struct config *cfg =
