@@ -791,7 +791,9 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
     char msg[512];
 
     ex->ureq = NULL;
-    if (ex->state == EX_UPSTREAM &&
+    /* A certificate that does not verify will not verify the next time
+     * either: no retry, only the 502 that names why. */
+    if (ex->state == EX_UPSTREAM && err != UPSTREAM_TLS_VERIFY &&
         retried(ex, 0,
                 err == UPSTREAM_CONNECT           ? 0
                 : err == UPSTREAM_CONNECT_TIMEOUT ? 1

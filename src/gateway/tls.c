@@ -18,7 +18,10 @@
 #include "xmalloc.h"
 
 /* The only protocol the listener speaks, as ALPN spells it. */
+/* ALPN, in its wire form: what the gateway asks of upstreams, and what the
+ * listener speaks, preferred first (HTTP/1.0 as on plain connections). */
 static const unsigned char alpn_http11[] = "\x08http/1.1";
+static const unsigned char alpn_listener[] = "\x08http/1.1\x08http/1.0";
 
 struct tls_client {
     SSL_CTX *ctx; /* owned */
@@ -162,8 +165,8 @@ on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 
     (void)ssl;
     (void)arg;
-    if (SSL_select_next_proto(&sel, outlen, alpn_http11,
-                              sizeof(alpn_http11) - 1, in,
+    if (SSL_select_next_proto(&sel, outlen, alpn_listener,
+                              sizeof(alpn_listener) - 1, in,
                               inlen) != OPENSSL_NPN_NEGOTIATED) {
         /* A client that offers only h2 is refused, not misled. */
         return SSL_TLSEXT_ERR_ALERT_FATAL;

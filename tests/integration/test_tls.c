@@ -284,15 +284,17 @@ struct tconn {
     SSL *ssl;     /* owned */
 };
 
+/* The ALPN list tconn_open() offers, in wire form. */
+static const char *tconn_alpn = "\x08http/1.1";
+
 /*
  * Connects to 127.0.0.1:'port' offering TLS versions 'min'..'max' and
- * ALPN http/1.1, verifying against the test CA; true when the handshake
- * succeeded. Reads and writes time out after 5 s.
+ * the ALPN of 'tconn_alpn', verifying against the test CA; true when the
+ * handshake succeeded. Reads and writes time out after 5 s.
  */
 static bool
 tconn_open(struct tconn *c, uint16_t port, int min, int max)
 {
-    static const unsigned char alpn[] = "\x08http/1.1";
     struct sockaddr_in sa = {.sin_family = AF_INET};
     struct timeval tv = {5, 0};
     char *ca = pki("ca.pem");
@@ -306,7 +308,8 @@ tconn_open(struct tconn *c, uint16_t port, int min, int max)
     SSL_CTX_set_max_proto_version(c->ctx, max);
     SSL_CTX_load_verify_locations(c->ctx, ca, NULL);
     SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
-    SSL_CTX_set_alpn_protos(c->ctx, alpn, sizeof(alpn) - 1);
+    SSL_CTX_set_alpn_protos(c->ctx, (const unsigned char *)tconn_alpn,
+                            (unsigned)strlen(tconn_alpn));
     free(ca);
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -691,6 +694,15 @@ Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
     cr_assert(tconn_open(&c, g.tport, TLS1_3_VERSION, TLS1_3_VERSION));
     cr_assert_eq(tconn_get(&c, "/y"), 200);
     tconn_close(&c);
+    /* A client that offers only http/1.0 (curl --http1.0) gets it, as on
+     * the plain listener; it used to get a fatal alert. */
+    tconn_alpn = "\x08http/1.0";
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION),
+              "an http/1.0 client was refused");
+    SSL_get0_alpn_selected(c.ssl, &proto, &len);
+    cr_assert(len == 8 && memcmp(proto, "http/1.0", 8) == 0);
+    tconn_close(&c);
+    tconn_alpn = "\x08http/1.1";
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
     free(routes);
