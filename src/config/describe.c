@@ -78,8 +78,11 @@ config_describe(const struct config *cfg)
     for (size_t i = 0; i < cfg->nroutes; i++) {
         const struct route *r = &cfg->routes[i];
 
-        strbuf_addf(&b, "  route %s: order %lld, uri http://%s%s\n", r->id,
-                    (long long)r->order, r->uri.authority, r->uri.base_path);
+        strbuf_addf(&b, "  route %s: order %lld, uri %s://%s%s%s\n", r->id,
+                    (long long)r->order, r->uri.https ? "https" : "http",
+                    r->uri.authority, r->uri.base_path,
+                    r->uri.https && !r->tls.verify ? ", tls verify: false"
+                                                   : "");
         for (size_t j = 0; j < r->npredicates; j++) {
             strbuf_adds(&b, "    predicate ");
             routes_json_predicate(&b, &r->predicates[j]);
@@ -109,8 +112,16 @@ config_describe(const struct config *cfg)
                     cfg->redis.host, (unsigned)cfg->redis.port, cfg->redis.db,
                     (unsigned long long)cfg->redis.timeout_ms);
     }
-    strbuf_addf(&b, "listen: %s:%u\n", cfg->server.listen.host,
-                (unsigned)cfg->server.listen.port);
+    if (cfg->server.listen.host != NULL) {
+        strbuf_addf(&b, "listen: %s:%u\n", cfg->server.listen.host,
+                    (unsigned)cfg->server.listen.port);
+    } else {
+        strbuf_adds(&b, "listen: off\n");
+    }
+    if (cfg->server.tls.enabled) {
+        strbuf_addf(&b, "tls listen: %s:%u\n", cfg->server.tls.listen.host,
+                    (unsigned)cfg->server.tls.listen.port);
+    }
     strbuf_addf(&b, "ignored keys: %zu\n", cfg->warnings.n);
     for (size_t i = 0; i < cfg->warnings.n; i++) {
         strbuf_addf(&b, "  %s\n", cfg->warnings.v[i]);

@@ -160,10 +160,10 @@ config_routes_json(const struct config *cfg)
         strbuf_adds(&b, i > 0 ? ",{\"id\":" : "{\"id\":");
         strbuf_add_json(&b, r->id);
         strbuf_addf(&b,
-                    ",\"uri\":\"http://%s%s\",\"connect_timeout_ms\":"
+                    ",\"uri\":\"%s://%s%s\",\"connect_timeout_ms\":"
                     "%llu,\"response_timeout_ms\":%llu,\"predicates\":[",
-                    r->uri.authority, r->uri.base_path,
-                    (unsigned long long)r->connect_timeout_ms,
+                    r->uri.https ? "https" : "http", r->uri.authority,
+                    r->uri.base_path, (unsigned long long)r->connect_timeout_ms,
                     (unsigned long long)r->response_timeout_ms);
         for (size_t j = 0; j < r->npredicates; j++) {
             strbuf_adds(&b, j > 0 ? "," : "");

@@ -124,3 +124,29 @@ Test(describe, spring_file_with_a_cluster)
     assert_lines(text, want, 1);
     free(text);
 }
+
+/* https routes say so (with verify: false when it is off), and a gateway
+ * with only the TLS listener says "listen: off" rather than print a null
+ * host. */
+Test(describe, https_routes_and_the_tls_listener)
+{
+    char *text = describe("server:\n"
+                          "  listen: off\n"
+                          "  tls: { listen: 127.0.0.1:8443, cert_file: c.pem, "
+                          "key_file: k.pem }\n"
+                          "routes:\n"
+                          "  - id: a\n"
+                          "    uri: https://pay.internal/v1\n"
+                          "  - id: b\n"
+                          "    uri: https://test.internal\n"
+                          "    tls: { verify: false }\n");
+    const char *want[] = {
+        "  route a: order 0, uri https://pay.internal/v1\n",
+        "  route b: order 0, uri https://test.internal, tls verify: false\n",
+        "listen: off\n",
+        "tls listen: 127.0.0.1:8443\n",
+    };
+
+    assert_lines(text, want, sizeof(want) / sizeof(want[0]));
+    free(text);
+}
