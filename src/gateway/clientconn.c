@@ -89,7 +89,11 @@ struct clientconns {
     size_t nby_fd;                 /* slots in 'by_fd' */
     struct clientconn *closing;    /* being closed by conn_close() */
     bool listening;                /* the listener is enabled */
-    bool full;                     /* n >= conf.max_connections */
+    struct clientconns *twin;      /* the worker's other listener's
+                                      set, whose connections count
+                                      against the same share, or NULL;
+                                      borrowed */
+    bool full;                     /* open_count() >= max_connections */
     bool resting;                  /* paused after a failed accept() */
     struct event *resume;          /* ends the rest */
     uint64_t pause_ms;             /* length of the next rest */
@@ -126,10 +130,18 @@ listener_apply(struct clientconns *cs)
     cs->listening = want;
 }
 
-static void
-count_changed(struct clientconns *cs)
+/* The worker's connections on this listener and on its twin. */
+static size_t
+open_count(const struct clientconns *cs)
 {
-    bool full = cs->n >= cs->conf.max_connections;
+    return cs->n + (cs->twin != NULL ? cs->twin->n : 0);
+}
+
+static void
+update_full(struct clientconns *cs)
+{
+    size_t n = open_count(cs);
+    bool full = n >= cs->conf.max_connections;
 
     if (full && !cs->full && cs->lev != NULL) {
         int64_t now = clock_mono_ms();
@@ -139,12 +151,30 @@ count_changed(struct clientconns *cs)
             log_warn("clientconn: %zu connections open, "
                      "server.max_connections reached in this worker: new "
                      "connections wait in the listen backlog",
-                     cs->n);
+                     n);
             cs->full_logged_ms = now;
         }
     }
     cs->full = full;
     listener_apply(cs);
+}
+
+/* A connection opened or closed: both listeners of the worker see it. */
+static void
+count_changed(struct clientconns *cs)
+{
+    update_full(cs);
+    if (cs->twin != NULL) {
+        update_full(cs->twin);
+    }
+}
+
+void
+clientconns_pair(struct clientconns *a, struct clientconns *b)
+{
+    a->twin = b;
+    b->twin = a;
+    count_changed(a);
 }
 
 static void
@@ -814,6 +844,9 @@ clientconns_free(struct clientconns *cs)
 {
     if (cs == NULL) {
         return;
+    }
+    if (cs->twin != NULL) {
+        cs->twin->twin = NULL;
     }
     clientconns_forget_listener(cs);
     evhttp_set_bevcb(cs->http, NULL, NULL);

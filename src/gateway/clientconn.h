@@ -68,6 +68,13 @@ struct clientconns *clientconns_new(struct event_base *base,
 void clientconns_free(struct clientconns *cs);
 
 /*
+ * 'a' and 'b' (borrowed; the same worker's plain and TLS listeners) count
+ * their connections together against one max_connections: each stops
+ * accepting when the two hold that many. Freeing either undoes it.
+ */
+void clientconns_pair(struct clientconns *a, struct clientconns *b);
+
+/*
  * New limits (a reload): a new max_connections applies at once, new
  * timeouts from each connection's next request on.
  */

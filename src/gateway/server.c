@@ -473,6 +473,10 @@ worker_init(struct worker *w, struct server *s, unsigned index,
             w->tls_cfg = config_ref(s->cfg);
             clientconns_set_tls(w->tls_conns, tls_listener(s->cfg));
         }
+        if (w->conns != NULL && w->tls_conns != NULL) {
+            /* One share of max_connections for both listeners. */
+            clientconns_pair(w->conns, w->tls_conns);
+        }
     }
     w->rl = ratelimit_new(w->base, s->cfg, s->store, index, w->metrics);
     {

@@ -738,6 +738,71 @@ Test(tls, keep_alive_requests_on_the_listener_do_not_wait_for_acks)
     free(tls);
 }
 
+/*
+ * One worker, max_connections: 1, both listeners: a kept-alive plain
+ * connection fills the worker's share, so a TLS client waits in the
+ * backlog until it goes. Each listener used to count alone: the TLS
+ * client was served beside it, twice the limit in all.
+ */
+Test(tls, both_listeners_share_one_max_connections)
+{
+    struct proc echo, gw;
+    struct http_response r;
+    uint16_t ep, port = harness_free_port(), tport = harness_free_port();
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    struct timeval tv = {5, 0};
+    static const char get[] = "GET /held HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[4096], *text, *cfg, *u;
+    size_t got = 0;
+    char *argv[] = {getenv("SLUICE_BIN"), "-c", NULL, NULL};
+    int fd;
+
+    echo_start(&echo, &ep);
+    text = harness_strf("server:\n  listen: 127.0.0.1:%u\n  workers: 1\n"
+                        "  max_connections: 1\n"
+                        "  tls: {listen: 127.0.0.1:%u, cert_file: %s/srv.pem, "
+                        "key_file: %s/srv.key}\n"
+                        "routes:\n  - id: all\n    uri: http://127.0.0.1:%u\n",
+                        (unsigned)port, (unsigned)tport, pki_dir, pki_dir,
+                        (unsigned)ep);
+    cfg = harness_write_temp(text);
+    argv[2] = cfg;
+    cr_assert_eq(proc_start(&gw, argv), 0);
+    cr_assert(proc_wait_port(&gw, port, 10000), "no plain listener");
+    cr_assert(proc_wait_port(&gw, tport, 10000), "no TLS listener");
+    /* A plain client, answered and kept alive. */
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(send(fd, get, sizeof(get) - 1, 0), (ssize_t)sizeof(get) - 1);
+    buf[0] = '\0';
+    while (got < sizeof(buf) - 1 && strstr(buf, "\r\n\r\n") == NULL) {
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+
+        cr_assert_gt(n, 0, "no answer on the plain connection");
+        got += (size_t)n;
+        buf[got] = '\0';
+    }
+    u = harness_strf("https://localhost:%u/tls", (unsigned)tport);
+    http_get(&r, u, 1500);
+    cr_assert_neq(r.status, 200,
+                  "a TLS client was served beside the plain "
+                  "one: max_connections counted twice");
+    http_response_free(&r);
+    close(fd);
+    cr_assert_eq(http_get(&r, u, 10000), 0, "curl error %d", r.err);
+    cr_assert_eq(r.status, 200);
+    http_response_free(&r);
+    proc_stop(&gw, SIGTERM, 5000);
+    proc_stop(&echo, SIGTERM, 5000);
+    unlink(cfg);
+    free(cfg);
+    free(text);
+    free(u);
+}
+
 Test(tls, the_tls_listener_may_be_the_only_one)
 {
     struct proc echo, gw;
