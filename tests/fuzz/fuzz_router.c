@@ -60,7 +60,32 @@ static const char routes_yaml[] =
     "  - id: stars\n"
     "    uri: http://127.0.0.1:9000\n"
     "    predicates:\n"
-    "      - Path=/**/x/**/{v}/*.y, /a*b*/**/c*, /**/**/{w}\n";
+    "      - Path=/**/x/**/{v}/*.y, /a*b*/**/c*, /**/**/{w}\n"
+    "  - id: cookie\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    predicates:\n"
+    "      - Cookie=session, [a-f0-9]+\n"
+    "      - Cookie=theme\n"
+    "  - id: time\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    predicates:\n"
+    "      - After=2017-01-20T17:42:47.789-07:00[America/Denver]\n"
+    "      - Before=2037-01-20T17:42:47Z\n"
+    "      - Path=/t/**\n"
+    "  - id: between\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    predicates:\n"
+    "      - Between=2020-01-01T00:00:00Z, 2030-01-01T00:00:00+01:00\n"
+    "  - id: heavy\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    predicates: [ 'Weight=canary, 8', 'Path=/w/**' ]\n"
+    "  - id: light\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    predicates: [ 'Weight=canary, 2', 'Path=/w/**' ]\n"
+    "  - id: xff\n"
+    "    uri: http://127.0.0.1:9000\n"
+    "    predicates:\n"
+    "      - XForwardedRemoteAddr=192.168.0.0/16, ::1/128\n";
 
 static struct config *cfg; /* loaded once, never freed */
 
@@ -385,6 +410,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (in.client == NULL || netaddr_parse(in.client, &client) < 0) {
         netaddr_parse("10.1.2.3", &client);
+    }
+    memset(&req, 0, sizeof(req));
+    /* The time and the draw from the input's size and first bytes: every
+     * side of After, Before, Between and Weight is reached. */
+    req.now_ms = 1500000000000LL + (int64_t)(size % 64) * 31536000000LL / 4;
+    for (size_t i = 0; i < size && i < 8; i++) {
+        req.draw = req.draw << 8 | data[i];
     }
     req.method = in.method != NULL ? in.method : "GET";
     req.path = path;
