@@ -49,6 +49,7 @@ config_restart_only(const struct config *cur, const struct config *next)
 
     if (!same_listen(&cur->server.listen, &next->server.listen) ||
         cur->server.workers != next->server.workers ||
+        cur->server.watch != next->server.watch ||
         cur->server.tls.enabled != next->server.tls.enabled ||
         (cur->server.tls.enabled &&
          !same_listen(&cur->server.tls.listen, &next->server.tls.listen))) {
@@ -81,8 +82,9 @@ config_restart_only_str(enum config_restart_only group)
 {
     switch (group) {
     case CONFIG_RESTART_LISTEN:
-        return "server.listen, server.workers and server.tls (but for its "
-               "certificate, re-read now) take effect on restart only";
+        return "server.listen, server.workers, server.watch and server.tls "
+               "(but for its certificate, re-read now) take effect on "
+               "restart only";
     case CONFIG_RESTART_REDIS:
         return "the redis: connection settings take effect on restart only "
                "(key_prefix applies now)";

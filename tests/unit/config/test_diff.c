@@ -73,6 +73,10 @@ Test(diff, listeners_workers_redis_admin_and_log_need_a_restart)
         CONFIG_RESTART_LISTEN);
     cr_assert_eq(groups_after("workers: 2", "workers: 3"),
                  CONFIG_RESTART_LISTEN);
+    /* The file watch starts with the process: turning it on or off in a
+     * reload did nothing and said nothing. */
+    cr_assert_eq(groups_after("workers: 2", "workers: 2\n  watch: true"),
+                 CONFIG_RESTART_LISTEN);
     cr_assert_eq(
         groups_after("redis://127.0.0.1:6379", "redis://127.0.0.1:6380"),
         CONFIG_RESTART_REDIS);
