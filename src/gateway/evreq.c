@@ -242,14 +242,27 @@ evreq_head_field(struct strbuf *text, const char *name, const char *value)
     strbuf_add(text, "\r\n", 2);
 }
 
+/* Ends the head in 'text' and passes it, then 'body' (drained; may be
+ * NULL), to evhttp through 'spare'. */
+static void
+send_head(struct evhttp_request *req, struct strbuf *text,
+          struct evbuffer *body, struct evbuffer *spare,
+          void (*cb)(struct evhttp_connection *, void *), void *arg)
+{
+    strbuf_add(text, "\r\n", 2);
+    evbuffer_add(spare, text->p, text->n);
+    if (body != NULL) {
+        evbuffer_add_buffer(spare, body);
+    }
+    pass_through(req, spare, cb, arg);
+}
+
 void
 evreq_head_send(struct evhttp_request *req, struct strbuf *text,
                 struct evbuffer *spare,
                 void (*cb)(struct evhttp_connection *, void *), void *arg)
 {
-    strbuf_add(text, "\r\n", 2);
-    evbuffer_add(spare, text->p, text->n);
-    pass_through(req, spare, cb, arg);
+    send_head(req, text, NULL, spare, cb, arg);
 }
 
 void
@@ -330,10 +343,7 @@ evreq_send_reply(struct evhttp_request *req, int status,
     } else if (req->major == 1 && req->minor == 0) {
         evreq_head_field(text, "Connection", "keep-alive");
     }
-    strbuf_add(text, "\r\n", 2);
-    evbuffer_add(spare, text->p, text->n);
-    evbuffer_add_buffer(spare, body);
-    pass_through(req, spare, NULL, NULL);
+    send_head(req, text, body, spare, NULL, NULL);
     evreq_flush(evhttp_request_get_connection(req));
     evhttp_send_reply_end(req);
 }

@@ -391,25 +391,20 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
-        if (last_chunk) {
+        /*
+         * The last chunk of a chunked body: the gateway's own, or over TLS
+         * evhttp's, which goes out now, before the drain wait, not from
+         * evhttp_send_reply_end(): a short body whose end came with its
+         * head was left waiting for the client's next request.
+         */
+        if (last_chunk || (tls_cc != NULL && creq->chunked)) {
             struct bufferevent *bev = evhttp_connection_get_bufferevent(cconn);
 
             evbuffer_add(bufferevent_get_output(bev), EVREQ_LAST_CHUNK,
                          sizeof(EVREQ_LAST_CHUNK) - 1);
+            creq->chunked = 0;
         }
         if (tls_cc != NULL) {
-            if (creq->chunked) {
-                /* evhttp's chunking: its last chunk goes out now, before
-                 * the drain wait, not from evhttp_send_reply_end(): a
-                 * short body whose end came with its head was left
-                 * waiting for the client's next request. */
-                struct bufferevent *bev =
-                    evhttp_connection_get_bufferevent(cconn);
-
-                evbuffer_add(bufferevent_get_output(bev), EVREQ_LAST_CHUNK,
-                             sizeof(EVREQ_LAST_CHUNK) - 1);
-                creq->chunked = 0;
-            }
             clientconn_end_reply(tls_cc, creq);
             break;
         }

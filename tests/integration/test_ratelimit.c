@@ -724,6 +724,23 @@ Test(ratelimit, a_cached_refusal_ends_by_the_time_redis_would_admit)
     "      - name: RequestRateLimiter\n"                                       \
     "        args: { key: route, limiter: hot }\n"
 
+/* One gateway's config: the hot limiter with leases of up to 50; the
+ * burst (%d) is HOT_LIMIT. */
+#define HOT_LEASE_50                                                           \
+    GATEWAY_HEAD "limiters:\n"                                                 \
+                 "  hot: { algorithm: token_bucket, rate: 1000/d, "            \
+                 "burst: %d, lease: 50 }\n" HOT_ROUTE
+
+/* Pauses every client of the rig's Redis for 'ms' (CLIENT PAUSE ALL). */
+static void
+redis_pause(redisContext *rc, int ms)
+{
+    redisReply *rep = redisCommand(rc, "CLIENT PAUSE %d ALL", ms);
+
+    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+}
+
 struct hot_poll {
     const struct rig *r; /* the gateways */
     size_t next;         /* the gateway the next request goes to */
@@ -1113,25 +1130,18 @@ Test(ratelimit, a_lease_held_when_redis_goes_away_is_still_spent)
 Test(ratelimit, a_take_whose_requests_all_left_goes_back_whole)
 {
     struct rig r;
-    char *yaml = harness_strf(GATEWAY_HEAD
-                              "limiters:\n"
-                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
-                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
-                              HOT_LIMIT);
+    char *yaml = harness_strf(HOT_LEASE_50, HOT_LIMIT);
     const char *urls[1];
     char *u;
     struct load_result res;
     struct hot_level hl;
     redisContext *rc;
-    redisReply *rep;
 
     rig_start(&r, true, 1, yaml);
     u = gw_url(&r, 0, "/hot");
     urls[0] = u;
     rc = redis_sync(&r);
-    rep = redisCommand(rc, "CLIENT PAUSE 600 ALL");
-    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
+    redis_pause(rc, 600);
     /* One takes, nineteen wait behind it; all give up after 150 ms. */
     http_load(urls, 1, NULL, 0, 20, 20, 150, &res);
     cr_assert_eq(res.errors, 20, "%zu of 20 gave up", res.errors);
@@ -1164,26 +1174,19 @@ Test(ratelimit, a_take_whose_requests_all_left_goes_back_whole)
 Test(ratelimit, requests_that_waited_long_for_a_take_make_their_own_calls)
 {
     struct rig r;
-    char *yaml = harness_strf(GATEWAY_HEAD
-                              "limiters:\n"
-                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
-                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
-                              HOT_LIMIT);
+    char *yaml = harness_strf(HOT_LEASE_50, HOT_LIMIT);
     const char *urls[1];
     char *u;
     struct load_result res;
     struct hot_level hl;
     redisContext *rc;
-    redisReply *rep;
 
     rig_start(&r, true, 1, yaml);
     u = gw_url(&r, 0, "/hot");
     urls[0] = u;
     rc = redis_sync(&r);
     /* redis.timeout is 1 s: the take lands after 700 ms, past 500. */
-    rep = redisCommand(rc, "CLIENT PAUSE 700 ALL");
-    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
+    redis_pause(rc, 700);
     http_load(urls, 1, NULL, 0, 20, 20, 10000, &res);
     cr_assert_eq(res.errors, 0);
     cr_assert_eq(res.status[200], 20);
@@ -1224,16 +1227,13 @@ Test(ratelimit, a_take_from_the_queue_returns_what_the_lease_left)
     struct load_result res;
     struct hot_level hl;
     redisContext *rc;
-    redisReply *rep;
 
     rig_start(&r, true, 1, yaml);
     u = gw_url(&r, 0, "/hot");
     urls[0] = u;
     rc = redis_sync(&r);
     /* All ten queue behind the first take. */
-    rep = redisCommand(rc, "CLIENT PAUSE 300 ALL");
-    cr_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
+    redis_pause(rc, 300);
     http_load(urls, 1, NULL, 0, 10, 10, 10000, &res);
     cr_assert_eq(res.errors, 0);
     cr_assert_eq(res.status[200], 10);
@@ -1298,11 +1298,7 @@ redis_is_busy(void *arg)
 Test(ratelimit, no_request_waits_past_redis_timeout_behind_takes, .timeout = 60)
 {
     struct rig r;
-    char *yaml = harness_strf(GATEWAY_HEAD
-                              "limiters:\n"
-                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
-                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
-                              HOT_LIMIT);
+    char *yaml = harness_strf(HOT_LEASE_50, HOT_LIMIT);
     const char *urls[1];
     char *u;
     struct load_result res;
@@ -1328,11 +1324,7 @@ Test(ratelimit, no_request_waits_past_redis_timeout_behind_takes, .timeout = 60)
 Test(ratelimit, a_reload_gives_the_leases_back)
 {
     struct rig r;
-    char *yaml = harness_strf(GATEWAY_HEAD
-                              "limiters:\n"
-                              "  hot: { algorithm: token_bucket, rate: 1000/d, "
-                              "burst: %d, lease: 50 }\n" HOT_ROUTE,
-                              HOT_LIMIT);
+    char *yaml = harness_strf(HOT_LEASE_50, HOT_LIMIT);
     struct hot_level hl;
     int64_t take_at = 0, left;
 
