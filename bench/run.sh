@@ -981,31 +981,40 @@ redis_snapshot() {
         /^total_connections_received:/ { print "connections", $2 }
         END { printf "cpu_us %.0f\n", cpu * 1e6 }'
 }
+# The decisions a sluice sent to Redis: its histogram of script call
+# times counts one per call, whether the call went alone or in a batch.
+sluice_calls() {
+    curl -s --max-time 5 "http://127.0.0.1:$1/metrics" |
+        awk '/^sluice_redis_duration_seconds_count/ { print "decisions", $2 }'
+}
+# redis_row ROW [ADMIN]: with ADMIN (a sluice's admin port), decisions are
+# the calls sluice made; without, one script command is one decision.
 redis_row() {
-    local row=$1 before=$tmp/redis.$1.0 after=$tmp/redis.$1.1
+    local row=$1 admin=${2:-} before=$tmp/redis.$1.0 after=$tmp/redis.$1.1
     counted "$row" 1000 || return      # warm-up: fill the connection pools again
-    redis_snapshot >"$before"
+    { redis_snapshot; [ -n "$admin" ] && sluice_calls "$admin"; } >"$before"
     counted "$row" "$REDIS_N" || return
-    redis_snapshot >"$after"
+    { redis_snapshot; [ -n "$admin" ] && sluice_calls "$admin"; } >"$after"
     awk -v label="${LABEL[$row]}" '
         FNR == NR { was[$1] = $2; next }
         { d[$1] = $2 - was[$1] }
         END {
-            n = d["evalsha"] + d["eval"]            # one script call per decision
-            if (n <= 0) { printf "  %-22s no script calls (for sluice: every refusal came from its over-limit cache)\n", label; exit }
+            scripts = d["evalsha"] + d["eval"]      # script commands: calls or batches
+            n = ("decisions" in d) ? d["decisions"] : scripts
+            if (n <= 0 || scripts <= 0) { printf "  %-22s no script calls (for sluice: every refusal came from its over-limit cache)\n", label; exit }
             # the script call first, then what it ran, in the usual order
             split("evalsha eval time hmget hget get hset hmset set incrby pexpire expire", order, " ")
             for (i = 1; i in order; i++) rank[order[i]] = i
             for (k in d) {
-                if (k == "info" || k == "connections" || k == "cpu_us" || d[k] <= 0) continue
+                if (k == "info" || k == "connections" || k == "cpu_us" || k == "decisions" || d[k] <= 0) continue
                 all += d[k]
                 if (d[k] / n < 0.01) continue
                 r = (k in rank) ? rank[k] : 99
                 item[r] = item[r] sprintf("%s%s %.2f", item[r] == "" ? "" : ", ", k, d[k] / n)
             }
             for (r = 1; r <= 99; r++) if (r in item) list = list (list == "" ? "" : ", ") item[r]
-            printf "  %-22s %7d %8.2f %8.1f %6d  %s\n", label, n, all / n, d["cpu_us"] / n,
-                d["connections"] - 1, list
+            printf "  %-22s %7d %8.2f %8.2f %8.1f %6d  %s\n", label, n, n / scripts, all / n,
+                d["cpu_us"] / n, d["connections"] - 1, list
         }' "$before" "$after"
 }
 
@@ -1031,15 +1040,16 @@ want lua || want lua_flood || want sluice_redis || want sluice_flood || want slu
 [ -z "${NO_REDIS_ROWS:-}" ] && {
 say ""
 say "== Redis per rate-limit decision: INFO commandstats and INFO cpu around a counted run of $REDIS_N requests"
-say "   (decisions = EVALSHA + EVAL calls; commands include those the script ran; CPU = Redis user + sys;"
-say "   new conns = connections Redis accepted meanwhile)"
+say "   (decisions = script calls: EVALSHA + EVAL for nginx+Lua, sluice's own count of its calls, which"
+say "   travel in batches; per batch = decisions per script command; commands include those the script"
+say "   ran; CPU = Redis user + sys; new conns = connections Redis accepted meanwhile)"
 say ""
-printf '  %-22s %7s %8s %8s %6s  %s\n' "row" "decisions" "commands" "CPU us" "new" "commands per decision"
+printf '  %-22s %7s %8s %8s %8s %6s  %s\n' "row" "decisions" "per batch" "commands" "CPU us" "new" "commands per decision"
 want lua && redis_row lua
 want lua_flood && redis_row lua_flood
-want sluice_redis && redis_row sluice_redis
+want sluice_redis && redis_row sluice_redis "$SLUICE_ADMIN"
 want sluice_hot && hot_row sluice_hot
-want sluice_flood && redis_row sluice_flood
+want sluice_flood && redis_row sluice_flood "$SLUICE_ADMIN"
 }
 
 # ---------------------------------------------------------------- slow figures

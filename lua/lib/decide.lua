@@ -1,6 +1,6 @@
 -- decide.lua - the second half every rate-limit script shares: evaluate
 -- every rule, write only if all admit, and build the reply record
--- (src/algo.h, "Combining"). Put in place of "--#include lib/decide.lua"
+-- (src/algo.h, "Combining"); then run one call, or each call of a batch. Put in place of "--#include lib/decide.lua"
 -- by cmake/embed_lua.cmake; it expects parse() and evaluate() above it,
 -- and restore() too where LEASE is true.
 -- All-or-nothing: every rule is evaluated before anything is written, and
@@ -9,83 +9,138 @@
 -- the units the tightest rule has left, so that the lease shrinks as the
 -- bucket nears empty, down to the cost itself.
 local LEASE_SHARE = 4
-local a, err = parse()
-if not a then
-    return redis.error_reply('ERR sluice: ' .. err)
-end
-if a.op == 'return' then
-    -- Only token_bucket and gcra get here: parse() sets op where LEASE is.
-    local remaining, rule, reset = nil, 0, 0
-    for i = 1, #a.rules do
-        local rem, rs = restore(a.rules[i], a, a.units)
+local function decide()
+    local a, err = parse()
+    if not a then
+        return redis.error_reply('ERR sluice: ' .. err)
+    end
+    if a.op == 'return' then
+        -- Only token_bucket and gcra get here: parse() sets op where LEASE is.
+        local remaining, rule, reset = nil, 0, 0
+        for i = 1, #a.rules do
+            local rem, rs = restore(a.rules[i], a, a.units)
+            if remaining == nil or rem < remaining then
+                remaining, rule = rem, i - 1
+            end
+            if rs > reset then
+                reset = rs
+            end
+        end
+        return {1, remaining, 0, reset, 0, rule, a.units}
+    end
+    local function evaluate_all()
+        local res, ok = {}, true
+        for i = 1, #a.rules do
+            res[i] = evaluate(a.rules[i], a)
+            ok = ok and res[i].ok
+        end
+        return res, ok
+    end
+    local res, allowed = evaluate_all()
+    if allowed and a.op == 'take' then
+        -- Units reserved from the future (delay mode) are never leased.
+        local avail, waits = nil, false
+        for i = 1, #res do
+            waits = waits or res[i].wait > 0
+            if avail == nil or res[i].rem_now < avail then
+                avail = res[i].rem_now
+            end
+        end
+        if not waits then
+            local g = math.min(a.units, math.max(a.cost,
+                                                 floordiv(avail, LEASE_SHARE)))
+            if g > a.cost then
+                -- g <= avail: every rule still admits, with no wait.
+                a.cost = g
+                res, allowed = evaluate_all()
+            end
+        end
+    end
+    local remaining, rule, reset, delay = nil, 0, 0, 0
+    for i = 1, #res do
+        local r = res[i]
+        local rem = allowed and r.rem_after or r.rem_now
+        local rs = allowed and r.reset_after or r.reset_now
         if remaining == nil or rem < remaining then
             remaining, rule = rem, i - 1
         end
         if rs > reset then
             reset = rs
         end
-    end
-    return {1, remaining, 0, reset, 0, rule, a.units}
-end
-local function evaluate_all()
-    local res, ok = {}, true
-    for i = 1, #a.rules do
-        res[i] = evaluate(a.rules[i], a)
-        ok = ok and res[i].ok
-    end
-    return res, ok
-end
-local res, allowed = evaluate_all()
-if allowed and a.op == 'take' then
-    -- Units reserved from the future (delay mode) are never leased.
-    local avail, waits = nil, false
-    for i = 1, #res do
-        waits = waits or res[i].wait > 0
-        if avail == nil or res[i].rem_now < avail then
-            avail = res[i].rem_now
+        if r.wait > delay then
+            delay = r.wait
         end
     end
-    if not waits then
-        local g = math.min(a.units, math.max(a.cost,
-                                             floordiv(avail, LEASE_SHARE)))
-        if g > a.cost then
-            -- g <= avail: every rule still admits, with no wait.
-            a.cost = g
-            res, allowed = evaluate_all()
+    if allowed then
+        for i = 1, #res do
+            res[i].commit()
         end
+        if a.op == 'take' then
+            return {1, remaining, 0, reset, delay, rule, a.cost}
+        end
+        return {1, remaining, 0, reset, delay, rule}
     end
-end
-local remaining, rule, reset, delay = nil, 0, 0, 0
-for i = 1, #res do
-    local r = res[i]
-    local rem = allowed and r.rem_after or r.rem_now
-    local rs = allowed and r.reset_after or r.reset_now
-    if remaining == nil or rem < remaining then
-        remaining, rule = rem, i - 1
-    end
-    if rs > reset then
-        reset = rs
-    end
-    if r.wait > delay then
-        delay = r.wait
-    end
-end
-if allowed then
+    local retry = -1
     for i = 1, #res do
-        res[i].commit()
+        if not res[i].ok and res[i].retry > retry then
+            retry, rule = res[i].retry, i - 1
+        end
     end
     if a.op == 'take' then
-        return {1, remaining, 0, reset, delay, rule, a.cost}
+        return {0, remaining, retry, reset, 0, rule, 0}
     end
-    return {1, remaining, 0, reset, delay, rule}
+    return {0, remaining, retry, reset, 0, rule}
 end
-local retry = -1
-for i = 1, #res do
-    if not res[i].ok and res[i].retry > retry then
-        retry, rule = res[i].retry, i - 1
+
+-- The calls of a batch (lua/README.md, "Batches"): ARGV[1] is "batch",
+-- ARGV[2] the number of calls n, then each call as <nkeys> <nargs> and
+-- its own ARGV; KEYS holds the keys of all the calls, in order. Each call
+-- is decided as if it came alone, in order, and its reply (or its error)
+-- is the batch's reply's element. The shape is checked whole before any
+-- call runs: a malformed batch writes nothing.
+local function batch()
+    local keys, args = KEYS, ARGV
+    local n = int(args[2] or '')
+    if not n or n < 1 then
+        return redis.error_reply('ERR sluice: batch: ARGV[2] must be the '
+            .. 'number of calls, >= 1')
     end
+    local calls, k, at = {}, 1, 3
+    for i = 1, n do
+        local nk, na = int(args[at] or ''), int(args[at + 1] or '')
+        if not nk or not na or k + nk - 1 > #keys
+            or at + 1 + na > #args then
+            return redis.error_reply('ERR sluice: batch: call ' .. i
+                .. ' (ARGV[' .. at .. ']) names more keys or arguments '
+                .. 'than the batch holds')
+        end
+        calls[i] = {k, k + nk - 1, at + 2, at + 1 + na}
+        k, at = k + nk, at + 2 + na
+    end
+    if k ~= #keys + 1 or at ~= #args + 1 then
+        return redis.error_reply('ERR sluice: batch: ' .. (#keys - k + 1)
+            .. ' keys and ' .. (#args - at + 1) .. ' arguments belong to '
+            .. 'no call')
+    end
+    local out = {}
+    for i = 1, n do
+        local c = calls[i]
+        KEYS = {unpack(keys, c[1], c[2])}
+        ARGV = {unpack(args, c[3], c[4])}
+        -- A command that fails (a key of another type) fails its own
+        -- call only.
+        local ok, r = pcall(decide)
+        if not ok then
+            if type(r) ~= 'table' or not r.err then
+                r = {err = 'ERR sluice: ' .. tostring(r)}
+            end
+        end
+        out[i] = r
+    end
+    return out
 end
-if a.op == 'take' then
-    return {0, remaining, retry, reset, 0, rule, 0}
+
+if ARGV[1] == 'batch' then
+    return batch()
 end
-return {0, remaining, retry, reset, 0, rule}
+return decide()

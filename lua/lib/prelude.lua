@@ -6,6 +6,14 @@
 -- 2^50, so arithmetic on Lua's doubles is exact integer arithmetic.
 local MAX = 1125899906842624
 
+-- The call's keys and arguments. Locals, so that a batch (lib/decide.lua,
+-- lua/README.md "Batches") can point them at each of its calls in turn.
+local KEYS, ARGV = KEYS, ARGV
+
+-- Redis TIME in ms, read once per run of the script: the calls of a batch
+-- are decided at one instant, as one call's rules are.
+local redis_now
+
 -- floor(a / b) for b > 0, exact: never math.floor(a / b), which rounds the
 -- quotient before flooring once a is large.
 local function floordiv(a, b)
@@ -175,8 +183,11 @@ local function parse()
         a.op, a.units = op, units
     end
     if a.now == 0 then
-        local t = redis.call('TIME')
-        a.now = tonumber(t[1]) * 1000 + floordiv(tonumber(t[2]), 1000)
+        if not redis_now then
+            local t = redis.call('TIME')
+            redis_now = tonumber(t[1]) * 1000 + floordiv(tonumber(t[2]), 1000)
+        end
+        a.now = redis_now
     end
     return a
 end

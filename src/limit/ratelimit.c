@@ -182,6 +182,7 @@ ratelimit_publish(struct ratelimit *rl)
     publish_one(rl, "down", st->down, &rl->published.down);
     publish_one(rl, "reconnect", st->reconnects, &rl->published.reconnects);
     publish_one(rl, "noscript", st->noscript, &rl->published.noscript);
+    publish_one(rl, "batch", st->batches, &rl->published.batches);
     publish_one(rl, "failover", st->failovers, &rl->published.failovers);
     publish_one(rl, "moved", st->moved, &rl->published.moved);
     publish_one(rl, "ask", st->ask, &rl->published.ask);

@@ -66,6 +66,7 @@ struct redis_stats {
     uint64_t down;       /* REDIS_CALL_DOWN and REDIS_CALL_OVERLOADED answers */
     uint64_t reconnects; /* connections re-established */
     uint64_t noscript;   /* NOSCRIPT replies recovered by EVAL */
+    uint64_t batches;    /* commands that carried several calls */
     uint64_t failovers;  /* with Sentinel: the primary's address changed;
                             with Cluster: slots left a lost primary */
     /* Redis Cluster only: */

@@ -5,12 +5,15 @@
 #ifndef SLUICE_SCRIPTS_H
 #define SLUICE_SCRIPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct lua_script {
     const char *name;   /* file name without ".lua", e.g. "token_bucket" */
     const char *source; /* the whole script */
     size_t len;         /* strlen(source) */
+    bool batch;         /* also takes a batch of calls in one run
+                           (lua/README.md, "Batches") */
 };
 
 extern const struct lua_script lua_scripts[];

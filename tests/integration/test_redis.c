@@ -33,22 +33,45 @@
 #define AT_ONCE_MS 100
 #define SLACK_MS 100
 
-#define SCRIPT(name, src)                                                      \
+#define SCRIPT(name, src, batch)                                               \
     {                                                                          \
-        name, src, sizeof(src) - 1                                             \
+        name, src, sizeof(src) - 1, batch                                      \
     }
 
+/*
+ * A script that takes batches as lua/README.md ("Batches") has them:
+ * each call answers {#KEYS, ARGV[1], calls in its batch} (1 alone), or
+ * the error "boom" when ARGV[1] is "fail"; the batch's own INCR of
+ * "{t}batches" counts the runs of the script.
+ */
+#define ECHO_BATCH_SRC                                                         \
+    "local function one(k, a, n)\n"                                            \
+    "  if a[1] == 'fail' then return redis.error_reply('boom') end\n"          \
+    "  return {#k, tonumber(a[1]), n}\n"                                       \
+    "end\n"                                                                    \
+    "if ARGV[1] ~= 'batch' then return one(KEYS, ARGV, 1) end\n"               \
+    "local n, out, k, at = tonumber(ARGV[2]), {}, 1, 3\n"                      \
+    "for i = 1, n do\n"                                                        \
+    "  local nk, na = tonumber(ARGV[at]), tonumber(ARGV[at + 1])\n"            \
+    "  out[i] = one({unpack(KEYS, k, k + nk - 1)},\n"                          \
+    "               {unpack(ARGV, at + 2, at + 1 + na)}, n)\n"                 \
+    "  k, at = k + nk, at + 2 + na\n"                                          \
+    "end\n"                                                                    \
+    "return out\n"
+
 static const struct lua_script test_scripts[] = {
-    SCRIPT("echo_keys", "return {#KEYS, tonumber(ARGV[1])}"),
-    SCRIPT("incr_key", "return {redis.call('INCR', KEYS[1])}"),
-    SCRIPT("fails", "return redis.error_reply('boom')"),
-    SCRIPT("string", "return 'hello'"),
+    SCRIPT("echo_keys", "return {#KEYS, tonumber(ARGV[1])}", false),
+    SCRIPT("incr_key", "return {redis.call('INCR', KEYS[1])}", false),
+    SCRIPT("fails", "return redis.error_reply('boom')", false),
+    SCRIPT("string", "return 'hello'", false),
+    SCRIPT("echo_batch", ECHO_BATCH_SRC, true),
 };
 
 #define ECHO_KEYS (&test_scripts[0])
 #define INCR_KEY (&test_scripts[1])
 #define FAILS (&test_scripts[2])
 #define STRING (&test_scripts[3])
+#define ECHO_BATCH (&test_scripts[4])
 
 struct fx {
     struct proc redis;       /* the server; pid 0 once stopped */
@@ -774,6 +797,164 @@ Test(redis, freeing_answers_pending_calls_once_with_down)
     }
     run_for(&f, 20);
     for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1);
+    }
+    fx_fini(&f);
+}
+
+/* Queues 'n' calls of ECHO_BATCH in one loop turn, call i with key
+ * "{t}<i>" and argument arg[i] (written here: i * 3, or "fail"). */
+static void
+eval_batch(struct fx *f, struct answer *a, char (*arg)[16], size_t n,
+           struct redis_call **calls)
+{
+    for (size_t i = 0; i < n; i++) {
+        char key[16];
+
+        snprintf(key, sizeof(key), "{t}%zu", i);
+        if (arg[i][0] == '\0') {
+            snprintf(arg[i], sizeof(arg[i]), "%zu", i * 3);
+        }
+        calls[i] = eval(f, ECHO_BATCH, key, arg[i], &a[i]);
+    }
+}
+
+Test(redis, calls_of_one_turn_go_as_batches_and_each_gets_its_own_answer)
+{
+    enum { N = 40, CANCELLED = 7, FAILING = 22 };
+    struct fx f;
+    struct answer a[N];
+    struct answers all = {a, N};
+    struct redis_call *calls[N];
+    char arg[N][16];
+    size_t batched = 0;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    memset(arg, 0, sizeof(arg));
+    snprintf(arg[FAILING], sizeof(arg[FAILING]), "fail");
+    eval_batch(&f, a, arg, N, calls);
+    redis_call_cancel(calls[CANCELLED]);
+    a[CANCELLED].count = -1; /* all_answered() passes it; must stay -1 */
+    cr_assert(run_until(&f, all_answered, &all, 5000));
+    run_for(&f, 20);
+    for (size_t i = 0; i < N; i++) {
+        if (i == CANCELLED) {
+            cr_assert_eq(a[i].count, -1, "a cancelled call was answered");
+            continue;
+        }
+        cr_assert_eq(a[i].count, 1);
+        if (i == FAILING) {
+            cr_assert_eq(a[i].status, REDIS_CALL_ERROR);
+            cr_assert(strstr(a[i].error, "boom") != NULL, "%s", a[i].error);
+            continue;
+        }
+        cr_assert_eq(a[i].status, REDIS_CALL_OK, "call %zu: %s %s", i,
+                     status_name(a[i].status), a[i].error);
+        cr_assert_eq(a[i].nints, 3);
+        cr_assert_eq(a[i].ints[0], 1);
+        cr_assert_eq(a[i].ints[1], (long long)i * 3, "call %zu got another's",
+                     i);
+        batched += a[i].ints[2] > 1;
+    }
+    /* 39 live calls in one turn: batches of 16, 16 and 7 (the cancelled
+     * one dropped from the last); all but the failing one counted. */
+    cr_assert_eq(batched, N - 2, "only %zu calls went in a batch", batched);
+    cr_assert_eq(redis_client_stats(f.c)->batches, 3);
+    cr_assert_eq(redis_client_stats(f.c)->calls, N);
+    cr_assert_eq(redis_client_stats(f.c)->errors, 1);
+    fx_fini(&f);
+}
+
+Test(redis, a_batch_the_server_forgot_is_sent_again_whole)
+{
+    enum { N = 5 };
+    struct fx f;
+    struct answer a[N];
+    struct answers all = {a, N};
+    struct redis_call *calls[N];
+    char arg[N][16];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "SCRIPT", "FLUSH");
+    memset(arg, 0, sizeof(arg));
+    eval_batch(&f, a, arg, N, calls);
+    cr_assert(run_until(&f, all_answered, &all, 5000));
+    for (size_t i = 0; i < N; i++) {
+        cr_assert_eq(a[i].status, REDIS_CALL_OK, "call %zu: %s %s", i,
+                     status_name(a[i].status), a[i].error);
+        cr_assert_eq(a[i].ints[1], (long long)i * 3);
+        cr_assert_eq(a[i].ints[2], N);
+    }
+    cr_assert_eq(redis_client_stats(f.c)->noscript, 1);
+    cr_assert_eq(redis_client_stats(f.c)->batches, 2, "sent, then resent");
+    fx_fini(&f);
+}
+
+Test(redis, a_batch_past_its_deadline_times_out_each_call_once)
+{
+    enum { N = 6 };
+    struct fx f;
+    struct answer a[N], after;
+    struct answers all = {a, N};
+    struct redis_call *calls[N];
+    char arg[N][16];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.timeout_ms = 100;
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "CLIENT", "PAUSE", "300");
+    memset(arg, 0, sizeof(arg));
+    eval_batch(&f, a, arg, N, calls);
+    cr_assert(run_until(&f, all_answered, &all, 2000));
+    for (size_t i = 0; i < N; i++) {
+        cr_assert_eq(a[i].status, REDIS_CALL_TIMEOUT, "call %zu: %s", i,
+                     status_name(a[i].status));
+        cr_assert_leq(a[i].at_ms - a[i].sent_ms, 100 + SLACK_MS);
+    }
+    /* The late reply is swallowed; once the pause is over (the PING
+     * returns then), the next call is answered. */
+    SYNC(&f, "PING");
+    eval(&f, ECHO_BATCH, "{t}x", "5", &after);
+    wait_answered(&f, &after);
+    cr_assert_eq(after.status, REDIS_CALL_OK, "%s", status_name(after.status));
+    run_for(&f, 20);
+    for (size_t i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1);
+    }
+    fx_fini(&f);
+}
+
+Test(redis, freeing_answers_calls_waiting_for_their_batch_with_down)
+{
+    enum { N = 4 };
+    struct fx f;
+    struct answer a[N];
+    struct redis_call *calls[N];
+    char arg[N][16];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    memset(arg, 0, sizeof(arg));
+    eval_batch(&f, a, arg, N, calls); /* queued: the turn has not ended */
+    redis_client_free(f.c);
+    f.c = NULL;
+    for (size_t i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1, "call %zu answered %d times", i,
+                     a[i].count);
+        cr_assert_eq(a[i].status, REDIS_CALL_DOWN);
+    }
+    run_for(&f, 20);
+    for (size_t i = 0; i < N; i++) {
         cr_assert_eq(a[i].count, 1);
     }
     fx_fini(&f);

@@ -34,7 +34,7 @@
  * 60 s all start exactly there. */
 #define T0 UINT64_C(1700000040000)
 
-#define MAX_WORDS 48
+#define MAX_WORDS 256
 
 static const char *const all_algos[] = {
     "fixed_window", "sliding_window", "sliding_window_counter",
@@ -423,6 +423,8 @@ Test(scripts, every_algorithm_is_embedded_with_a_plain_lua_shebang)
         /* Strict key checking, and no flag such as no-writes. */
         cr_assert(strncmp(s->source, "#!lua\n", 6) == 0,
                   "%s does not start with \"#!lua\\n\"", all_algos[i]);
+        /* Built on lib/decide.lua, so the client may send it batches. */
+        cr_assert(s->batch, "%s is not marked as taking batches", all_algos[i]);
     }
 }
 
@@ -1319,6 +1321,244 @@ cluster_ok(void *arg)
          strstr(r->str, "cluster_state:ok") != NULL;
     freeReplyObject(r);
     return ok;
+}
+
+/*
+ * Batches (lua/README.md, "Batches"): the calls one command carries are
+ * decided as they would be one by one.
+ */
+
+/* The words of a batch being built: keys, then ARGV. */
+struct batch {
+    const char *keys[MAX_WORDS]; /* KEYS of every call, in order */
+    size_t nkeys;                /* of keys */
+    const char *args[MAX_WORDS]; /* "batch", n, then the calls */
+    size_t nargs;                /* of args */
+    char counts[64][2][8];       /* the calls' <nkeys> <nargs> text */
+    char ncalls[8];              /* ARGV[2] */
+    size_t n;                    /* calls */
+    struct scriptcall sc[64];    /* each call's words (borrowed) */
+    char reqid[64][32];          /* their request ids */
+};
+
+/* Adds one decision of 'l' at 'now' for 'cost' to 'b'. */
+static void
+batch_add(struct batch *b, const struct lim *l, uint64_t now, uint64_t cost)
+{
+    struct limiter_def def;
+    struct scriptcall *sc = &b->sc[b->n];
+
+    cr_assert_lt(b->n, 64);
+    cr_assert_lt(b->nkeys + b->nargs + LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS +
+                     4,
+                 MAX_WORDS);
+    memset(&def, 0, sizeof(def));
+    cr_assert_eq(limit_algorithm_parse(l->algo, &def.algorithm), 0);
+    memcpy(def.rules, l->rules, sizeof(def.rules));
+    def.nrules = l->nrules;
+    def.delay = l->delay;
+    def.max_delay_ms = l->max_delay;
+    snprintf(b->reqid[b->n], sizeof(b->reqid[0]), "req-%lu", ++request_no);
+    cr_assert_eq(
+        scriptcall_encode(sc, &def, l->base, cost, b->reqid[b->n], now), 0);
+    if (b->nargs == 0) {
+        b->args[b->nargs++] = "batch";
+        b->args[b->nargs++] = b->ncalls;
+    }
+    for (size_t i = 0; i < sc->nkeys; i++) {
+        b->keys[b->nkeys++] = sc->keys[i];
+    }
+    snprintf(b->counts[b->n][0], 8, "%zu", sc->nkeys);
+    snprintf(b->counts[b->n][1], 8, "%zu", sc->nargs);
+    b->args[b->nargs++] = b->counts[b->n][0];
+    b->args[b->nargs++] = b->counts[b->n][1];
+    for (size_t i = 0; i < sc->nargs; i++) {
+        b->args[b->nargs++] = sc->args[i];
+    }
+    b->n++;
+    snprintf(b->ncalls, sizeof(b->ncalls), "%zu", b->n);
+    cr_assert_lt(b->nkeys + b->nargs, MAX_WORDS);
+}
+
+/* Runs the batch ('persist': PERSISTs its keys in the same transaction,
+ * as decide() does for injected time). */
+static redisReply *
+batch_run(const char *algo, const struct batch *b, bool persist)
+{
+    const char *words[MAX_WORDS];
+
+    memcpy(words, b->keys, b->nkeys * sizeof(words[0]));
+    memcpy(words + b->nkeys, b->args, b->nargs * sizeof(words[0]));
+    return eval_keys(algo, (int)b->nkeys, words, b->nkeys + b->nargs, persist);
+}
+
+/* Element 'i' of a batch's reply, decoded as decide() decodes one. */
+static struct rec
+batch_rec(const redisReply *r, size_t i, const char *algo)
+{
+    const redisReply *e = r->element[i];
+    struct limit_result res;
+    long long v[6];
+
+    cr_assert_eq(e->type, REDIS_REPLY_ARRAY, "%s: call %zu: %s", algo, i,
+                 e->type == REDIS_REPLY_ERROR ? e->str : "not an array");
+    cr_assert_eq(e->elements, 6);
+    for (size_t j = 0; j < 6; j++) {
+        cr_assert_eq(e->element[j]->type, REDIS_REPLY_INTEGER);
+        v[j] = e->element[j]->integer;
+    }
+    cr_assert_eq(scriptcall_decode(v, 6, &res), 0);
+    return (struct rec){res.allowed ? 1 : 0,           res.remaining,
+                        (long long)res.retry_after_ms, (long long)res.reset_ms,
+                        (long long)res.delay_ms,       (long long)res.rule};
+}
+
+Test(scripts, a_batch_decides_as_its_calls_would_one_by_one)
+{
+    /* Two keys of one limiter, interleaved, with costs that exhaust them:
+     * admissions, refusals and a refusal followed by a smaller cost. */
+    static const uint64_t costs[] = {1, 2, 1, 3, 2, 1, 1, 2, 1, 1, 4, 1};
+    enum { N = sizeof(costs) / sizeof(costs[0]) };
+    struct limit_rule rules[2] = {{5, 10000, 5}, {8, 60000, 8}};
+
+    for (size_t a = 0; a < NALGOS; a++) {
+        const char *algo = all_algos[a];
+        struct lim one[2], many[2];
+        struct batch *b = calloc(1, sizeof(*b));
+        struct rec want[N];
+        redisReply *r;
+
+        for (int k = 0; k < 2; k++) {
+            char scope[32];
+
+            snprintf(scope, sizeof(scope), "one%d", k);
+            one[k] = mk(algo, scope, 2, rules);
+            snprintf(scope, sizeof(scope), "many%d", k);
+            many[k] = mk(algo, scope, 2, rules);
+        }
+        for (size_t i = 0; i < N; i++) {
+            want[i] = decide(&one[i % 2], T0 + 5, costs[i]);
+            batch_add(b, &many[i % 2], T0 + 5, costs[i]);
+        }
+        r = batch_run(algo, b, true);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algo,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+        cr_assert_eq(r->elements, N);
+        for (size_t i = 0; i < N; i++) {
+            assert_rec_at(__LINE__, algo, batch_rec(r, i, algo), want[i]);
+        }
+        freeReplyObject(r);
+        if (strcmp(algo, "sliding_window") != 0) {
+            for (int k = 0; k < 2; k++) {
+                cr_assert_eq(state_field(&one[k], is_bucket(algo) ? "t" : "w"),
+                             state_field(&many[k], is_bucket(algo) ? "t" : "w"),
+                             "%s: the states differ", algo);
+            }
+        }
+        /* And the batch's states decide the next call as the single
+         * calls' states do. */
+        for (int k = 0; k < 2; k++) {
+            assert_rec_at(__LINE__, algo, decide(&many[k], T0 + 700, 1),
+                          decide(&one[k], T0 + 700, 1));
+        }
+        free(b);
+    }
+}
+
+Test(scripts, a_batch_reads_the_clock_once)
+{
+    struct lim l = mk1("token_bucket", "clock", 100, 1000, 100);
+    struct batch *b = calloc(1, sizeof(*b));
+    long long before, after;
+    redisReply *r;
+
+    for (int i = 0; i < 5; i++) {
+        batch_add(b, &l, 0, 1);
+    }
+    r = redisCommand(rc, "CONFIG RESETSTAT");
+    freeReplyObject(r);
+    r = batch_run("token_bucket", b, false);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 5);
+    for (size_t i = 0; i < 5; i++) {
+        cr_assert_eq(batch_rec(r, i, "token_bucket").remaining,
+                     (long long)(99 - i));
+    }
+    freeReplyObject(r);
+    r = redisCommand(rc, "INFO commandstats");
+    cr_assert_not_null(r);
+    {
+        const char *t = strstr(r->str, "cmdstat_time:calls=");
+
+        cr_assert_not_null(t, "no TIME in commandstats");
+        before = 0;
+        after = atoll(t + strlen("cmdstat_time:calls="));
+    }
+    freeReplyObject(r);
+    cr_assert_eq(after - before, 1, "TIME ran %lld times", after - before);
+    free(b);
+}
+
+Test(scripts, a_failing_call_fails_alone_in_its_batch)
+{
+    for (size_t a = 0; a < NALGOS; a++) {
+        const char *algo = all_algos[a];
+        struct lim good = mk1(algo, "good", 10, 1000, 10);
+        struct lim bad = mk1(algo, "wrongtype", 10, 1000, 10);
+        struct lim zero = mk1(algo, "zero", 10, 1000, 10);
+        struct batch *b = calloc(1, sizeof(*b));
+        redisReply *r;
+
+        /* A key of another type: the script's read of it fails. */
+        r = redisCommand(rc, "HSET %s f 1", bad.keys[0]);
+        freeReplyObject(r);
+        batch_add(b, &good, T0, 1);
+        batch_add(b, &bad, T0, 1);
+        batch_add(b, &zero, T0, 1);
+        for (size_t i = 0; i < b->nargs; i++) {
+            if (b->args[i] == b->sc[2].args[1]) {
+                b->args[i] = "0"; /* cost 0: an argument error */
+            }
+        }
+        batch_add(b, &good, T0, 1);
+        r = batch_run(algo, b, true);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algo,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        cr_assert_eq(r->elements, 4);
+        cr_assert_eq(batch_rec(r, 0, algo).remaining, 9);
+        cr_assert_eq(r->element[1]->type, REDIS_REPLY_ERROR, "%s", algo);
+        cr_assert(strstr(r->element[1]->str, "WRONGTYPE") != NULL, "%s: %s",
+                  algo, r->element[1]->str);
+        cr_assert_eq(r->element[2]->type, REDIS_REPLY_ERROR, "%s", algo);
+        assert_sluice_error(r->element[2], algo, "cost 0");
+        cr_assert_eq(batch_rec(r, 3, algo).remaining, 8);
+        freeReplyObject(r);
+        cr_assert_eq(cmd_int("EXISTS %s", zero.keys[0]), 0);
+        free(b);
+    }
+}
+
+Test(scripts, a_malformed_batch_is_refused_whole_and_writes_nothing)
+{
+    struct lim l = mk1("gcra", "malformed", 10, 1000, 10);
+    struct batch *b = calloc(1, sizeof(*b));
+    redisReply *r;
+
+    batch_add(b, &l, T0, 1);
+    batch_add(b, &l, T0, 1);
+    /* The second call claims one argument more than the batch holds. */
+    snprintf(b->counts[1][1], 8, "%zu", b->sc[1].nargs + 1);
+    r = batch_run("gcra", b, false);
+    assert_sluice_error(r, "gcra", "a batch that does not add up");
+    cr_assert(strstr(r->str, "batch") != NULL, "%s", r->str);
+    freeReplyObject(r);
+    /* And one argument left over that belongs to no call. */
+    snprintf(b->counts[1][1], 8, "%zu", b->sc[1].nargs - 1);
+    r = batch_run("gcra", b, false);
+    assert_sluice_error(r, "gcra", "a batch with words left over");
+    freeReplyObject(r);
+    cr_assert_eq(cmd_int("EXISTS %s", l.keys[0]), 0);
+    free(b);
 }
 
 TestSuite(scripts_cluster, .timeout = 60);
