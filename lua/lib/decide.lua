@@ -95,9 +95,11 @@ end
 -- The calls of a batch (lua/README.md, "Batches"): ARGV[1] is "batch",
 -- ARGV[2] the number of calls n, then each call as <nkeys> <nargs> and
 -- its own ARGV; KEYS holds the keys of all the calls, in order. Each call
--- is decided as if it came alone, in order, and its reply (or its error)
--- is the batch's reply's element. The shape is checked whole before any
--- call runs: a malformed batch writes nothing.
+-- is decided as if it came alone, in order; the batch's reply's element
+-- is its error, or its integers joined by ':' in one string (a client
+-- reads one string with far less work than an array of integers). The
+-- shape is checked whole before any call runs: a malformed batch writes
+-- nothing.
 local function batch()
     local keys, args = KEYS, ARGV
     local n = int(args[2] or '')
@@ -134,6 +136,9 @@ local function batch()
             if type(r) ~= 'table' or not r.err then
                 r = {err = 'ERR sluice: ' .. tostring(r)}
             end
+        elseif not r.err then
+            r = string.format(#r == 6 and '%d:%d:%d:%d:%d:%d'
+                              or '%d:%d:%d:%d:%d:%d:%d', unpack(r))
         end
         out[i] = r
     end

@@ -1163,6 +1163,48 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
 }
 
 /*
+ * A call's reply in a batch (lua/README.md, "Batches"): its error, or its
+ * integers in decimal joined by ':' in one string.
+ */
+static void
+parse_packed(struct redis_call *call, const redisReply *e)
+{
+    const char *p;
+    char *end;
+    size_t n = 0;
+
+    if (e->type == REDIS_REPLY_ERROR) {
+        call_answer(call, REDIS_CALL_ERROR, e->str);
+        return;
+    }
+    if (e->type != REDIS_REPLY_STRING) {
+        call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+        return;
+    }
+    for (p = e->str;; p = end + 1) {
+        if (n == REDIS_MAX_INTS || !(*p == '-' || (*p >= '0' && *p <= '9'))) {
+            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+            return;
+        }
+        errno = 0;
+        call->ints[n++] = strtoll(p, &end, 10);
+        if (end == p || errno != 0 || (*end != ':' && *end != '\0')) {
+            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+            return;
+        }
+        if (*end == '\0') {
+            break;
+        }
+    }
+    if ((size_t)(end - e->str) != e->len) {
+        call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+        return;
+    }
+    call->nints = n;
+    call_answer(call, REDIS_CALL_OK, NULL);
+}
+
+/*
  * The reply to a batch: an array with each call's reply, or one error
  * for all of them (NOSCRIPT is answered by sending the batch again with
  * EVAL, as for one call).
@@ -1204,7 +1246,7 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
             call_answer(call, REDIS_CALL_DOWN, NULL);
         } else if (reply->type == REDIS_REPLY_ARRAY &&
                    reply->elements == b->n) {
-            parse_reply(call, reply->element[i]);
+            parse_packed(call, reply->element[i]);
         } else if (reply->type == REDIS_REPLY_ERROR) {
             parse_reply(call, reply);
         } else {

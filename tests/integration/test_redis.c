@@ -40,21 +40,24 @@
 
 /*
  * A script that takes batches as lua/README.md ("Batches") has them:
- * each call answers {#KEYS, ARGV[1], calls in its batch} (1 alone), or
- * the error "boom" when ARGV[1] is "fail"; the batch's own INCR of
- * "{t}batches" counts the runs of the script.
+ * each call answers {#KEYS, ARGV[1], calls in its batch} (1 alone; in a
+ * batch, the three joined by ':'), or the error "boom" when ARGV[1] is
+ * "fail". In a batch, a call whose ARGV[1] is "junk" is answered
+ * "1:2x:3", which the client must refuse.
  */
 #define ECHO_BATCH_SRC                                                         \
     "local function one(k, a, n)\n"                                            \
     "  if a[1] == 'fail' then return redis.error_reply('boom') end\n"          \
-    "  return {#k, tonumber(a[1]), n}\n"                                       \
+    "  return {#k, tonumber(a[1]) or 0, n}\n"                                  \
     "end\n"                                                                    \
     "if ARGV[1] ~= 'batch' then return one(KEYS, ARGV, 1) end\n"               \
     "local n, out, k, at = tonumber(ARGV[2]), {}, 1, 3\n"                      \
     "for i = 1, n do\n"                                                        \
     "  local nk, na = tonumber(ARGV[at]), tonumber(ARGV[at + 1])\n"            \
-    "  out[i] = one({unpack(KEYS, k, k + nk - 1)},\n"                          \
-    "               {unpack(ARGV, at + 2, at + 1 + na)}, n)\n"                 \
+    "  local r = one({unpack(KEYS, k, k + nk - 1)},\n"                         \
+    "                {unpack(ARGV, at + 2, at + 1 + na)}, n)\n"                \
+    "  if r.err then out[i] = r else out[i] = table.concat(r, ':') end\n"      \
+    "  if ARGV[at + 2] == 'junk' then out[i] = '1:2x:3' end\n"                 \
     "  k, at = k + nk, at + 2 + na\n"                                          \
     "end\n"                                                                    \
     "return out\n"
@@ -821,7 +824,7 @@ eval_batch(struct fx *f, struct answer *a, char (*arg)[16], size_t n,
 
 Test(redis, calls_of_one_turn_go_as_batches_and_each_gets_its_own_answer)
 {
-    enum { N = 40, CANCELLED = 7, FAILING = 22 };
+    enum { N = 40, CANCELLED = 7, FAILING = 22, JUNK = 30 };
     struct fx f;
     struct answer a[N];
     struct answers all = {a, N};
@@ -835,6 +838,7 @@ Test(redis, calls_of_one_turn_go_as_batches_and_each_gets_its_own_answer)
     wait_ready(&f);
     memset(arg, 0, sizeof(arg));
     snprintf(arg[FAILING], sizeof(arg[FAILING]), "fail");
+    snprintf(arg[JUNK], sizeof(arg[JUNK]), "junk");
     eval_batch(&f, a, arg, N, calls);
     redis_call_cancel(calls[CANCELLED]);
     a[CANCELLED].count = -1; /* all_answered() passes it; must stay -1 */
@@ -851,6 +855,11 @@ Test(redis, calls_of_one_turn_go_as_batches_and_each_gets_its_own_answer)
             cr_assert(strstr(a[i].error, "boom") != NULL, "%s", a[i].error);
             continue;
         }
+        if (i == JUNK) {
+            cr_assert_eq(a[i].status, REDIS_CALL_ERROR);
+            cr_assert_str_eq(a[i].error, "unexpected reply");
+            continue;
+        }
         cr_assert_eq(a[i].status, REDIS_CALL_OK, "call %zu: %s %s", i,
                      status_name(a[i].status), a[i].error);
         cr_assert_eq(a[i].nints, 3);
@@ -860,11 +869,11 @@ Test(redis, calls_of_one_turn_go_as_batches_and_each_gets_its_own_answer)
         batched += a[i].ints[2] > 1;
     }
     /* 39 live calls in one turn: batches of 16, 16 and 7 (the cancelled
-     * one dropped from the last); all but the failing one counted. */
-    cr_assert_eq(batched, N - 2, "only %zu calls went in a batch", batched);
+     * one dropped from the last); all but the two failing ones counted. */
+    cr_assert_eq(batched, N - 3, "only %zu calls went in a batch", batched);
     cr_assert_eq(redis_client_stats(f.c)->batches, 3);
     cr_assert_eq(redis_client_stats(f.c)->calls, N);
-    cr_assert_eq(redis_client_stats(f.c)->errors, 1);
+    cr_assert_eq(redis_client_stats(f.c)->errors, 2);
     fx_fini(&f);
 }
 
