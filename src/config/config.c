@@ -119,6 +119,7 @@ config_free(struct config *cfg)
     free(cfg->routes);
     for (size_t i = 0; i < cfg->nlimiters; i++) {
         free(cfg->limiters[i].name);
+        free(cfg->limiters[i].policy);
     }
     free(cfg->limiters);
     free(cfg);

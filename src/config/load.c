@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "load.h"
+#include "rlheaders.h"
 #include "xmalloc.h"
 
 /* Names longer than this get no "did you mean" (and cost no time). */
@@ -865,6 +866,26 @@ is_scg_shape(struct loader *ld, yaml_node_t *root)
     return false;
 }
 
+/* What each decision of a limiter would otherwise build again. */
+static void
+prepare_limiters(struct config *cfg)
+{
+    for (size_t i = 0; i < cfg->nlimiters; i++) {
+        cfg->limiters[i].policy = rlheaders_policy(&cfg->limiters[i]);
+    }
+    for (size_t i = 0; i < cfg->nroutes; i++) {
+        const struct route *route = &cfg->routes[i];
+
+        for (size_t j = 0; j < route->nrate_limiters; j++) {
+            struct limiter_def *d = route->rate_limiters[j]->derived;
+
+            if (d != NULL && d->policy == NULL) {
+                d->policy = rlheaders_policy(d);
+            }
+        }
+    }
+}
+
 struct config *
 config_parse(const char *text, size_t len, const char *name,
              struct config_errors *errs)
@@ -926,6 +947,7 @@ config_parse(const char *text, size_t len, const char *name,
         return NULL;
     }
     free(ld.diags);
+    prepare_limiters(ld.cfg);
     return ld.cfg;
 }
 

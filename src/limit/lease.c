@@ -168,6 +168,7 @@ lease_take_started(struct lease *l, const struct limiter_def *def,
     }
     l->def = *def;
     l->def.name = NULL;
+    l->def.policy = NULL;
     l->taking = true;
     l->seen_us = now_us;
 }

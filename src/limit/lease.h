@@ -45,7 +45,8 @@ struct lease {
     char key[RATEKEY_MAX];   /* the rate-limit key, as ratekey builds it */
     struct limiter_def def;  /* the limiter at the last take: its
                                 algorithm, rules and lease, for the
-                                return; 'name' is NULL */
+                                return; 'name' and 'policy' are
+                                NULL */
     uint64_t units;          /* unused units held, to spend or return */
     uint64_t deadline_us;    /* spend only before this */
     uint64_t want;           /* the units the next take asks for */

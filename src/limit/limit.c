@@ -70,6 +70,7 @@ rate_limit_conf_free(struct rate_limit_conf *rl)
     free(rl->scope);
     if (rl->derived != NULL) {
         free(rl->derived->name);
+        free(rl->derived->policy);
         free(rl->derived);
     }
     free(rl);

@@ -51,6 +51,9 @@ struct limiter_def {
     bool refuse_all; /* Spring Cloud Gateway's burstCapacity 0: every
                         request is refused without asking the store;
                         rules[0].burst is then 0 */
+    char *policy;    /* its RateLimit-Policy items (rlheaders_policy()),
+                        built once when the config is loaded; owned by
+                        whoever owns 'name'; NULL: built for each use */
 };
 
 /* The largest lease: gateway.yaml refuses more. */

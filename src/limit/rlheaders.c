@@ -107,21 +107,42 @@ append_list(struct headers *h, const char *name, struct strbuf *b)
 }
 
 static void
+add_policy(struct strbuf *policy, const struct limiter_def *lim)
+{
+    for (size_t i = 0; i < lim->nrules; i++) {
+        if (i > 0) {
+            strbuf_add(policy, ", ", 2);
+        }
+        add_item_name(policy, lim, i);
+        strbuf_add(policy, ";q=", 3);
+        strbuf_add_u64(policy, rule_quota(lim, i));
+        strbuf_add(policy, ";w=", 3);
+        strbuf_add_u64(policy, rule_window_s(lim, i));
+    }
+}
+
+char *
+rlheaders_policy(const struct limiter_def *lim)
+{
+    struct strbuf policy = STRBUF_INIT;
+
+    add_policy(&policy, lim);
+    return strbuf_take(&policy);
+}
+
+static void
 add_ietf(struct headers *h, const struct limiter_def *lim,
          const struct limit_result *r)
 {
     struct strbuf policy = STRBUF_INIT;
     struct strbuf state = STRBUF_INIT;
 
-    for (size_t i = 0; i < lim->nrules; i++) {
-        if (i > 0) {
-            strbuf_add(&policy, ", ", 2);
-        }
-        add_item_name(&policy, lim, i);
-        strbuf_add(&policy, ";q=", 3);
-        strbuf_add_u64(&policy, rule_quota(lim, i));
-        strbuf_add(&policy, ";w=", 3);
-        strbuf_add_u64(&policy, rule_window_s(lim, i));
+    if (lim->policy != NULL) {
+        /* Borrowed: append_list() only reads it. */
+        policy.p = lim->policy;
+        policy.n = strlen(lim->policy);
+    } else {
+        add_policy(&policy, lim);
     }
     add_item_name(&state, lim, deciding_rule(lim, r));
     strbuf_add(&state, ";r=", 3);
@@ -130,7 +151,9 @@ add_ietf(struct headers *h, const struct limiter_def *lim,
     strbuf_add_u64(&state, reset_seconds(r));
     append_list(h, "RateLimit-Policy", &policy);
     append_list(h, "RateLimit", &state);
-    free(policy.p);
+    if (lim->policy == NULL) {
+        free(policy.p);
+    }
     free(state.p);
 }
 

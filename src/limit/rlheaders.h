@@ -33,6 +33,13 @@ void rlheaders_add(struct headers *h, enum rl_headers style,
                    const struct limiter_def *lim, const struct limit_result *r);
 
 /*
+ * The RateLimit-Policy items of 'lim' (above), which depend on the
+ * limiter alone: a new string the caller frees, kept in lim->policy by
+ * the config so that no decision builds it again.
+ */
+char *rlheaders_policy(const struct limiter_def *lim);
+
+/*
  * Spring Cloud Gateway's four fields (headers: scg), set, not appended:
  *   X-RateLimit-Remaining        units left after this decision
  *   X-RateLimit-Burst-Capacity   rules[0].burst

@@ -414,6 +414,10 @@ Test(scg_shape, burst_zero_refuses_all_and_a_cost_above_the_burst_is_an_error)
                                     "burstCapacity: 0\n")));
 
     cr_assert(rl0(cfg, 0)->derived->refuse_all);
+    /* A derived limiter carries its RateLimit-Policy too. */
+    cr_assert_not_null(rl0(cfg, 0)->derived->policy);
+    cr_assert(strstr(rl0(cfg, 0)->derived->policy, ";q=0;") != NULL, "%s",
+              rl0(cfg, 0)->derived->policy);
     config_unref(cfg);
     assert_error(
         SCG_HEAD SCG_ROUTE("a", RRL("                redis-rate-limiter:\n"

@@ -319,3 +319,28 @@ Test(rlheaders, a_limiter_refusing_all_names_no_retry)
     cr_assert(strstr(body, "retry_after_ms") == NULL, "%s", body);
     free(body);
 }
+
+Test(rlheaders, a_policy_built_once_is_the_one_every_decision_sends)
+{
+    struct limiter_def lim = limiter("api", LIMIT_GCRA, 10, 1000, 30);
+    struct limit_result r = allowed(4, 2500);
+    char built[512], kept[512];
+    char *policy;
+
+    lim.rules[1].limit = 100;
+    lim.rules[1].window_ms = 60000;
+    lim.rules[1].burst = 150;
+    lim.nrules = 2;
+    fields(RL_HEADERS_BOTH, &lim, &r, built, sizeof(built));
+    policy = rlheaders_policy(&lim);
+    cr_assert_str_eq(policy, "\"api\";q=30;w=3, \"api/1\";q=150;w=90");
+    lim.policy = policy;
+    fields(RL_HEADERS_BOTH, &lim, &r, kept, sizeof(kept));
+    cr_assert_str_eq(kept, built);
+    /* And it is what is sent, not built again: a different text shows. */
+    lim.policy = "\"kept\"";
+    fields(RL_HEADERS_IETF, &lim, &r, kept, sizeof(kept));
+    cr_assert_str_eq(kept, "RateLimit-Policy: \"kept\"|"
+                           "RateLimit: \"api\";r=4;t=3");
+    free(policy);
+}
