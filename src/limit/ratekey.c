@@ -90,6 +90,17 @@ escape_value(struct sink *s, const struct part_value *v)
         unsigned char c = (unsigned char)v->p[i];
         char esc[3];
 
+        if (!v->form_encoded && unreserved(c)) {
+            /* A run that needs no escaping goes in one piece. */
+            size_t run = i + 1;
+
+            while (run < v->n && unreserved((unsigned char)v->p[run])) {
+                run++;
+            }
+            sink_put(s, v->p + i, run - i);
+            i = run;
+            continue;
+        }
         if (v->form_encoded) {
             i += urlcode_form_byte(v->p + i, v->n - i, &c);
         } else {

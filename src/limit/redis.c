@@ -106,12 +106,14 @@ struct redis_call {
     redis_script_cb *cb;            /* the caller's */
     void *arg;                      /* the caller's; borrowed */
     struct event *ev;               /* the deadline; then the delivery of
-                                       the answer; owned */
+                                       the answer; in the record's own
+                                       allocation */
     size_t argc;                    /* words of the command */
     char *tail;                     /* the words after the script's (the
                                        key count, keys, args), already in
                                        RESP: sent after EVALSHA and the
-                                       SHA, or EVAL and the source; owned */
+                                       SHA, or EVAL and the source; in
+                                       the record's own allocation */
     size_t tail_len;                /* bytes of 'tail' */
     bool in_hiredis;                /* hiredis owes on_call_reply */
     bool finished;                  /* answered or cancelled: the caller
@@ -733,9 +735,8 @@ call_release(struct redis_call *call)
         return;
     }
     TAILQ_REMOVE(&call->client->calls, call, link);
-    event_free(call->ev);
+    event_del(call->ev);
     free(call->error);
-    free(call->tail);
     free(call);
 }
 
@@ -1261,10 +1262,13 @@ call_new(struct redis_client *c, size_t script, const char *const *keys,
          size_t nkeys, const char *const *args, size_t nargs,
          redis_script_cb *cb, void *arg)
 {
-    struct redis_call *call = xcalloc(1, sizeof(*call));
+    struct redis_call *call;
     char digits[U64_DEC_MAX];
     const char *n = u64_dec(nkeys, digits);
     size_t size = bulk_size(strlen(n));
+    /* One allocation: the record, its event, then the tail. */
+    size_t ev_at = (sizeof(*call) + 15) & ~(size_t)15;
+    size_t tail_at = ev_at + event_get_struct_event_size();
     char *p;
 
     for (size_t i = 0; i < nkeys; i++) {
@@ -1273,15 +1277,18 @@ call_new(struct redis_client *c, size_t script, const char *const *keys,
     for (size_t i = 0; i < nargs; i++) {
         size += bulk_size(strlen(args[i]));
     }
+    call = xmalloc(tail_at + size);
+    memset(call, 0, sizeof(*call));
     call->client = c;
     call->script = script;
     call->cb = cb;
     call->arg = arg;
-    call->ev = evtimer_new(c->base, on_call_event, call);
+    call->ev = (struct event *)((char *)call + ev_at);
+    event_assign(call->ev, c->base, -1, 0, on_call_event, call);
     call->argc = 3 + nkeys + nargs;
     call->nkeys = nkeys;
     call->nargs = nargs;
-    call->tail = p = xmalloc(size);
+    call->tail = p = (char *)call + tail_at;
     call->tail_len = size;
     p = put_bulk(p, n, strlen(n));
     call->keys_at = (size_t)(p - call->tail);
@@ -1573,9 +1580,8 @@ redis_client_free(struct redis_client *c)
     sentinel_free(c->sentinel);
     while ((call = TAILQ_FIRST(&c->calls)) != NULL) {
         TAILQ_REMOVE(&c->calls, call, link);
-        event_free(call->ev);
+        event_del(call->ev);
         free(call->error);
-        free(call->tail);
         free(call);
     }
     event_free(c->connect_timer);

@@ -808,11 +808,11 @@ Test(redis, freeing_answers_pending_calls_once_with_down)
 /* Queues 'n' calls of ECHO_BATCH in one loop turn, call i with key
  * "{t}<i>" and argument arg[i] (written here: i * 3, or "fail"). */
 static void
-eval_batch(struct fx *f, struct answer *a, char (*arg)[16], size_t n,
+eval_batch(struct fx *f, struct answer *a, char (*arg)[24], size_t n,
            struct redis_call **calls)
 {
     for (size_t i = 0; i < n; i++) {
-        char key[16];
+        char key[32];
 
         snprintf(key, sizeof(key), "{t}%zu", i);
         if (arg[i][0] == '\0') {
@@ -829,7 +829,7 @@ Test(redis, calls_of_one_turn_go_as_batches_and_each_gets_its_own_answer)
     struct answer a[N];
     struct answers all = {a, N};
     struct redis_call *calls[N];
-    char arg[N][16];
+    char arg[N][24];
     size_t batched = 0;
 
     fx_init(&f);
@@ -884,7 +884,7 @@ Test(redis, a_batch_the_server_forgot_is_sent_again_whole)
     struct answer a[N];
     struct answers all = {a, N};
     struct redis_call *calls[N];
-    char arg[N][16];
+    char arg[N][24];
 
     fx_init(&f);
     fx_start_redis(&f);
@@ -912,7 +912,7 @@ Test(redis, a_batch_past_its_deadline_times_out_each_call_once)
     struct answer a[N], after;
     struct answers all = {a, N};
     struct redis_call *calls[N];
-    char arg[N][16];
+    char arg[N][24];
 
     fx_init(&f);
     fx_start_redis(&f);
@@ -947,7 +947,7 @@ Test(redis, freeing_answers_calls_waiting_for_their_batch_with_down)
     struct fx f;
     struct answer a[N];
     struct redis_call *calls[N];
-    char arg[N][16];
+    char arg[N][24];
 
     fx_init(&f);
     fx_start_redis(&f);
