@@ -116,7 +116,7 @@ local function batch()
                 .. ' (ARGV[' .. at .. ']) names more keys or arguments '
                 .. 'than the batch holds')
         end
-        calls[i] = {k, k + nk - 1, at + 2, at + 1 + na}
+        calls[i] = {k - 1, nk, at + 1, na}
         k, at = k + nk, at + 2 + na
     end
     if k ~= #keys + 1 or at ~= #args + 1 then
@@ -127,8 +127,7 @@ local function batch()
     local out = {}
     for i = 1, n do
         local c = calls[i]
-        KEYS = {unpack(keys, c[1], c[2])}
-        ARGV = {unpack(args, c[3], c[4])}
+        K0, NK, A0, NA = c[1], c[2], c[3], c[4]
         -- A command that fails (a key of another type) fails its own
         -- call only.
         local ok, r = pcall(decide)

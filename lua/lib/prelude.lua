@@ -6,9 +6,10 @@
 -- 2^50, so arithmetic on Lua's doubles is exact integer arithmetic.
 local MAX = 1125899906842624
 
--- The call's keys and arguments. Locals, so that a batch (lib/decide.lua,
--- lua/README.md "Batches") can point them at each of its calls in turn.
-local KEYS, ARGV = KEYS, ARGV
+-- The call's keys and arguments: KEYS[K0 + 1 .. K0 + NK] and
+-- ARGV[A0 + 1 .. A0 + NA]. A batch (lib/decide.lua, lua/README.md
+-- "Batches") points them at each of its calls in turn, with no copy.
+local K0, NK, A0, NA = 0, #KEYS, 0, #ARGV
 
 -- Redis TIME in ms, read once per run of the script: the calls of a batch
 -- are decided at one instant, as one call's rules are.
@@ -34,15 +35,19 @@ local find, tonumber = string.find, tonumber
 
 -- A decimal integer 0..MAX, or nil: no sign, no fraction, no exponent.
 -- Redis hands KEYS and ARGV to the script as strings, always.
+-- Each text is read once per run of the script: the calls of a batch
+-- repeat their rules' numbers.
+local int_of = {}
 local function int(s)
-    if #s > 16 or not find(s, '^%d+$') then
-        return nil
+    local v = int_of[s]
+    if v == nil then
+        v = #s <= 16 and find(s, '^%d+$') and tonumber(s) or false
+        if v and v > MAX then
+            v = false
+        end
+        int_of[s] = v
     end
-    local v = tonumber(s)
-    if v > MAX then
-        return nil
-    end
-    return v
+    return v or nil
 end
 
 -- Numbers go to Redis as exact integers, never as "%.14g" text.
@@ -70,50 +75,51 @@ local function rule_error(i, at, msg)
 end
 
 local function parse()
-    local nkeys = #KEYS
+    local KEYS, ARGV, k0, a0 = KEYS, ARGV, K0, A0
+    local nkeys = NK
     if nkeys < 1 or nkeys > 8 then
         return nil, 'expected 1 to 8 keys (one per rule), got ' .. nkeys
     end
     -- A lease call (token_bucket and gcra) adds two arguments at the end.
-    local leased = LEASE and #ARGV == 7 + 3 * nkeys
-    if #ARGV ~= 5 + 3 * nkeys and not leased then
+    local leased = LEASE and NA == 7 + 3 * nkeys
+    if NA ~= 5 + 3 * nkeys and not leased then
         return nil, 'expected ' .. (5 + 3 * nkeys) .. ' arguments for '
             .. nkeys .. ' keys' .. (LEASE and (' (' .. (7 + 3 * nkeys)
-            .. ' with a lease)') or '') .. ', got ' .. #ARGV
+            .. ' with a lease)') or '') .. ', got ' .. NA
     end
-    if KEYS[1] == '' then
+    if KEYS[k0 + 1] == '' then
         return nil, 'KEYS[1] is empty'
     end
     -- One key shares its own hash tag and repeats no other.
     if nkeys > 1 then
-        local tag = hashtag(KEYS[1])
+        local tag = hashtag(KEYS[k0 + 1])
         for i = 2, nkeys do
-            if KEYS[i] == '' then
+            if KEYS[k0 + i] == '' then
                 return nil, 'KEYS[' .. i .. '] is empty'
             end
-            if hashtag(KEYS[i]) ~= tag then
+            if hashtag(KEYS[k0 + i]) ~= tag then
                 return nil, 'KEYS[' .. i .. '] does not share the hash tag '
                     .. 'of KEYS[1]'
             end
             for j = 1, i - 1 do
-                if KEYS[j] == KEYS[i] then
+                if KEYS[k0 + j] == KEYS[k0 + i] then
                     return nil, 'KEYS[' .. i .. '] repeats KEYS[' .. j .. ']'
                 end
             end
         end
     end
-    local now = int(ARGV[1])
+    local now = int(ARGV[a0 + 1])
     if not now then
         return nil, 'time (ARGV[1]) must be an integer in ms, 0 for TIME'
     end
-    local cost = int(ARGV[2])
+    local cost = int(ARGV[a0 + 2])
     if not cost or cost < 1 then
         return nil, 'cost (ARGV[2]) must be an integer >= 1'
     end
     local delay
-    if ARGV[3] == '0' then
+    if ARGV[a0 + 3] == '0' then
         delay = false
-    elseif ARGV[3] == '1' then
+    elseif ARGV[a0 + 3] == '1' then
         if not BUCKET then
             return nil, 'delay mode (ARGV[3] = 1) needs token_bucket, '
                 .. 'leaky_bucket or gcra'
@@ -122,11 +128,11 @@ local function parse()
     else
         return nil, 'mode (ARGV[3]) must be 0 (deny) or 1 (delay)'
     end
-    local maxd = int(ARGV[4])
+    local maxd = int(ARGV[a0 + 4])
     if not maxd then
         return nil, 'max_delay_ms (ARGV[4]) must be an integer >= 0'
     end
-    local reqid = ARGV[5]
+    local reqid = ARGV[a0 + 5]
     if reqid == '' then
         return nil, 'request id (ARGV[5]) is empty'
     end
@@ -136,7 +142,8 @@ local function parse()
                maxd = delay and maxd or 0, reqid = reqid, rules = {}}
     for i = 1, nkeys do
         local at = 5 + 3 * i
-        local L, W, B = int(ARGV[at - 2]), int(ARGV[at - 1]), int(ARGV[at])
+        local L, W, B = int(ARGV[a0 + at - 2]), int(ARGV[a0 + at - 1]),
+                        int(ARGV[a0 + at])
         if not L or L < 1 or not W or W < 1 or not B or B < 1 then
             return rule_error(i, at,
                 'limit, window_ms and burst must be integers >= 1')
@@ -157,11 +164,11 @@ local function parse()
             return rule_error(i, at, 'cost ' .. a.cost .. ' exceeds '
                 .. (BUCKET and 'burst ' or 'limit ') .. B)
         end
-        a.rules[i] = {key = KEYS[i], L = L, W = W, B = B}
+        a.rules[i] = {key = KEYS[k0 + i], L = L, W = W, B = B}
     end
     if leased then
         local at = 5 + 3 * nkeys
-        local op, units = ARGV[at + 1], int(ARGV[at + 2])
+        local op, units = ARGV[a0 + at + 1], int(ARGV[a0 + at + 2])
         if op ~= 'take' and op ~= 'return' then
             return nil, 'lease operation (ARGV[' .. (at + 1) .. ']) must be '
                 .. 'take or return'
