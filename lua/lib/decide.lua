@@ -1,8 +1,9 @@
 -- decide.lua - the second half every rate-limit script shares: evaluate
 -- every rule, write only if all admit, and build the reply record
--- (src/algo.h, "Combining"); then run one call, or each call of a batch. Put in place of "--#include lib/decide.lua"
--- by cmake/embed_lua.cmake; it expects parse() and evaluate() above it,
--- and restore() too where LEASE is true.
+-- (src/algo.h, "Combining"); then run one call, or each call of a batch.
+-- Put in place of "--#include lib/decide.lua" by cmake/embed_lua.cmake;
+-- it expects parse() and evaluate() above it, and restore() too where
+-- LEASE is true.
 -- All-or-nothing: every rule is evaluated before anything is written, and
 -- states are written only if every rule admits (algo.h, "Combining").
 -- A lease take (lua/README.md, "Leases") grants at most this share of
@@ -100,6 +101,15 @@ end
 -- reads one string with far less work than an array of integers). The
 -- shape is checked whole before any call runs: a malformed batch writes
 -- nothing.
+local function decide_packed()
+    local r = decide()
+    if r.err then
+        return r
+    end
+    return string.format(#r == 6 and '%d:%d:%d:%d:%d:%d'
+                         or '%d:%d:%d:%d:%d:%d:%d', unpack(r))
+end
+
 local function batch()
     local keys, args = KEYS, ARGV
     local n = int(args[2] or '')
@@ -130,14 +140,9 @@ local function batch()
         K0, NK, A0, NA = c[1], c[2], c[3], c[4]
         -- A command that fails (a key of another type) fails its own
         -- call only.
-        local ok, r = pcall(decide)
-        if not ok then
-            if type(r) ~= 'table' or not r.err then
-                r = {err = 'ERR sluice: ' .. tostring(r)}
-            end
-        elseif not r.err then
-            r = string.format(#r == 6 and '%d:%d:%d:%d:%d:%d'
-                              or '%d:%d:%d:%d:%d:%d:%d', unpack(r))
+        local ok, r = pcall(decide_packed)
+        if not ok and (type(r) ~= 'table' or not r.err) then
+            r = {err = 'ERR sluice: ' .. tostring(r)}
         end
         out[i] = r
     end

@@ -174,7 +174,10 @@ struct redis_client {
     size_t nscripts;                  /* of scripts */
     char (*shas)[SHA1_HEX + 1];       /* per script, "" until SCRIPT LOAD
                                          answered; owned */
-    size_t max_in_flight;             /* cap on calls awaiting a reply */
+    size_t max_in_flight;             /* cap on calls awaiting a reply
+                                         or queued for their batch
+                                         (a call cancelled in the queue
+                                         counts until the turn ends) */
     size_t in_flight;                 /* calls awaiting a reply */
     bool batching;                    /* scripts that take batches get
                                          them (not a cluster node: its
@@ -184,7 +187,8 @@ struct redis_client {
                                          their batch; owned, the calls
                                          borrowed */
     size_t *nqueued;                  /* per script, of queue[script] */
-    size_t queued;                    /* calls in all the queues */
+    size_t queued;                    /* calls in all the queues,
+                                         cancelled ones included */
     struct event *flush_ev;           /* sends the queues at the end of
                                          the loop turn; owned */
     bool flush_armed;                 /* flush_ev is active */
@@ -1228,8 +1232,19 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
     }
     if (live > 0 && reply != NULL && reply->type == REDIS_REPLY_ERROR &&
         !b->resent && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        size_t n = 0;
+
         b->resent = true;
         c->stats.noscript++;
+        /* Only the calls still awaited go again, as for one call. */
+        for (size_t i = 0; i < b->n; i++) {
+            if (b->calls[i]->finished) {
+                call_release(b->calls[i]);
+            } else {
+                b->calls[n++] = b->calls[i];
+            }
+        }
+        b->n = n;
         if (ac == c->ac && send_batch(c, b)) {
             return;
         }

@@ -20,6 +20,12 @@
  * ask again; calls meanwhile get a failure status (DOWN, TIMEOUT, or
  * ERROR for the READONLY itself), never later than the timeout.
  *
+ * Calls of a script that takes batches (lua_script.batch) made in one
+ * turn of the loop are queued and go as one command of up to 16 calls
+ * (lua/README.md, "Batches"), when the batch fills or at the end of the
+ * turn; each keeps its own deadline, cancellation and answer. Queued
+ * calls count towards max_in_flight.
+ *
  * With Redis Cluster (conf->cluster_nodes), the client is a front for the
  * cluster client of rcluster.h, which routes each call by the slot of its
  * first key to a client of this module per primary (made with

@@ -62,12 +62,25 @@
     "end\n"                                                                    \
     "return out\n"
 
+/* INCR of each call's key, alone or in a batch (answers "<count>"). */
+#define INCR_BATCH_SRC                                                         \
+    "local function one(k) return {redis.call('INCR', k[1])} end\n"            \
+    "if ARGV[1] ~= 'batch' then return one(KEYS) end\n"                        \
+    "local n, out, k, at = tonumber(ARGV[2]), {}, 1, 3\n"                      \
+    "for i = 1, n do\n"                                                        \
+    "  local nk, na = tonumber(ARGV[at]), tonumber(ARGV[at + 1])\n"            \
+    "  out[i] = table.concat(one({unpack(KEYS, k, k + nk - 1)}), ':')\n"       \
+    "  k, at = k + nk, at + 2 + na\n"                                          \
+    "end\n"                                                                    \
+    "return out\n"
+
 static const struct lua_script test_scripts[] = {
     SCRIPT("echo_keys", "return {#KEYS, tonumber(ARGV[1])}", false),
     SCRIPT("incr_key", "return {redis.call('INCR', KEYS[1])}", false),
     SCRIPT("fails", "return redis.error_reply('boom')", false),
     SCRIPT("string", "return 'hello'", false),
     SCRIPT("echo_batch", ECHO_BATCH_SRC, true),
+    SCRIPT("incr_batch", INCR_BATCH_SRC, true),
 };
 
 #define ECHO_KEYS (&test_scripts[0])
@@ -75,6 +88,7 @@ static const struct lua_script test_scripts[] = {
 #define FAILS (&test_scripts[2])
 #define STRING (&test_scripts[3])
 #define ECHO_BATCH (&test_scripts[4])
+#define INCR_BATCH (&test_scripts[5])
 
 struct fx {
     struct proc redis;       /* the server; pid 0 once stopped */
@@ -824,7 +838,7 @@ eval_batch(struct fx *f, struct answer *a, char (*arg)[24], size_t n,
 
 Test(redis, calls_of_one_turn_go_as_batches_and_each_gets_its_own_answer)
 {
-    enum { N = 40, CANCELLED = 7, FAILING = 22, JUNK = 30 };
+    enum { N = 40, CANCELLED = 35, FAILING = 22, JUNK = 30 };
     struct fx f;
     struct answer a[N];
     struct answers all = {a, N};
@@ -1115,5 +1129,198 @@ Test(redis, a_callback_may_free_the_client)
         cr_assert_eq(a[i].status, REDIS_CALL_DOWN);
     }
     run_for(&f, 20);
+    fx_fini(&f);
+}
+
+/* Batches: what the single-call tests above prove, for calls that go
+ * in batches (INCR_BATCH writes, so a call that reached Redis shows). */
+
+static char *
+sync_get(struct fx *f, const char *key)
+{
+    const char *argv[] = {"GET", key};
+
+    return sync_cmd(f->port, NULL, argv, 2);
+}
+
+Test(redis, a_batch_the_server_forgot_goes_again_without_its_cancelled_calls)
+{
+    enum { N = 16 };
+    struct fx f;
+    struct answer a[N];
+    struct answers rest = {a + 1, N - 1};
+    struct redis_call *calls[N];
+    char *v;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "SCRIPT", "FLUSH");
+    for (int i = 0; i < N; i++) {
+        char key[32];
+
+        snprintf(key, sizeof(key), "{t}c%d", i);
+        calls[i] = eval(&f, INCR_BATCH, key, "1", &a[i]);
+    }
+    /* The 16th filled the batch: it is written already, and Redis
+     * answers NOSCRIPT; the resend must leave the cancelled call out. */
+    redis_call_cancel(calls[0]);
+    cr_assert(run_until(&f, all_answered, &rest, 5000));
+    run_for(&f, 50);
+    cr_assert_eq(a[0].count, 0);
+    v = sync_get(&f, "{t}c0");
+    cr_assert_str_eq(v, "(nil)", "the cancelled call ran on the server: %s", v);
+    free(v);
+    fx_fini(&f);
+}
+
+Test(redis, a_call_cancelled_while_queued_is_never_sent)
+{
+    struct fx f;
+    struct answer a[3];
+    struct redis_call *c0;
+    char *v;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    c0 = eval(&f, INCR_BATCH, "{t}q0", "1", &a[0]);
+    eval(&f, INCR_BATCH, "{t}q1", "1", &a[1]);
+    eval(&f, INCR_BATCH, "{t}q2", "1", &a[2]);
+    redis_call_cancel(c0);
+    wait_answered(&f, &a[2]);
+    wait_answered(&f, &a[1]);
+    run_for(&f, 20);
+    cr_assert_eq(a[0].count, 0);
+    v = sync_get(&f, "{t}q0");
+    cr_assert_str_eq(v, "(nil)");
+    free(v);
+    fx_fini(&f);
+}
+
+Test(redis, a_callback_may_free_the_client_in_a_batch)
+{
+    enum { N = 20 };
+    struct fx f;
+    struct answer a[N];
+    struct freer fr = {&f, a, N, 0, 0};
+    const char *keys[] = {"{t}k"};
+    const char *args[] = {"1"};
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    redis_client_eval(f.c, ECHO_BATCH, keys, 1, args, 1, on_answer_free, &fr);
+    for (int i = 0; i < N; i++) {
+        eval(&f, ECHO_BATCH, "{t}k", "1", &a[i]);
+    }
+    cr_assert(run_until(&f, is_answered, &a[N - 1], 5000));
+    cr_assert_eq(fr.count, 1);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1);
+    }
+    run_for(&f, 20);
+    fx_fini(&f);
+}
+
+Test(redis, caps_the_batched_calls_in_flight_too)
+{
+    enum { N = 10 };
+    struct fx f;
+    struct answer a[N], late;
+    struct answers all = {a, N};
+    int overloaded = 0, timeouts = 0;
+    int64_t late_deadline;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.max_in_flight = 4;
+    f.conf.timeout_ms = 100;
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "CLIENT", "PAUSE", "400");
+    late_deadline = harness_now_ms() + 3000;
+    for (int i = 0; i < N; i++) {
+        eval(&f, INCR_BATCH, "{t}n", "1", &a[i]);
+    }
+    cr_assert(run_until(&f, all_answered, &all, 2000));
+    for (int i = 0; i < N; i++) {
+        overloaded += a[i].status == REDIS_CALL_OVERLOADED;
+        timeouts += a[i].status == REDIS_CALL_TIMEOUT;
+        cr_assert_eq(a[i].count, 1);
+    }
+    cr_assert_eq(overloaded, 6);
+    cr_assert_eq(timeouts, 4);
+    SYNC(&f, "PING");
+    do {
+        run_for(&f, 10);
+        eval(&f, INCR_BATCH, "{t}n", "1", &late);
+        wait_answered(&f, &late);
+    } while (late.status == REDIS_CALL_OVERLOADED &&
+             harness_now_ms() < late_deadline);
+    cr_assert_eq(late.status, REDIS_CALL_OK, "%s", status_name(late.status));
+    cr_assert_eq(late.ints[0], 5);
+    fx_fini(&f);
+}
+
+Test(redis, a_replica_answering_a_batch_readonly_is_left)
+{
+    struct fx f;
+    struct answer a[3];
+    struct answers all = {a, 3};
+    struct answers two = {a, 2};
+    char nowhere[8];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    snprintf(nowhere, sizeof(nowhere), "%u", (unsigned)harness_free_port());
+    SYNC(&f, "REPLICAOF", "127.0.0.1", nowhere);
+    for (int i = 0; i < 3; i++) {
+        eval(&f, INCR_BATCH, "{t}n", "1", &a[i]);
+    }
+    cr_assert(run_until(&f, all_answered, &all, 5000));
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(a[i].status, REDIS_CALL_ERROR);
+        cr_assert(strstr(a[i].error, "READONLY") != NULL, "%s", a[i].error);
+    }
+    cr_assert_not(redis_client_ready(f.c));
+    SYNC(&f, "REPLICAOF", "NO", "ONE");
+    wait_ready(&f);
+    eval(&f, INCR_BATCH, "{t}n", "1", &a[0]);
+    eval(&f, INCR_BATCH, "{t}n", "1", &a[1]);
+    cr_assert(run_until(&f, all_answered, &two, 5000));
+    cr_assert_eq(a[1].status, REDIS_CALL_OK, "%s", a[1].error);
+    fx_fini(&f);
+}
+
+Test(redis, a_batch_in_flight_on_a_killed_connection_is_answered_once)
+{
+    enum { N = 5 };
+    struct fx f;
+    struct answer a[N];
+    struct answers all = {a, N};
+    const char *kill[] = {"CLIENT", "KILL", "TYPE", "normal"};
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    SYNC(&f, "CLIENT", "PAUSE", "300");
+    for (int i = 0; i < N; i++) {
+        eval(&f, ECHO_BATCH, "{t}n", "1", &a[i]);
+    }
+    run_for(&f, 30);
+    free(sync_cmd(f.port, NULL, kill, 4));
+    cr_assert(run_until(&f, all_answered, &all, 5000));
+    run_for(&f, 50);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].count, 1);
+    }
+    wait_ready(&f);
     fx_fini(&f);
 }
