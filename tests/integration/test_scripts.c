@@ -1341,26 +1341,44 @@ struct batch {
     char reqid[64][32];          /* their request ids */
 };
 
-/* Adds one decision of 'l' at 'now' for 'cost' to 'b'. */
+/* No lease operation: a plain call. */
+#define NO_LEASE (-1)
+
+/* Encodes one call of 'l' at 'now' for 'cost' into 'sc' (a lease take
+ * or return of 'units' when 'op' is a scriptcall_lease_op). */
 static void
-batch_add(struct batch *b, const struct lim *l, uint64_t now, uint64_t cost)
+encode_call(struct scriptcall *sc, const struct lim *l, uint64_t now,
+            uint64_t cost, int op, uint64_t units, char *reqid, size_t len)
 {
     struct limiter_def def;
-    struct scriptcall *sc = &b->sc[b->n];
 
-    cr_assert_lt(b->n, 64);
-    cr_assert_lt(b->nkeys + b->nargs + LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS +
-                     4,
-                 MAX_WORDS);
     memset(&def, 0, sizeof(def));
     cr_assert_eq(limit_algorithm_parse(l->algo, &def.algorithm), 0);
     memcpy(def.rules, l->rules, sizeof(def.rules));
     def.nrules = l->nrules;
     def.delay = l->delay;
     def.max_delay_ms = l->max_delay;
-    snprintf(b->reqid[b->n], sizeof(b->reqid[0]), "req-%lu", ++request_no);
-    cr_assert_eq(
-        scriptcall_encode(sc, &def, l->base, cost, b->reqid[b->n], now), 0);
+    snprintf(reqid, len, "req-%lu", ++request_no);
+    cr_assert_eq(scriptcall_encode(sc, &def, l->base, cost, reqid, now), 0);
+    if (op != NO_LEASE) {
+        cr_assert_eq(scriptcall_lease(sc, (enum scriptcall_lease_op)op, units),
+                     0);
+    }
+}
+
+/* Adds one call of 'l' to 'b', as encode_call() encodes it. */
+static void
+batch_add_call(struct batch *b, const struct lim *l, uint64_t now,
+               uint64_t cost, int op, uint64_t units)
+{
+    struct scriptcall *sc = &b->sc[b->n];
+
+    cr_assert_lt(b->n, 64);
+    cr_assert_lt(b->nkeys + b->nargs + LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS +
+                     4,
+                 MAX_WORDS);
+    encode_call(sc, l, now, cost, op, units, b->reqid[b->n],
+                sizeof(b->reqid[0]));
     if (b->nargs == 0) {
         b->args[b->nargs++] = "batch";
         b->args[b->nargs++] = b->ncalls;
@@ -1378,6 +1396,13 @@ batch_add(struct batch *b, const struct lim *l, uint64_t now, uint64_t cost)
     b->n++;
     snprintf(b->ncalls, sizeof(b->ncalls), "%zu", b->n);
     cr_assert_lt(b->nkeys + b->nargs, MAX_WORDS);
+}
+
+/* Adds one decision of 'l' at 'now' for 'cost' to 'b'. */
+static void
+batch_add(struct batch *b, const struct lim *l, uint64_t now, uint64_t cost)
+{
+    batch_add_call(b, l, now, cost, NO_LEASE, 0);
 }
 
 /* Runs the batch ('persist': PERSISTs its keys in the same transaction,
@@ -1462,6 +1487,71 @@ Test(scripts, a_batch_decides_as_its_calls_would_one_by_one)
             assert_rec_at(__LINE__, algo, decide(&many[k], T0 + 700, 1),
                           decide(&one[k], T0 + 700, 1));
         }
+        free(b);
+    }
+}
+
+Test(scripts, lease_calls_in_a_batch_answer_as_they_would_alone)
+{
+    /* A take, a plain call, a return and a take again: seven integers
+     * for the lease calls, six for the plain one. */
+    static const struct {
+        int op;
+        uint64_t cost, units;
+    } seq[] = {
+        {SCRIPTCALL_LEASE_TAKE, 1, 8},
+        {NO_LEASE, 2, 0},
+        {SCRIPTCALL_LEASE_RETURN, 1, 3},
+        {SCRIPTCALL_LEASE_TAKE, 2, 6},
+    };
+    enum { N = sizeof(seq) / sizeof(seq[0]) };
+    static const char *const algos[] = {"token_bucket", "gcra"};
+
+    for (size_t a = 0; a < 2; a++) {
+        struct lim one = mk1(algos[a], "lease-one", 10, 1000, 40);
+        struct lim many = mk1(algos[a], "lease-many", 10, 1000, 40);
+        struct batch *b = calloc(1, sizeof(*b));
+        char want[N][96];
+        redisReply *r;
+
+        for (size_t i = 0; i < N; i++) {
+            struct scriptcall sc;
+            const char *words[LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS];
+            char reqid[32];
+            size_t n = 0, used = 0;
+
+            encode_call(&sc, &one, T0 + 5, seq[i].cost, seq[i].op, seq[i].units,
+                        reqid, sizeof(reqid));
+            for (size_t k = 0; k < sc.nkeys; k++) {
+                words[n++] = sc.keys[k];
+            }
+            for (size_t k = 0; k < sc.nargs; k++) {
+                words[n++] = sc.args[k];
+            }
+            r = eval_keys(algos[a], (int)sc.nkeys, words, n, true);
+            cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algos[a],
+                         r->type == REDIS_REPLY_ERROR ? r->str : "?");
+            cr_assert_eq(r->elements, seq[i].op == NO_LEASE ? 6u : 7u);
+            want[i][0] = '\0';
+            for (size_t k = 0; k < r->elements; k++) {
+                used += (size_t)snprintf(want[i] + used, sizeof(want[i]) - used,
+                                         "%s%lld", k > 0 ? ":" : "",
+                                         r->element[k]->integer);
+            }
+            freeReplyObject(r);
+            batch_add_call(b, &many, T0 + 5, seq[i].cost, seq[i].op,
+                           seq[i].units);
+        }
+        r = batch_run(algos[a], b, true);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algos[a],
+                     r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        cr_assert_eq(r->elements, N);
+        for (size_t i = 0; i < N; i++) {
+            cr_assert_eq(r->element[i]->type, REDIS_REPLY_STRING);
+            cr_assert_str_eq(r->element[i]->str, want[i], "%s: call %zu",
+                             algos[a], i);
+        }
+        freeReplyObject(r);
         free(b);
     }
 }
