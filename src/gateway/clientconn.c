@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,6 +38,8 @@
  * start of a pipelined next request fits; a flood stops being read.
  */
 #define ANSWERING_INPUT_MAX (64 * 1024)
+/* Alignment of the leave watch stored after a record (any object's). */
+#define EVENT_ALIGN _Alignof(max_align_t)
 
 enum conn_state {
     CONN_WAITING,   /* no byte of the next request yet */
@@ -66,6 +69,14 @@ struct clientconn {
     struct evbuffer_cb_entry *tail_cb; /* on the output: drained, or NULL */
     clientconn_close_cb watch;         /* told of the close, or NULL */
     void *watch_arg;                   /* for 'watch' */
+    struct event *leave;               /* the leave watch (see
+                                          clientconn_watch_leave()), stored
+                                          after the record, in its
+                                          allocation; set up on first use */
+    bool leave_ready;                  /* 'leave' is assigned */
+    bool leave_armed;                  /* 'leave' is added */
+    clientconn_leave_cb leave_cb;      /* told of a leave, or NULL */
+    void *leave_arg;                   /* for 'leave_cb' */
     struct clientconn *prev, *next;    /* in cs->all */
     struct clientconn *next_pending;   /* in cs->pending */
 };
@@ -239,8 +250,12 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 static struct clientconn *
 record_new(struct clientconns *cs, struct bufferevent *bev)
 {
-    struct clientconn *cc = xcalloc(1, sizeof(*cc));
+    /* The leave watch's event lives in the same allocation. */
+    size_t size = (sizeof(struct clientconn) + EVENT_ALIGN - 1) / EVENT_ALIGN *
+                  EVENT_ALIGN;
+    struct clientconn *cc = xcalloc(1, size + event_get_struct_event_size());
 
+    cc->leave = (struct event *)((char *)cc + size);
     cc->cs = cs;
     cc->bev = bev;
     cc->fd = -1;
@@ -288,6 +303,9 @@ record_free(struct clientconn *cc)
     }
     if (cc->deadline != NULL) {
         event_free(cc->deadline);
+    }
+    if (cc->leave_armed) {
+        event_del(cc->leave);
     }
     if (cc->tail_timer != NULL) {
         event_free(cc->tail_timer);
@@ -513,11 +531,107 @@ head_begin(struct clientconn *cc)
     evtimer_add(cc->deadline, &cc->cs->header_tv);
 }
 
+/* ---- the leave watch ---- */
+
+static void on_leave_ready(evutil_socket_t fd, short what, void *arg);
+
+static void
+leave_arm(struct clientconn *cc)
+{
+    if (cc->leave_armed) {
+        return;
+    }
+    if (!cc->leave_ready) {
+        evutil_socket_t fd = bufferevent_getfd(cc->bev);
+
+        if (fd < 0) {
+            return;
+        }
+        /* TLS: the socket carries records, not the next request, so a
+         * peek tells nothing; the kernel's half-close flag does. */
+        event_assign(cc->leave, cc->cs->base, fd,
+                     cc->tls ? EV_CLOSED : EV_READ | EV_PERSIST, on_leave_ready,
+                     cc);
+        cc->leave_ready = true;
+    }
+    event_add(cc->leave, NULL);
+    cc->leave_armed = true;
+}
+
+static void
+leave_disarm(struct clientconn *cc)
+{
+    if (cc->leave_armed) {
+        event_del(cc->leave);
+        cc->leave_armed = false;
+    }
+}
+
+/*
+ * The socket is readable (plain) or half-closed (TLS). With no watcher,
+ * evhttp reads it itself (a request body, a reply being written) and
+ * this is a no-op, unless evhttp stopped reading: readiness would then
+ * repeat every loop turn, so the watch goes.
+ */
+static void
+on_leave_ready(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconn *cc = arg;
+    clientconn_leave_cb cb = cc->leave_cb;
+    void *cb_arg = cc->leave_arg;
+    char byte;
+
+    (void)what;
+    if (cc->tls) {
+        cc->leave_armed = false; /* not persistent: it has fired */
+    }
+    if (cb == NULL) {
+        if (cc->state == CONN_ANSWERING ||
+            (bufferevent_get_enabled(cc->bev) & EV_READ) == 0) {
+            leave_disarm(cc);
+        }
+        return;
+    }
+    if (!cc->tls) {
+        ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+        if (n > 0) {
+            /*
+             * The client sent more while it waits: a pipelined request,
+             * which evhttp reads once this answer is done. Until then
+             * nothing reads the socket, so a watch would wake every turn;
+             * it goes, and a leave during the rest of this exchange is
+             * seen only when the answer is written (or the upstream's
+             * timeout ends it), as evhttp alone would see it.
+             */
+            leave_disarm(cc);
+            return;
+        }
+        if (n < 0 &&
+            (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            return;
+        }
+    }
+    /* End of file or an error: the client is gone. */
+    leave_disarm(cc);
+    cc->leave_cb = NULL;
+    cc->leave_arg = NULL;
+    cb(cc, cb_arg); /* may close the connection, and free 'cc' */
+}
+
+/*
+ * The end of a head: evhttp stops reading when it hands the request over,
+ * in this loop turn or a later one (after a body). Armed first, the watch
+ * keeps the descriptor's registration for reading as it is: no epoll_ctl.
+ */
 static void
 head_end(struct clientconn *cc)
 {
     cc->state = CONN_BODY;
     evtimer_del(cc->deadline);
+    if (!cc->tls) {
+        leave_arm(cc);
+    }
 }
 
 /*
@@ -622,6 +736,11 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
+    /* evhttp reads again by now (it did while writing the reply): the
+     * watch goes without a change to the descriptor's registration. */
+    cc->leave_cb = NULL;
+    cc->leave_arg = NULL;
+    leave_disarm(cc);
     bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
     bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv, &cc->cs->client_tv);
     cc->state = CONN_WAITING;
@@ -683,6 +802,21 @@ clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg)
 {
     cc->watch = cb;
     cc->watch_arg = cb != NULL ? arg : NULL;
+}
+
+void
+clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
+{
+    cc->leave_cb = cb;
+    cc->leave_arg = cb != NULL ? arg : NULL;
+    if (cb != NULL) {
+        leave_arm(cc);
+    } else if (cc->tls || (bufferevent_get_enabled(cc->bev) & EV_READ) != 0) {
+        leave_disarm(cc);
+    }
+    /* Else evhttp does not read yet: the watch stays until it does, when
+     * the reply is done, so that the descriptor's registration for
+     * reading never drops. */
 }
 
 bool

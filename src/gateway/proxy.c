@@ -63,8 +63,6 @@
  * a larger one is sent once, never retried.
  */
 #define RETRY_BODY_MAX (1024 * 1024)
-/* Alignment of the event kept after an exchange (any object's). */
-#define EVENT_ALIGN _Alignof(max_align_t)
 
 struct proxy {
     struct event_base *base;       /* borrowed */
@@ -136,9 +134,6 @@ struct exchange {
                                         Content-Length even if 0 */
     struct upstream_req *ureq;       /* the upstream request, or NULL */
     struct event *timer;             /* delay mode's hold, or NULL */
-    struct event *client_gone;       /* EV_CLOSED watch until the response
-                                        begins, or NULL; stored after the
-                                        exchange, in its allocation */
     bool paused;                     /* upstream reads held back */
     bool chunked;                    /* the gateway frames the response
                                         body to the client in chunks */
@@ -343,9 +338,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     }
     if (ex->cc != NULL) {
         clientconn_watch(ex->cc, NULL, NULL);
-    }
-    if (ex->client_gone != NULL) {
-        event_del(ex->client_gone);
+        clientconn_watch_leave(ex->cc, NULL, NULL);
     }
     if (ex->timer != NULL) {
         event_free(ex->timer);
@@ -453,12 +446,11 @@ proxy_abort_all(struct proxy *p)
 
 /* The client closed its connection before any response byte. */
 static void
-on_client_gone(evutil_socket_t fd, short what, void *arg)
+on_client_gone(struct clientconn *cc, void *arg)
 {
     struct exchange *ex = arg;
 
-    (void)fd;
-    (void)what;
+    (void)cc;
     log_debug("proxy: route %s: client left before the response",
               ex->route->id);
     exchange_end(ex, END_ABANDON, 0, NULL);
@@ -655,9 +647,6 @@ on_upstream_head(void *arg, const struct resparse_head *head)
         return;
     }
     connection = forward_connection_list(uh);
-    /* From here the client connection's close callback tells of a leave. */
-    event_del(ex->client_gone);
-    ex->client_gone = NULL;
     if (filtered) {
         /* ---- response filters (filter.h), before the status line:
          * SetStatus changes it ---- */
@@ -718,6 +707,9 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     if (o.text == NULL) {
         evreq_add_date(ex->creq);
         evhttp_send_reply_start(ex->creq, edit.status, edit.reason);
+        /* evhttp reads again: from here the connection's close callback
+         * tells of a leave. */
+        clientconn_watch_leave(ex->cc, NULL, NULL);
         return;
     }
     if (!o.has_date) {
@@ -730,6 +722,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
         head_field(&o, "Connection", "keep-alive");
     }
     evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained, ex->cc);
+    clientconn_watch_leave(ex->cc, NULL, NULL); /* as above */
 }
 
 static void
@@ -989,10 +982,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
              struct evhttp_request *creq, struct clientconn *cc,
              const char *client, int64_t t0, int64_t wall)
 {
-    /* The watch's event lives in the same allocation (event_assign). */
-    size_t size =
-        (sizeof(struct exchange) + EVENT_ALIGN - 1) / EVENT_ALIGN * EVENT_ALIGN;
-    struct exchange *ex = xcalloc(1, size + event_get_struct_event_size());
+    struct exchange *ex = xcalloc(1, sizeof(*ex));
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
     size_t len;
 
@@ -1027,14 +1017,10 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     p->in_flight++;
     /*
      * evhttp stops reading while a request is answered, so it would not
-     * notice the client leaving: watch the socket for that until the
-     * response begins (TRAPS 2).
+     * notice the client leaving: watched until the response begins
+     * (TRAPS 2).
      */
-    ex->client_gone = (struct event *)((char *)ex + size);
-    event_assign(ex->client_gone, p->base,
-                 bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
-                 EV_CLOSED, on_client_gone, ex);
-    event_add(ex->client_gone, NULL);
+    clientconn_watch_leave(cc, on_client_gone, ex);
     return ex;
 }
 
