@@ -54,6 +54,9 @@ struct clientconn {
     struct evhttp_connection *evcon;   /* evhttp's; NULL while pending */
     struct evbuffer_cb_entry *reading; /* our callback on bev's input */
     struct event *deadline;            /* the head deadline, or NULL */
+    bool deadline_armed;               /* 'deadline' is added */
+    bool stream_tv;                    /* only writes are timed, until the
+                                          reply is done */
     struct evhttp_request *req;        /* being answered, or NULL */
     evutil_socket_t fd;                /* index in cs->by_fd, or -1 */
     enum conn_state state;             /* where its current request is */
@@ -506,6 +509,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    cc->deadline_armed = false;
     if (cc->state != CONN_HEAD || cc->evcon == NULL) {
         return;
     }
@@ -525,10 +529,15 @@ head_begin(struct clientconn *cc)
     cc->line_cr = false;
     cc->seen_line = false;
     cc->head_nul = false;
-    if (cc->deadline == NULL) {
-        cc->deadline = evtimer_new(cc->cs->base, on_deadline, cc);
+}
+
+static void
+deadline_disarm(struct clientconn *cc)
+{
+    if (cc->deadline_armed) {
+        evtimer_del(cc->deadline);
+        cc->deadline_armed = false;
     }
-    evtimer_add(cc->deadline, &cc->cs->header_tv);
 }
 
 /* ---- the leave watch ---- */
@@ -628,9 +637,31 @@ static void
 head_end(struct clientconn *cc)
 {
     cc->state = CONN_BODY;
-    evtimer_del(cc->deadline);
+    deadline_disarm(cc);
     if (!cc->tls) {
         leave_arm(cc);
+    }
+}
+
+/*
+ * After a scan of the bytes in: the end of the head, or the deadline of a
+ * head that goes on past them. It is armed by the scan of the head's first
+ * bytes, in the loop turn they came in; a head that arrives whole, as
+ * most do, never needs the timer.
+ */
+static void
+head_scanned(struct clientconn *cc, bool complete)
+{
+    if (complete) {
+        head_end(cc);
+        return;
+    }
+    if (!cc->deadline_armed) {
+        if (cc->deadline == NULL) {
+            cc->deadline = evtimer_new(cc->cs->base, on_deadline, cc);
+        }
+        evtimer_add(cc->deadline, &cc->cs->header_tv);
+        cc->deadline_armed = true;
     }
 }
 
@@ -721,9 +752,9 @@ on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
         head_begin(cc);
     }
     /* New bytes go at the end; evhttp takes whole lines from the front. */
-    if (scan_buffer(cc, buf, len > info->n_added ? len - info->n_added : 0)) {
-        head_end(cc);
-    }
+    head_scanned(
+        cc,
+        scan_buffer(cc, buf, len > info->n_added ? len - info->n_added : 0));
 }
 
 /* ---- requests ---- */
@@ -742,14 +773,16 @@ on_reply_done(struct evhttp_request *req, void *arg)
     cc->leave_arg = NULL;
     leave_disarm(cc);
     bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
-    bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv, &cc->cs->client_tv);
+    if (cc->stream_tv) {
+        bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv,
+                                 &cc->cs->client_tv);
+        cc->stream_tv = false;
+    }
     cc->state = CONN_WAITING;
     if (evbuffer_get_length(in) > 0) {
         /* The next request began during the answer: its clock starts. */
         head_begin(cc);
-        if (scan_buffer(cc, in, 0)) {
-            head_end(cc);
-        }
+        head_scanned(cc, scan_buffer(cc, in, 0));
     }
 }
 
@@ -782,9 +815,7 @@ clientconns_begin_request(struct clientconns *cs, struct evhttp_request *req)
 {
     struct clientconn *cc = find(cs, evhttp_request_get_connection(req));
 
-    if (cc->deadline != NULL) {
-        evtimer_del(cc->deadline);
-    }
+    deadline_disarm(cc);
     cc->state = CONN_ANSWERING;
     cc->req = req;
     evhttp_request_set_on_complete_cb(req, on_reply_done, cc);
@@ -828,7 +859,10 @@ clientconn_head_has_nul(const struct clientconn *cc)
 void
 clientconn_stream_timeouts(struct clientconn *cc)
 {
-    bufferevent_set_timeouts(cc->bev, NULL, &cc->cs->client_tv);
+    if (!cc->stream_tv) {
+        bufferevent_set_timeouts(cc->bev, NULL, &cc->cs->client_tv);
+        cc->stream_tv = true;
+    }
 }
 
 /* ---- the set ---- */

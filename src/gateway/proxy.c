@@ -324,6 +324,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
      * TLS, only OpenSSL writes to the socket. */
     bool flush = how == END_COMPLETE && !ex->paused && !ex->tls;
     struct clientconn *tls_cc = ex->tls ? ex->cc : NULL;
+    struct clientconn *plain_cc = ex->tls ? NULL : ex->cc;
     bool last_chunk = how == END_COMPLETE && ex->chunked;
     const struct headers *refusal = ex->refusal;
 
@@ -403,6 +404,12 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         }
         if (flush) {
             evreq_flush(cconn);
+        }
+        if (plain_cc != NULL &&
+            evbuffer_get_length(bufferevent_get_output(
+                evhttp_connection_get_bufferevent(cconn))) > 0) {
+            /* The rest waits for the client (on_upstream_head()). */
+            clientconn_stream_timeouts(plain_cc);
         }
         evhttp_send_reply_end(creq);
         break;
@@ -701,9 +708,14 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     }
     /*
      * Set first: reading and writing are both off here, so nothing is
-     * re-added now, and the reply's start enables both with these.
+     * re-added now, and the reply's start enables both with these. A
+     * body that came whole with the head is written out within this call
+     * and needs none, unless its bytes have to wait in the client's
+     * output (exchange_end() sees to that); over TLS they always wait.
      */
-    clientconn_stream_timeouts(ex->cc);
+    if (ex->tls || !head->body_in_hand) {
+        clientconn_stream_timeouts(ex->cc);
+    }
     if (o.text == NULL) {
         evreq_add_date(ex->creq);
         evhttp_send_reply_start(ex->creq, edit.status, edit.reason);

@@ -442,6 +442,9 @@ execute(struct resparse *rp, const char *data, size_t len, size_t *used)
         }
         rp->cr_pending = false;
         rp->head_ready = false;
+        rp->head.body_in_hand = rp->head.framing == RESPARSE_NO_BODY ||
+                                (rp->head.framing == RESPARSE_LENGTH &&
+                                 len - n - 1 >= rp->head.content_length);
         if (rp->cb->on_head(rp->arg, &rp->head) < 0) {
             rp->stopped = true;
             return RESPARSE_STOPPED;

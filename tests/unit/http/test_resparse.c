@@ -15,6 +15,7 @@ struct seen {
     enum resparse_framing framing;
     uint64_t content_length;
     bool keep_alive;
+    bool body_in_hand;     /* from on_head */
     size_t nheaders;       /* fields in the head */
     char first_header[64]; /* "Name: value" of the first field */
     struct strbuf body;    /* body bytes in order */
@@ -32,6 +33,7 @@ on_head(void *arg, const struct resparse_head *h)
     s->framing = h->framing;
     s->content_length = h->content_length;
     s->keep_alive = h->keep_alive;
+    s->body_in_hand = h->body_in_hand;
     s->nheaders = h->headers->n;
     if (h->headers->n > 0) {
         snprintf(s->first_header, sizeof(s->first_header), "%s: %s",
@@ -449,5 +451,34 @@ Test(resparse, a_head_refused_at_its_last_check_was_never_seen)
     cr_assert_eq(s.heads, 0);
     cr_assert_not(resparse_head_seen(rp));
     resparse_free(rp);
+    seen_free(&s);
+}
+
+Test(resparse, the_head_says_whether_the_rest_came_with_it)
+{
+    static const char len5[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+                               "hello";
+    static const char chunked[] = "HTTP/1.1 200 OK\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n"
+                                  "5\r\nhello\r\n0\r\n\r\n";
+    struct seen s;
+
+    cr_assert_eq(parse(&s, len5, 0, false, false, NULL, NULL), RESPARSE_DONE);
+    cr_assert(s.body_in_hand, "a whole response fed at once");
+    seen_free(&s);
+    /* The head and four of the five body bytes: not all in hand. */
+    cr_assert_eq(parse(&s, len5, sizeof(len5) - 2, false, false, NULL, NULL),
+                 RESPARSE_DONE);
+    cr_assert(!s.body_in_hand, "a body cut short of its length");
+    seen_free(&s);
+    cr_assert_eq(parse(&s, "HTTP/1.1 204 No Content\r\n\r\n", 0, false, false,
+                       NULL, NULL),
+                 RESPARSE_DONE);
+    cr_assert(s.body_in_hand, "a response without a body");
+    seen_free(&s);
+    /* Chunks and a body to the close are never known whole in advance. */
+    cr_assert_eq(parse(&s, chunked, 0, false, false, NULL, NULL),
+                 RESPARSE_DONE);
+    cr_assert(!s.body_in_hand, "a chunked body");
     seen_free(&s);
 }
