@@ -78,6 +78,8 @@ struct clientconn {
                                           allocation; set up on first use */
     bool leave_ready;                  /* 'leave' is assigned */
     bool leave_armed;                  /* 'leave' is added */
+    bool leave_skip;                   /* its next firing may be for bytes
+                                          evhttp has read since: ignore it */
     clientconn_leave_cb leave_cb;      /* told of a leave, or NULL */
     void *leave_arg;                   /* for 'leave_cb' */
     struct clientconn *prev, *next;    /* in cs->all */
@@ -578,9 +580,12 @@ leave_disarm(struct clientconn *cc)
 
 /*
  * The socket is readable (plain) or half-closed (TLS). With no watcher,
- * evhttp reads it itself (a request body, a reply being written) and
- * this is a no-op, unless evhttp stopped reading: readiness would then
- * repeat every loop turn, so the watch goes.
+ * evhttp reads it itself (the next request, a request body) and this is a
+ * no-op: a plain watch stays armed from one request to the next, so that
+ * neither it nor the descriptor's registration changes per request. It
+ * goes when nothing would read the socket (readiness would then repeat
+ * every loop turn), or while an answer is written (evhttp may have
+ * stopped reading at the input bound); the next head arms it again.
  */
 static void
 on_leave_ready(evutil_socket_t fd, short what, void *arg)
@@ -588,9 +593,11 @@ on_leave_ready(evutil_socket_t fd, short what, void *arg)
     struct clientconn *cc = arg;
     clientconn_leave_cb cb = cc->leave_cb;
     void *cb_arg = cc->leave_arg;
+    bool skip = cc->leave_skip;
     char byte;
 
     (void)what;
+    cc->leave_skip = false;
     if (cc->tls) {
         cc->leave_armed = false; /* not persistent: it has fired */
     }
@@ -599,6 +606,14 @@ on_leave_ready(evutil_socket_t fd, short what, void *arg)
             (bufferevent_get_enabled(cc->bev) & EV_READ) == 0) {
             leave_disarm(cc);
         }
+        return;
+    }
+    if (skip) {
+        /*
+         * Likely the readiness that brought the request, reported in the
+         * loop turn the request was read, after evhttp's read: a peek
+         * would find nothing. A leave shows again next turn.
+         */
         return;
     }
     if (!cc->tls) {
@@ -640,6 +655,7 @@ head_end(struct clientconn *cc)
     deadline_disarm(cc);
     if (!cc->tls) {
         leave_arm(cc);
+        cc->leave_skip = true;
     }
 }
 
@@ -767,11 +783,12 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
-    /* evhttp reads again by now (it did while writing the reply): the
-     * watch goes without a change to the descriptor's registration. */
+    /* A plain watch stays for the next request (on_leave_ready()). */
     cc->leave_cb = NULL;
     cc->leave_arg = NULL;
-    leave_disarm(cc);
+    if (cc->tls) {
+        leave_disarm(cc);
+    }
     bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
     if (cc->stream_tv) {
         bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv,
@@ -842,12 +859,10 @@ clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
     cc->leave_arg = cb != NULL ? arg : NULL;
     if (cb != NULL) {
         leave_arm(cc);
-    } else if (cc->tls || (bufferevent_get_enabled(cc->bev) & EV_READ) != 0) {
+    } else if (cc->tls) {
         leave_disarm(cc);
     }
-    /* Else evhttp does not read yet: the watch stays until it does, when
-     * the reply is done, so that the descriptor's registration for
-     * reading never drops. */
+    /* A plain watch stays, for the next request (on_leave_ready()). */
 }
 
 bool

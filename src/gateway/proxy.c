@@ -81,8 +81,10 @@ struct proxy {
     struct jwtcache *tokens;       /* verified tokens; owned */
     struct strbuf head_text;       /* the response head being written;
                                       its memory is reused; owned */
-    struct evbuffer *head_spare;   /* hands the head to evhttp; empty
-                                      between uses; owned */
+    struct evbuffer *head_spare;   /* hands the head to evhttp, or holds
+                                      a whole response for one write
+                                      (exchange 'held'); empty between
+                                      uses; owned */
     uint64_t draws;                /* state of the Weight draws */
     bool handling_tls;             /* the request proxy_handle() is on
                                       came over the TLS listener */
@@ -137,6 +139,10 @@ struct exchange {
     bool paused;                     /* upstream reads held back */
     bool chunked;                    /* the gateway frames the response
                                         body to the client in chunks */
+    bool held;                       /* the head, then the body that came
+                                        whole with it, wait in the proxy's
+                                        head_spare, written out at the end
+                                        (on_upstream_head()) */
     const struct headers *refusal;   /* a refusal's fields, which
                                         END_REPLY writes beside evhttp's
                                         list, or NULL; borrowed */
@@ -250,6 +256,8 @@ fields_give(struct headers *spare, struct headers *h)
 
 /* ---- the end of an exchange ---- */
 
+static void on_client_drained(struct evhttp_connection *cconn, void *arg);
+
 /* Counts a finished request and writes its access-log line. */
 static void
 record(struct proxy *p, struct evhttp_request *creq, const char *method,
@@ -325,6 +333,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     bool flush = how == END_COMPLETE && !ex->paused && !ex->tls;
     struct clientconn *tls_cc = ex->tls ? ex->cc : NULL;
     struct clientconn *plain_cc = ex->tls ? NULL : ex->cc;
+    bool held = ex->held;
     bool last_chunk = how == END_COMPLETE && ex->chunked;
     const struct headers *refusal = ex->refusal;
 
@@ -343,6 +352,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     }
     if (ex->timer != NULL) {
         event_free(ex->timer);
+    }
+    if (held && how != END_COMPLETE) {
+        evbuffer_drain(p->head_spare, evbuffer_get_length(p->head_spare));
     }
     if (how == END_REPLY) {
         evreq_reply_prepare(creq, reply);
@@ -385,6 +397,16 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
+        if (held) {
+            /* Head and body in one write; the rest, if the socket would
+             * not take it all, waits for the client (on_upstream_head()). */
+            if (!evreq_write_out(creq, p->head_spare, on_client_drained,
+                                 plain_cc)) {
+                clientconn_stream_timeouts(plain_cc);
+            }
+            evhttp_send_reply_end(creq);
+            break;
+        }
         /*
          * The last chunk of a chunked body: the gateway's own, or over TLS
          * evhttp's, which goes out now, before the drain wait, not from
@@ -560,8 +582,6 @@ route_filters_response(const struct route *r)
     return false;
 }
 
-static void on_client_drained(struct evhttp_connection *cconn, void *arg);
-
 /*
  * Where the fields of a response head go: the gateway's own text, or
  * evhttp's list for the head evhttp writes itself: for a HEAD request
@@ -733,7 +753,18 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     } else if (ex->http10) {
         head_field(&o, "Connection", "keep-alive");
     }
-    evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained, ex->cc);
+    if (head->body_in_hand && !ex->chunked) {
+        /*
+         * The body follows within this call: head and body go out in one
+         * write when the response is complete (exchange_end()), and
+         * evhttp's write path never runs for them.
+         */
+        evreq_head_finish(o.text, p->head_spare);
+        ex->held = true;
+    } else {
+        evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained,
+                        ex->cc);
+    }
     clientconn_watch_leave(ex->cc, NULL, NULL); /* as above */
 }
 
@@ -760,6 +791,10 @@ on_upstream_body(void *arg, struct evbuffer *buf)
         return;
     }
     ex->bytes += evbuffer_get_length(buf);
+    if (ex->held) {
+        evbuffer_add_buffer(ex->proxy->head_spare, buf);
+        return;
+    }
     if (ex->chunked && evbuffer_get_length(buf) > 0) {
         evreq_chunk_wrap(buf);
     }
