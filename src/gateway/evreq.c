@@ -236,10 +236,18 @@ evreq_head_begin(struct strbuf *text, struct evhttp_request *req, int status,
 void
 evreq_head_field(struct strbuf *text, const char *name, const char *value)
 {
-    strbuf_adds(text, name);
-    strbuf_add(text, ": ", 2);
-    strbuf_adds(text, value);
-    strbuf_add(text, "\r\n", 2);
+    size_t nl = strlen(name), vl = strlen(value);
+    char *p = strbuf_append(text, nl + vl + 4);
+
+    /* One growth check for the line, not four. */
+    memcpy(p, name, nl);
+    p += nl;
+    *p++ = ':';
+    *p++ = ' ';
+    memcpy(p, value, vl);
+    p += vl;
+    *p++ = '\r';
+    *p = '\n';
 }
 
 void

@@ -255,6 +255,36 @@ has_control(const unsigned char *p, size_t n)
     return false;
 }
 
+bool
+headers_name_ok_n(const char *name, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)name;
+
+    for (size_t i = 0; i < len; i++) {
+        if (!tchar[p[i]]) {
+            return false;
+        }
+    }
+    return len > 0;
+}
+
+bool
+headers_value_ok_n(const char *value, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)value;
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+
+        memcpy(&w, p + i, 8);
+        if (word_has_control(w) && has_control(p + i, 8)) {
+            return false;
+        }
+    }
+    return !has_control(p + i, len - i);
+}
+
 size_t
 headers_value_len(const char *value)
 {
