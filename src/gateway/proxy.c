@@ -63,6 +63,9 @@
  * a larger one is sent once, never retried.
  */
 #define RETRY_BODY_MAX (1024 * 1024)
+/* A request target up to this long lives in its exchange; longer ones are
+ * allocated. */
+#define TARGET_INLINE 192
 
 struct proxy {
     struct event_base *base;       /* borrowed */
@@ -79,6 +82,9 @@ struct proxy {
     struct headers fwd_spare;      /* the same for the fields sent
                                       upstream; owned */
     struct jwtcache *tokens;       /* verified tokens; owned */
+    struct exchange *spare_ex;     /* the memory of the last exchange
+                                      freed, for the next one, or NULL;
+                                      owned */
     struct strbuf head_text;       /* the response head being written;
                                       its memory is reused; owned */
     struct evbuffer *head_spare;   /* hands the head to evhttp, or holds
@@ -127,7 +133,8 @@ struct exchange {
     enum evhttp_cmd_type method;     /* client method, forwarded as is */
     bool http10;                     /* the client spoke HTTP/1.0 */
     bool tls;                        /* it came over the TLS listener */
-    char *target;                    /* origin-form sent upstream; owned */
+    char *target;                    /* origin-form sent upstream: owned,
+                                        or 'target_buf' */
     struct headers fwd;              /* request headers to send; owned */
     struct ratelimit_check *check;   /* pending decision, or NULL */
     struct headers rl_headers;       /* rate-limit fields for the
@@ -167,6 +174,8 @@ struct exchange {
     unsigned attempt;               /* upstream attempts started */
     int64_t first_t0;               /* monotonic ms the first began */
     uint64_t backoff_ms;            /* the last backoff */
+    /* Last: exchange_new() zeroes what comes before. */
+    char target_buf[TARGET_INLINE]; /* a short 'target' */
 };
 
 struct proxy *
@@ -200,6 +209,7 @@ proxy_free(struct proxy *p)
     headers_deinit(&p->fwd_spare);
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
+    free(p->spare_ex);
     free(p->head_text.p);
     evbuffer_free(p->head_spare);
     free(p);
@@ -375,7 +385,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     if (ex->body_copy != NULL) {
         evbuffer_free(ex->body_copy);
     }
-    free(ex->target);
+    if (ex->target != ex->target_buf) {
+        free(ex->target);
+    }
     free(ex->user);
     config_unref(ex->cfg);
     if (ex->prev != NULL) {
@@ -387,7 +399,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         ex->next->prev = ex->prev;
     }
     p->in_flight--;
-    free(ex);
+    /* Kept for the next exchange: one allocation fewer per request. */
+    free(p->spare_ex);
+    p->spare_ex = ex;
 
     /* Nothing of 'ex' past this point; nothing of 'creq' after the call. */
     switch (how) {
@@ -673,7 +687,9 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     if (ex->state != EX_UPSTREAM || retried(ex, head->status, 0)) {
         return;
     }
-    connection = forward_connection_list(uh);
+    /* Mostly "keep-alive" alone: nothing to join, nothing to obey. */
+    connection =
+        forward_connection_nominates(uh) ? forward_connection_list(uh) : NULL;
     if (filtered) {
         /* ---- response filters (filter.h), before the status line:
          * SetStatus changes it ---- */
@@ -1005,11 +1021,13 @@ on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
 }
 
 static char *
-build_target(const struct route *r, const char *path, const char *query)
+build_target(struct exchange *ex, const struct route *r, const char *path,
+             const char *query)
 {
     size_t nb = strlen(r->uri.base_path), np = strlen(path);
     size_t nq = query != NULL ? strlen(query) + 1 : 0;
-    char *t = xmalloc(nb + np + nq + 1);
+    size_t size = nb + np + nq + 1;
+    char *t = size <= sizeof(ex->target_buf) ? ex->target_buf : xmalloc(size);
 
     memcpy(t, r->uri.base_path, nb);
     memcpy(t + nb, path, np);
@@ -1029,10 +1047,17 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
              struct evhttp_request *creq, struct clientconn *cc,
              const char *client, int64_t t0, int64_t wall)
 {
-    struct exchange *ex = xcalloc(1, sizeof(*ex));
+    struct exchange *ex = p->spare_ex;
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
     size_t len;
 
+    if (ex != NULL) {
+        p->spare_ex = NULL;
+        /* 'target_buf' is written before it is read. */
+        memset(ex, 0, offsetof(struct exchange, target_buf));
+    } else {
+        ex = xcalloc(1, sizeof(*ex));
+    }
     ex->state = EX_LIMITING;
     ex->proxy = p;
     ex->cfg = config_ref(cfg);
@@ -1444,7 +1469,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                                     on_ratelimit_done, ex, &outcome);
     }
 
-    out.path = xstrdup(path);
+    /* Filters may replace the path; without any it is read only. */
+    out.path = route->nfilters > 0 ? xstrdup(path) : path;
     out.query = query != NULL ? xstrdup(query) : NULL;
     out.headers = in; /* moved: 'in' is not used again */
     out.preserve_host = false;
@@ -1452,7 +1478,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     for (size_t i = 0; i < route->nfilters; i++) {
         filter_apply_request(&route->filters[i], &out);
     }
-    ex->target = build_target(route, out.path, out.query);
+    ex->target = build_target(ex, route, out.path, out.query);
     ex->has_body =
         evbuffer_get_length(evhttp_request_get_input_buffer(creq)) > 0 ||
         method == EVHTTP_REQ_POST || method == EVHTTP_REQ_PUT ||
@@ -1473,7 +1499,9 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     fields_give(&p->in_spare, &out.headers);
     claims_unref(claims); /* 'user' and 'role' are copied by now */
     free(xff);
-    free(out.path);
+    if (out.path != path) {
+        free(out.path);
+    }
     free(out.query);
     free(path);
     if (!limited) {
