@@ -1403,7 +1403,11 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     xff = trusted ? headers_join(&in, "X-Forwarded-For") : NULL;
     forwarded_client(&peer, xff, sc->trusted_proxies, sc->ntrusted_proxies,
                      &client);
-    netaddr_format(&client, addr, sizeof(addr));
+    /* Most often the peer itself: 'addr' says it already. */
+    if (client.family != peer.family ||
+        memcmp(client.bytes, peer.bytes, sizeof(peer.bytes)) != 0) {
+        netaddr_format(&client, addr, sizeof(addr));
+    }
     /* With identity.jwt the token is the source: no field is believed. */
     if (cfg->identity.jwt != NULL
             ? jwt_or_reply(p, cfg, creq, &in, addr, t0, wall, &claims)
