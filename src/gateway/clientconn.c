@@ -2,11 +2,11 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
