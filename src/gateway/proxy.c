@@ -66,6 +66,9 @@
 /* A request target up to this long lives in its exchange; longer ones are
  * allocated. */
 #define TARGET_INLINE 192
+/* Freed exchanges a worker keeps for the next ones: about as many as
+ * arrive in one loop turn. */
+#define SPARE_EXCHANGES 64
 
 struct proxy {
     struct event_base *base;       /* borrowed */
@@ -82,9 +85,9 @@ struct proxy {
     struct headers fwd_spare;      /* the same for the fields sent
                                       upstream; owned */
     struct jwtcache *tokens;       /* verified tokens; owned */
-    struct exchange *spare_ex;     /* the memory of the last exchange
-                                      freed, for the next one, or NULL;
-                                      owned */
+    struct exchange *spare_ex;     /* exchanges freed, kept for the next
+                                      ones (linked by 'next'); owned */
+    size_t nspare_ex;              /* length of 'spare_ex' */
     struct strbuf head_text;       /* the response head being written;
                                       its memory is reused; owned */
     struct evbuffer *head_spare;   /* hands the head to evhttp, or holds
@@ -209,7 +212,12 @@ proxy_free(struct proxy *p)
     headers_deinit(&p->fwd_spare);
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
-    free(p->spare_ex);
+    while (p->spare_ex != NULL) {
+        struct exchange *next = p->spare_ex->next;
+
+        free(p->spare_ex);
+        p->spare_ex = next;
+    }
     free(p->head_text.p);
     evbuffer_free(p->head_spare);
     free(p);
@@ -399,9 +407,14 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         ex->next->prev = ex->prev;
     }
     p->in_flight--;
-    /* Kept for the next exchange: one allocation fewer per request. */
-    free(p->spare_ex);
-    p->spare_ex = ex;
+    /* Kept for a next exchange: one allocation fewer per request. */
+    if (p->nspare_ex < SPARE_EXCHANGES) {
+        ex->next = p->spare_ex;
+        p->spare_ex = ex;
+        p->nspare_ex++;
+    } else {
+        free(ex);
+    }
 
     /* Nothing of 'ex' past this point; nothing of 'creq' after the call. */
     switch (how) {
@@ -1052,7 +1065,8 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     size_t len;
 
     if (ex != NULL) {
-        p->spare_ex = NULL;
+        p->spare_ex = ex->next;
+        p->nspare_ex--;
         /* 'target_buf' is written before it is read. */
         memset(ex, 0, offsetof(struct exchange, target_buf));
     } else {

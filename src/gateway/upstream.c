@@ -31,6 +31,8 @@
 #define READ_CHUNK (16 * 1024)
 /* Room for the head to resend that a request is made with at least. */
 #define RESEND_ROOM 512
+/* Freed requests a worker keeps for the next ones. */
+#define SPARE_REQUESTS 64
 
 struct pool;
 
@@ -88,8 +90,9 @@ struct upstream_client {
     struct timeval idle_tv;     /* idle timeout of pooled connections, a
                                    common timeout of 'base' when possible */
     struct strbuf head;         /* where request heads are built; reused */
-    struct upstream_req *spare; /* the memory of the last request freed,
-                                   for the next one, or NULL; owned */
+    struct upstream_req *spare; /* requests freed, kept for the next ones
+                                   (linked by 'next_spare'); owned */
+    size_t nspare;              /* length of 'spare' */
 };
 
 /* Where a request stands; each callback checks it first. */
@@ -125,6 +128,7 @@ struct upstream_req {
                                             request; its answer may follow */
     bool cancelled;                      /* upstream_cancel() during one */
     size_t resend_cap;                   /* bytes 'resend_buf' holds */
+    struct upstream_req *next_spare;     /* in client->spare, once freed */
     char resend_buf[];                   /* the head, when it may be
                                             resent; allocated with it */
 };
@@ -229,7 +233,12 @@ upstream_client_free(struct upstream_client *c)
         free(pl);
     }
     free(c->head.p);
-    free(c->spare);
+    while (c->spare != NULL) {
+        struct upstream_req *rq = c->spare;
+
+        c->spare = rq->next_spare;
+        free(rq);
+    }
     free(c);
 }
 
@@ -403,9 +412,11 @@ req_free(struct upstream_req *rq)
     if (rq->conn != NULL) {
         conn_free(rq->conn);
     }
-    /* Kept for the next request: one allocation fewer per request. */
-    if (c->spare == NULL) {
+    /* Kept for a next request: one allocation fewer per request. */
+    if (c->nspare < SPARE_REQUESTS) {
+        rq->next_spare = c->spare;
         c->spare = rq;
+        c->nspare++;
     } else {
         free(rq);
     }
@@ -419,7 +430,8 @@ req_new(struct upstream_client *c, size_t resend)
     size_t cap;
 
     if (rq != NULL && rq->resend_cap >= resend) {
-        c->spare = NULL;
+        c->spare = rq->next_spare;
+        c->nspare--;
         cap = rq->resend_cap;
         memset(rq, 0, sizeof(*rq));
     } else {
