@@ -178,11 +178,13 @@ struct series {
 };
 
 struct metrics_shard {
-    pthread_mutex_t lock;  /* taken by the owner to change 'slots' and by
-                              a scrape to read them */
-    struct series **slots; /* 'nslots' entries, NULL when free; owned */
-    size_t nslots;         /* a power of two */
-    size_t count;          /* series in 'slots' */
+    pthread_mutex_t lock;         /* taken by the owner to change 'slots' and by
+                                     a scrape to read them */
+    struct series **slots;        /* 'nslots' entries, NULL when free; owned */
+    size_t nslots;                /* a power of two */
+    size_t count;                 /* series in 'slots' */
+    struct series *last[M_COUNT]; /* per metric, the series used last, or
+                                     NULL; owner's thread only */
 };
 
 struct metrics {
@@ -313,9 +315,23 @@ shard_series(struct metrics_shard *sh, enum metric_id id,
            worker over a metric. */
         vals[k] = labels[k] != NULL ? labels[k] : "";
     }
+    /* A worker mostly records the same series again (one route, 200):
+     * compared by value, that skips the hash and the probe. */
+    s = sh->last[id];
+    if (s != NULL) {
+        int k = 0;
+
+        while (k < n && strcmp(s->labels[k], vals[k]) == 0) {
+            k++;
+        }
+        if (k == n) {
+            return s;
+        }
+    }
     hash = hash_series(id, vals, n);
     for (i = (size_t)hash & mask; sh->slots[i] != NULL; i = (i + 1) & mask) {
         if (series_matches(sh->slots[i], hash, id, vals, n)) {
+            sh->last[id] = sh->slots[i];
             return sh->slots[i];
         }
     }
@@ -330,6 +346,7 @@ shard_series(struct metrics_shard *sh, enum metric_id id,
     }
     sh->count++;
     pthread_mutex_unlock(&sh->lock);
+    sh->last[id] = s;
     return s;
 }
 

@@ -24,6 +24,22 @@ strbuf_add(struct strbuf *b, const char *s, size_t len)
     b->p[b->n] = '\0';
 }
 
+char *
+strbuf_append(struct strbuf *b, size_t len)
+{
+    size_t need = b->n + len + 1;
+    char *at;
+
+    if (need > b->cap) {
+        b->p =
+            xgrow(b->p, &b->cap, need < STRBUF_FIRST ? STRBUF_FIRST : need, 1);
+    }
+    at = b->p + b->n;
+    b->n += len;
+    b->p[b->n] = '\0';
+    return at;
+}
+
 void
 strbuf_adds(struct strbuf *b, const char *s)
 {

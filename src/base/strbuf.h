@@ -20,6 +20,9 @@ struct strbuf {
 
 void strbuf_add(struct strbuf *b, const char *s, size_t len);
 void strbuf_adds(struct strbuf *b, const char *s);
+/* Makes 'b' 'len' bytes longer (NUL-terminated after them) and returns
+ * where those bytes go, for the caller to fill at once. */
+char *strbuf_append(struct strbuf *b, size_t len);
 void strbuf_addf(struct strbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Room for any unsigned 64-bit number in decimal, NUL included. */

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -37,6 +38,8 @@
  * start of a pipelined next request fits; a flood stops being read.
  */
 #define ANSWERING_INPUT_MAX (64 * 1024)
+/* Alignment of the leave watch stored after a record (any object's). */
+#define EVENT_ALIGN _Alignof(max_align_t)
 
 enum conn_state {
     CONN_WAITING,   /* no byte of the next request yet */
@@ -51,6 +54,9 @@ struct clientconn {
     struct evhttp_connection *evcon;   /* evhttp's; NULL while pending */
     struct evbuffer_cb_entry *reading; /* our callback on bev's input */
     struct event *deadline;            /* the head deadline, or NULL */
+    bool deadline_armed;               /* 'deadline' is added */
+    bool stream_tv;                    /* only writes are timed, until the
+                                          reply is done */
     struct evhttp_request *req;        /* being answered, or NULL */
     evutil_socket_t fd;                /* index in cs->by_fd, or -1 */
     enum conn_state state;             /* where its current request is */
@@ -66,6 +72,16 @@ struct clientconn {
     struct evbuffer_cb_entry *tail_cb; /* on the output: drained, or NULL */
     clientconn_close_cb watch;         /* told of the close, or NULL */
     void *watch_arg;                   /* for 'watch' */
+    struct event *leave;               /* the leave watch (see
+                                          clientconn_watch_leave()), stored
+                                          after the record, in its
+                                          allocation; set up on first use */
+    bool leave_ready;                  /* 'leave' is assigned */
+    bool leave_armed;                  /* 'leave' is added */
+    bool leave_skip;                   /* its next firing may be for bytes
+                                          evhttp has read since: ignore it */
+    clientconn_leave_cb leave_cb;      /* told of a leave, or NULL */
+    void *leave_arg;                   /* for 'leave_cb' */
     struct clientconn *prev, *next;    /* in cs->all */
     struct clientconn *next_pending;   /* in cs->pending */
 };
@@ -239,8 +255,12 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 static struct clientconn *
 record_new(struct clientconns *cs, struct bufferevent *bev)
 {
-    struct clientconn *cc = xcalloc(1, sizeof(*cc));
+    /* The leave watch's event lives in the same allocation. */
+    size_t size = (sizeof(struct clientconn) + EVENT_ALIGN - 1) / EVENT_ALIGN *
+                  EVENT_ALIGN;
+    struct clientconn *cc = xcalloc(1, size + event_get_struct_event_size());
 
+    cc->leave = (struct event *)((char *)cc + size);
     cc->cs = cs;
     cc->bev = bev;
     cc->fd = -1;
@@ -288,6 +308,9 @@ record_free(struct clientconn *cc)
     }
     if (cc->deadline != NULL) {
         event_free(cc->deadline);
+    }
+    if (cc->leave_armed) {
+        event_del(cc->leave);
     }
     if (cc->tail_timer != NULL) {
         event_free(cc->tail_timer);
@@ -488,6 +511,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    cc->deadline_armed = false;
     if (cc->state != CONN_HEAD || cc->evcon == NULL) {
         return;
     }
@@ -507,17 +531,154 @@ head_begin(struct clientconn *cc)
     cc->line_cr = false;
     cc->seen_line = false;
     cc->head_nul = false;
-    if (cc->deadline == NULL) {
-        cc->deadline = evtimer_new(cc->cs->base, on_deadline, cc);
-    }
-    evtimer_add(cc->deadline, &cc->cs->header_tv);
 }
 
+static void
+deadline_disarm(struct clientconn *cc)
+{
+    if (cc->deadline_armed) {
+        evtimer_del(cc->deadline);
+        cc->deadline_armed = false;
+    }
+}
+
+/* ---- the leave watch ---- */
+
+static void on_leave_ready(evutil_socket_t fd, short what, void *arg);
+
+static void
+leave_arm(struct clientconn *cc)
+{
+    if (cc->leave_armed) {
+        return;
+    }
+    if (!cc->leave_ready) {
+        evutil_socket_t fd = bufferevent_getfd(cc->bev);
+
+        if (fd < 0) {
+            return;
+        }
+        /* TLS: the socket carries records, not the next request, so a
+         * peek tells nothing; the kernel's half-close flag does. */
+        event_assign(cc->leave, cc->cs->base, fd,
+                     cc->tls ? EV_CLOSED : EV_READ | EV_PERSIST, on_leave_ready,
+                     cc);
+        cc->leave_ready = true;
+    }
+    event_add(cc->leave, NULL);
+    cc->leave_armed = true;
+}
+
+static void
+leave_disarm(struct clientconn *cc)
+{
+    if (cc->leave_armed) {
+        event_del(cc->leave);
+        cc->leave_armed = false;
+    }
+}
+
+/*
+ * The socket is readable (plain) or half-closed (TLS). With no watcher,
+ * evhttp reads it itself (the next request, a request body) and this is a
+ * no-op: a plain watch stays armed from one request to the next, so that
+ * neither it nor the descriptor's registration changes per request. It
+ * goes when nothing would read the socket (readiness would then repeat
+ * every loop turn), or while an answer is written (evhttp may have
+ * stopped reading at the input bound); the next head arms it again.
+ */
+static void
+on_leave_ready(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconn *cc = arg;
+    clientconn_leave_cb cb = cc->leave_cb;
+    void *cb_arg = cc->leave_arg;
+    bool skip = cc->leave_skip;
+    char byte;
+
+    (void)what;
+    cc->leave_skip = false;
+    if (cc->tls) {
+        cc->leave_armed = false; /* not persistent: it has fired */
+    }
+    if (cb == NULL) {
+        if (cc->state == CONN_ANSWERING ||
+            (bufferevent_get_enabled(cc->bev) & EV_READ) == 0) {
+            leave_disarm(cc);
+        }
+        return;
+    }
+    if (skip) {
+        /*
+         * Likely the readiness that brought the request, reported in the
+         * loop turn the request was read, after evhttp's read: a peek
+         * would find nothing. A leave shows again next turn.
+         */
+        return;
+    }
+    if (!cc->tls) {
+        ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+        if (n > 0) {
+            /*
+             * The client sent more while it waits: a pipelined request,
+             * which evhttp reads once this answer is done. Until then
+             * nothing reads the socket, so a watch would wake every turn;
+             * it goes, and a leave during the rest of this exchange is
+             * seen only when the answer is written (or the upstream's
+             * timeout ends it), as evhttp alone would see it.
+             */
+            leave_disarm(cc);
+            return;
+        }
+        if (n < 0 &&
+            (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            return;
+        }
+    }
+    /* End of file or an error: the client is gone. */
+    leave_disarm(cc);
+    cc->leave_cb = NULL;
+    cc->leave_arg = NULL;
+    cb(cc, cb_arg); /* may close the connection, and free 'cc' */
+}
+
+/*
+ * The end of a head: evhttp stops reading when it hands the request over,
+ * in this loop turn or a later one (after a body). Armed first, the watch
+ * keeps the descriptor's registration for reading as it is: no epoll_ctl.
+ */
 static void
 head_end(struct clientconn *cc)
 {
     cc->state = CONN_BODY;
-    evtimer_del(cc->deadline);
+    deadline_disarm(cc);
+    if (!cc->tls) {
+        leave_arm(cc);
+        cc->leave_skip = true;
+    }
+}
+
+/*
+ * After a scan of the bytes in: the end of the head, or the deadline of a
+ * head that goes on past them. It is armed by the scan of the head's first
+ * bytes, in the loop turn they came in; a head that arrives whole, as
+ * most do, never needs the timer.
+ */
+static void
+head_scanned(struct clientconn *cc, bool complete)
+{
+    if (complete) {
+        head_end(cc);
+        return;
+    }
+    if (!cc->deadline_armed) {
+        if (cc->deadline == NULL) {
+            cc->deadline = evtimer_new(cc->cs->base, on_deadline, cc);
+        }
+        evtimer_add(cc->deadline, &cc->cs->header_tv);
+        cc->deadline_armed = true;
+    }
 }
 
 /*
@@ -607,9 +768,9 @@ on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
         head_begin(cc);
     }
     /* New bytes go at the end; evhttp takes whole lines from the front. */
-    if (scan_buffer(cc, buf, len > info->n_added ? len - info->n_added : 0)) {
-        head_end(cc);
-    }
+    head_scanned(
+        cc,
+        scan_buffer(cc, buf, len > info->n_added ? len - info->n_added : 0));
 }
 
 /* ---- requests ---- */
@@ -622,15 +783,23 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
+    /* A plain watch stays for the next request (on_leave_ready()). */
+    cc->leave_cb = NULL;
+    cc->leave_arg = NULL;
+    if (cc->tls) {
+        leave_disarm(cc);
+    }
     bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
-    bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv, &cc->cs->client_tv);
+    if (cc->stream_tv) {
+        bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv,
+                                 &cc->cs->client_tv);
+        cc->stream_tv = false;
+    }
     cc->state = CONN_WAITING;
     if (evbuffer_get_length(in) > 0) {
         /* The next request began during the answer: its clock starts. */
         head_begin(cc);
-        if (scan_buffer(cc, in, 0)) {
-            head_end(cc);
-        }
+        head_scanned(cc, scan_buffer(cc, in, 0));
     }
 }
 
@@ -663,9 +832,7 @@ clientconns_begin_request(struct clientconns *cs, struct evhttp_request *req)
 {
     struct clientconn *cc = find(cs, evhttp_request_get_connection(req));
 
-    if (cc->deadline != NULL) {
-        evtimer_del(cc->deadline);
-    }
+    deadline_disarm(cc);
     cc->state = CONN_ANSWERING;
     cc->req = req;
     evhttp_request_set_on_complete_cb(req, on_reply_done, cc);
@@ -685,6 +852,19 @@ clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg)
     cc->watch_arg = cb != NULL ? arg : NULL;
 }
 
+void
+clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
+{
+    cc->leave_cb = cb;
+    cc->leave_arg = cb != NULL ? arg : NULL;
+    if (cb != NULL) {
+        leave_arm(cc);
+    } else if (cc->tls) {
+        leave_disarm(cc);
+    }
+    /* A plain watch stays, for the next request (on_leave_ready()). */
+}
+
 bool
 clientconn_head_has_nul(const struct clientconn *cc)
 {
@@ -694,7 +874,10 @@ clientconn_head_has_nul(const struct clientconn *cc)
 void
 clientconn_stream_timeouts(struct clientconn *cc)
 {
-    bufferevent_set_timeouts(cc->bev, NULL, &cc->cs->client_tv);
+    if (!cc->stream_tv) {
+        bufferevent_set_timeouts(cc->bev, NULL, &cc->cs->client_tv);
+        cc->stream_tv = true;
+    }
 }
 
 /* ---- the set ---- */

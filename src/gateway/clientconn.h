@@ -130,6 +130,30 @@ void clientconn_watch(struct clientconn *cc, clientconn_close_cb cb, void *arg);
 void *clientconn_watch_arg(const struct clientconn *cc, clientconn_close_cb cb);
 
 /*
+ * The leave watch. evhttp stops reading a connection while its request
+ * is answered, until the reply begins, so it would not see the client
+ * leave meanwhile; this watch does, and calls 'cb' once (unless cleared
+ * first) when the client closed or reset the connection. 'cb' NULL
+ * clears it; call that once the reply has begun, or before answering.
+ * The reply's end clears it too. 'cb' may close the connection.
+ *
+ * On a plain connection the watch is a read event on the socket, armed
+ * at the end of a request head, before evhttp stops reading, and left
+ * armed while evhttp reads the connection itself (it then ignores what
+ * it sees): the descriptor stays registered for reading throughout, and
+ * a request costs no epoll_ctl and no event_add for it. When the socket
+ * turns readable while 'cb' waits, a peek tells: end of file or an error
+ * is a leave; data is a pipelined next request, which evhttp reads after
+ * this reply, and the watch stops for the rest of this request (a leave
+ * is then seen only when the reply is written). Over TLS the socket
+ * carries records, so the watch is the kernel's half-close flag
+ * (EV_CLOSED), added and removed with 'cb'.
+ */
+typedef void (*clientconn_leave_cb)(struct clientconn *cc, void *arg);
+void clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb,
+                            void *arg);
+
+/*
  * The head of the request being answered held a NUL byte. evhttp keeps
  * field values as C strings, so it has cut a value there
  * ("Transfer-Encoding: chunked\0junk" reads as chunked): the request

@@ -236,25 +236,25 @@ evreq_head_begin(struct strbuf *text, struct evhttp_request *req, int status,
 void
 evreq_head_field(struct strbuf *text, const char *name, const char *value)
 {
-    strbuf_adds(text, name);
-    strbuf_add(text, ": ", 2);
-    strbuf_adds(text, value);
-    strbuf_add(text, "\r\n", 2);
+    size_t nl = strlen(name), vl = strlen(value);
+    char *p = strbuf_append(text, nl + vl + 4);
+
+    /* One growth check for the line, not four. */
+    memcpy(p, name, nl);
+    p += nl;
+    *p++ = ':';
+    *p++ = ' ';
+    memcpy(p, value, vl);
+    p += vl;
+    *p++ = '\r';
+    *p = '\n';
 }
 
-/* Ends the head in 'text' and passes it, then 'body' (drained; may be
- * NULL), to evhttp through 'spare'. */
-static void
-send_head(struct evhttp_request *req, struct strbuf *text,
-          struct evbuffer *body, struct evbuffer *spare,
-          void (*cb)(struct evhttp_connection *, void *), void *arg)
+void
+evreq_head_finish(struct strbuf *text, struct evbuffer *out)
 {
     strbuf_add(text, "\r\n", 2);
-    evbuffer_add(spare, text->p, text->n);
-    if (body != NULL) {
-        evbuffer_add_buffer(spare, body);
-    }
-    pass_through(req, spare, cb, arg);
+    evbuffer_add(out, text->p, text->n);
 }
 
 void
@@ -262,7 +262,31 @@ evreq_head_send(struct evhttp_request *req, struct strbuf *text,
                 struct evbuffer *spare,
                 void (*cb)(struct evhttp_connection *, void *), void *arg)
 {
-    send_head(req, text, NULL, spare, cb, arg);
+    evreq_head_finish(text, spare);
+    pass_through(req, spare, cb, arg);
+}
+
+bool
+evreq_write_out(struct evhttp_request *req, struct evbuffer *buf,
+                void (*cb)(struct evhttp_connection *, void *), void *arg)
+{
+    struct bufferevent *bev =
+        evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    evutil_socket_t fd = bufferevent_getfd(bev);
+
+    /* Behind bytes already queued, only the bufferevent may write. */
+    if (fd >= 0 && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        while (evbuffer_get_length(buf) > 0 && evbuffer_write(buf, fd) > 0) {
+        }
+    }
+    if (evbuffer_get_length(buf) == 0) {
+        /* As pass_through(): evhttp_send_reply_end() must not add a last
+         * chunk for a request that came with a chunked body. */
+        req->chunked = 0;
+        return true;
+    }
+    pass_through(req, buf, cb, arg);
+    return false;
 }
 
 void
@@ -343,7 +367,8 @@ evreq_send_reply(struct evhttp_request *req, int status,
     } else if (req->major == 1 && req->minor == 0) {
         evreq_head_field(text, "Connection", "keep-alive");
     }
-    send_head(req, text, body, spare, NULL, NULL);
-    evreq_flush(evhttp_request_get_connection(req));
+    evreq_head_finish(text, spare);
+    evbuffer_add_buffer(spare, body);
+    evreq_write_out(req, spare, NULL, NULL);
     evhttp_send_reply_end(req);
 }

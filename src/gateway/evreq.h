@@ -127,6 +127,23 @@ void evreq_head_send(struct evhttp_request *req, struct strbuf *text,
                      struct evbuffer *spare,
                      void (*cb)(struct evhttp_connection *, void *), void *arg);
 
+/* Ends the head in 'text' and appends it to 'out'. */
+void evreq_head_finish(struct strbuf *text, struct evbuffer *out);
+
+/*
+ * Writes 'buf' (drained) as the next bytes of the reply to 'req', on a
+ * plain connection whose reply has no evhttp_send_reply_start(): straight
+ * to the socket, as far as it takes them without blocking, when nothing
+ * is queued before them; whatever is left goes to evhttp, which writes
+ * it and calls 'cb' with 'arg' once the output has drained, as for
+ * evhttp_send_reply_chunk_with_cb(). True when all went out at once:
+ * evhttp_send_reply_end() then finishes the request inside the call,
+ * without evhttp's write path (enabling and disabling its events) ever
+ * running for it.
+ */
+bool evreq_write_out(struct evhttp_request *req, struct evbuffer *buf,
+                     void (*cb)(struct evhttp_connection *, void *), void *arg);
+
 /*
  * Sends a whole answer of the gateway's own, as evhttp_send_reply() does:
  * 'status' with the reason problem_reason() gives, the output fields of

@@ -63,8 +63,12 @@
  * a larger one is sent once, never retried.
  */
 #define RETRY_BODY_MAX (1024 * 1024)
-/* Alignment of the event kept after an exchange (any object's). */
-#define EVENT_ALIGN _Alignof(max_align_t)
+/* A request target up to this long lives in its exchange; longer ones are
+ * allocated. */
+#define TARGET_INLINE 192
+/* Freed exchanges a worker keeps for the next ones: about as many as
+ * arrive in one loop turn. */
+#define SPARE_EXCHANGES 64
 
 struct proxy {
     struct event_base *base;       /* borrowed */
@@ -81,10 +85,15 @@ struct proxy {
     struct headers fwd_spare;      /* the same for the fields sent
                                       upstream; owned */
     struct jwtcache *tokens;       /* verified tokens; owned */
+    struct exchange *spare_ex;     /* exchanges freed, kept for the next
+                                      ones (linked by 'next'); owned */
+    size_t nspare_ex;              /* length of 'spare_ex' */
     struct strbuf head_text;       /* the response head being written;
                                       its memory is reused; owned */
-    struct evbuffer *head_spare;   /* hands the head to evhttp; empty
-                                      between uses; owned */
+    struct evbuffer *head_spare;   /* hands the head to evhttp, or holds
+                                      a whole response for one write
+                                      (exchange 'held'); empty between
+                                      uses; owned */
     uint64_t draws;                /* state of the Weight draws */
     bool handling_tls;             /* the request proxy_handle() is on
                                       came over the TLS listener */
@@ -127,7 +136,8 @@ struct exchange {
     enum evhttp_cmd_type method;     /* client method, forwarded as is */
     bool http10;                     /* the client spoke HTTP/1.0 */
     bool tls;                        /* it came over the TLS listener */
-    char *target;                    /* origin-form sent upstream; owned */
+    char *target;                    /* origin-form sent upstream: owned,
+                                        or 'target_buf' */
     struct headers fwd;              /* request headers to send; owned */
     struct ratelimit_check *check;   /* pending decision, or NULL */
     struct headers rl_headers;       /* rate-limit fields for the
@@ -136,12 +146,13 @@ struct exchange {
                                         Content-Length even if 0 */
     struct upstream_req *ureq;       /* the upstream request, or NULL */
     struct event *timer;             /* delay mode's hold, or NULL */
-    struct event *client_gone;       /* EV_CLOSED watch until the response
-                                        begins, or NULL; stored after the
-                                        exchange, in its allocation */
     bool paused;                     /* upstream reads held back */
     bool chunked;                    /* the gateway frames the response
                                         body to the client in chunks */
+    bool held;                       /* the head, then the body that came
+                                        whole with it, wait in the proxy's
+                                        head_spare, written out at the end
+                                        (on_upstream_head()) */
     const struct headers *refusal;   /* a refusal's fields, which
                                         END_REPLY writes beside evhttp's
                                         list, or NULL; borrowed */
@@ -166,6 +177,8 @@ struct exchange {
     unsigned attempt;               /* upstream attempts started */
     int64_t first_t0;               /* monotonic ms the first began */
     uint64_t backoff_ms;            /* the last backoff */
+    /* Last: exchange_new() zeroes what comes before. */
+    char target_buf[TARGET_INLINE]; /* a short 'target' */
 };
 
 struct proxy *
@@ -199,6 +212,12 @@ proxy_free(struct proxy *p)
     headers_deinit(&p->fwd_spare);
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
+    while (p->spare_ex != NULL) {
+        struct exchange *next = p->spare_ex->next;
+
+        free(p->spare_ex);
+        p->spare_ex = next;
+    }
     free(p->head_text.p);
     evbuffer_free(p->head_spare);
     free(p);
@@ -254,6 +273,8 @@ fields_give(struct headers *spare, struct headers *h)
 }
 
 /* ---- the end of an exchange ---- */
+
+static void on_client_drained(struct evhttp_connection *cconn, void *arg);
 
 /* Counts a finished request and writes its access-log line. */
 static void
@@ -329,6 +350,8 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
      * TLS, only OpenSSL writes to the socket. */
     bool flush = how == END_COMPLETE && !ex->paused && !ex->tls;
     struct clientconn *tls_cc = ex->tls ? ex->cc : NULL;
+    struct clientconn *plain_cc = ex->tls ? NULL : ex->cc;
+    bool held = ex->held;
     bool last_chunk = how == END_COMPLETE && ex->chunked;
     const struct headers *refusal = ex->refusal;
 
@@ -343,12 +366,13 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     }
     if (ex->cc != NULL) {
         clientconn_watch(ex->cc, NULL, NULL);
-    }
-    if (ex->client_gone != NULL) {
-        event_del(ex->client_gone);
+        clientconn_watch_leave(ex->cc, NULL, NULL);
     }
     if (ex->timer != NULL) {
         event_free(ex->timer);
+    }
+    if (held && how != END_COMPLETE) {
+        evbuffer_drain(p->head_spare, evbuffer_get_length(p->head_spare));
     }
     if (how == END_REPLY) {
         evreq_reply_prepare(creq, reply);
@@ -369,7 +393,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     if (ex->body_copy != NULL) {
         evbuffer_free(ex->body_copy);
     }
-    free(ex->target);
+    if (ex->target != ex->target_buf) {
+        free(ex->target);
+    }
     free(ex->user);
     config_unref(ex->cfg);
     if (ex->prev != NULL) {
@@ -381,7 +407,14 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         ex->next->prev = ex->prev;
     }
     p->in_flight--;
-    free(ex);
+    /* Kept for a next exchange: one allocation fewer per request. */
+    if (p->nspare_ex < SPARE_EXCHANGES) {
+        ex->next = p->spare_ex;
+        p->spare_ex = ex;
+        p->nspare_ex++;
+    } else {
+        free(ex);
+    }
 
     /* Nothing of 'ex' past this point; nothing of 'creq' after the call. */
     switch (how) {
@@ -391,6 +424,16 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evbuffer_free(reply);
         break;
     case END_COMPLETE:
+        if (held) {
+            /* Head and body in one write; the rest, if the socket would
+             * not take it all, waits for the client (on_upstream_head()). */
+            if (!evreq_write_out(creq, p->head_spare, on_client_drained,
+                                 plain_cc)) {
+                clientconn_stream_timeouts(plain_cc);
+            }
+            evhttp_send_reply_end(creq);
+            break;
+        }
         /*
          * The last chunk of a chunked body: the gateway's own, or over TLS
          * evhttp's, which goes out now, before the drain wait, not from
@@ -410,6 +453,12 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         }
         if (flush) {
             evreq_flush(cconn);
+        }
+        if (plain_cc != NULL &&
+            evbuffer_get_length(bufferevent_get_output(
+                evhttp_connection_get_bufferevent(cconn))) > 0) {
+            /* The rest waits for the client (on_upstream_head()). */
+            clientconn_stream_timeouts(plain_cc);
         }
         evhttp_send_reply_end(creq);
         break;
@@ -453,12 +502,11 @@ proxy_abort_all(struct proxy *p)
 
 /* The client closed its connection before any response byte. */
 static void
-on_client_gone(evutil_socket_t fd, short what, void *arg)
+on_client_gone(struct clientconn *cc, void *arg)
 {
     struct exchange *ex = arg;
 
-    (void)fd;
-    (void)what;
+    (void)cc;
     log_debug("proxy: route %s: client left before the response",
               ex->route->id);
     exchange_end(ex, END_ABANDON, 0, NULL);
@@ -561,8 +609,6 @@ route_filters_response(const struct route *r)
     return false;
 }
 
-static void on_client_drained(struct evhttp_connection *cconn, void *arg);
-
 /*
  * Where the fields of a response head go: the gateway's own text, or
  * evhttp's list for the head evhttp writes itself: for a HEAD request
@@ -654,10 +700,9 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     if (ex->state != EX_UPSTREAM || retried(ex, head->status, 0)) {
         return;
     }
-    connection = forward_connection_list(uh);
-    /* From here the client connection's close callback tells of a leave. */
-    event_del(ex->client_gone);
-    ex->client_gone = NULL;
+    /* Mostly "keep-alive" alone: nothing to join, nothing to obey. */
+    connection =
+        forward_connection_nominates(uh) ? forward_connection_list(uh) : NULL;
     if (filtered) {
         /* ---- response filters (filter.h), before the status line:
          * SetStatus changes it ---- */
@@ -712,12 +757,20 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     }
     /*
      * Set first: reading and writing are both off here, so nothing is
-     * re-added now, and the reply's start enables both with these.
+     * re-added now, and the reply's start enables both with these. A
+     * body that came whole with the head is written out within this call
+     * and needs none, unless its bytes have to wait in the client's
+     * output (exchange_end() sees to that); over TLS they always wait.
      */
-    clientconn_stream_timeouts(ex->cc);
+    if (ex->tls || !head->body_in_hand) {
+        clientconn_stream_timeouts(ex->cc);
+    }
     if (o.text == NULL) {
         evreq_add_date(ex->creq);
         evhttp_send_reply_start(ex->creq, edit.status, edit.reason);
+        /* evhttp reads again: from here the connection's close callback
+         * tells of a leave. */
+        clientconn_watch_leave(ex->cc, NULL, NULL);
         return;
     }
     if (!o.has_date) {
@@ -729,7 +782,19 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     } else if (ex->http10) {
         head_field(&o, "Connection", "keep-alive");
     }
-    evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained, ex->cc);
+    if (head->body_in_hand && !ex->chunked) {
+        /*
+         * The body follows within this call: head and body go out in one
+         * write when the response is complete (exchange_end()), and
+         * evhttp's write path never runs for them.
+         */
+        evreq_head_finish(o.text, p->head_spare);
+        ex->held = true;
+    } else {
+        evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained,
+                        ex->cc);
+    }
+    clientconn_watch_leave(ex->cc, NULL, NULL); /* as above */
 }
 
 static void
@@ -755,6 +820,10 @@ on_upstream_body(void *arg, struct evbuffer *buf)
         return;
     }
     ex->bytes += evbuffer_get_length(buf);
+    if (ex->held) {
+        evbuffer_add_buffer(ex->proxy->head_spare, buf);
+        return;
+    }
     if (ex->chunked && evbuffer_get_length(buf) > 0) {
         evreq_chunk_wrap(buf);
     }
@@ -965,11 +1034,13 @@ on_ratelimit_done(struct ratelimit_outcome *o, void *arg)
 }
 
 static char *
-build_target(const struct route *r, const char *path, const char *query)
+build_target(struct exchange *ex, const struct route *r, const char *path,
+             const char *query)
 {
     size_t nb = strlen(r->uri.base_path), np = strlen(path);
     size_t nq = query != NULL ? strlen(query) + 1 : 0;
-    char *t = xmalloc(nb + np + nq + 1);
+    size_t size = nb + np + nq + 1;
+    char *t = size <= sizeof(ex->target_buf) ? ex->target_buf : xmalloc(size);
 
     memcpy(t, r->uri.base_path, nb);
     memcpy(t + nb, path, np);
@@ -989,13 +1060,18 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
              struct evhttp_request *creq, struct clientconn *cc,
              const char *client, int64_t t0, int64_t wall)
 {
-    /* The watch's event lives in the same allocation (event_assign). */
-    size_t size =
-        (sizeof(struct exchange) + EVENT_ALIGN - 1) / EVENT_ALIGN * EVENT_ALIGN;
-    struct exchange *ex = xcalloc(1, size + event_get_struct_event_size());
+    struct exchange *ex = p->spare_ex;
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
     size_t len;
 
+    if (ex != NULL) {
+        p->spare_ex = ex->next;
+        p->nspare_ex--;
+        /* 'target_buf' is written before it is read. */
+        memset(ex, 0, offsetof(struct exchange, target_buf));
+    } else {
+        ex = xcalloc(1, sizeof(*ex));
+    }
     ex->state = EX_LIMITING;
     ex->proxy = p;
     ex->cfg = config_ref(cfg);
@@ -1027,14 +1103,10 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     p->in_flight++;
     /*
      * evhttp stops reading while a request is answered, so it would not
-     * notice the client leaving: watch the socket for that until the
-     * response begins (TRAPS 2).
+     * notice the client leaving: watched until the response begins
+     * (TRAPS 2).
      */
-    ex->client_gone = (struct event *)((char *)ex + size);
-    event_assign(ex->client_gone, p->base,
-                 bufferevent_getfd(evhttp_connection_get_bufferevent(cconn)),
-                 EV_CLOSED, on_client_gone, ex);
-    event_add(ex->client_gone, NULL);
+    clientconn_watch_leave(cc, on_client_gone, ex);
     return ex;
 }
 
@@ -1345,7 +1417,11 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     xff = trusted ? headers_join(&in, "X-Forwarded-For") : NULL;
     forwarded_client(&peer, xff, sc->trusted_proxies, sc->ntrusted_proxies,
                      &client);
-    netaddr_format(&client, addr, sizeof(addr));
+    /* Most often the peer itself: 'addr' says it already. */
+    if (client.family != peer.family ||
+        memcmp(client.bytes, peer.bytes, sizeof(peer.bytes)) != 0) {
+        netaddr_format(&client, addr, sizeof(addr));
+    }
     /* With identity.jwt the token is the source: no field is believed. */
     if (cfg->identity.jwt != NULL
             ? jwt_or_reply(p, cfg, creq, &in, addr, t0, wall, &claims)
@@ -1411,7 +1487,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                                     on_ratelimit_done, ex, &outcome);
     }
 
-    out.path = xstrdup(path);
+    /* Filters may replace the path; without any it is read only. */
+    out.path = route->nfilters > 0 ? xstrdup(path) : path;
     out.query = query != NULL ? xstrdup(query) : NULL;
     out.headers = in; /* moved: 'in' is not used again */
     out.preserve_host = false;
@@ -1419,7 +1496,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     for (size_t i = 0; i < route->nfilters; i++) {
         filter_apply_request(&route->filters[i], &out);
     }
-    ex->target = build_target(route, out.path, out.query);
+    ex->target = build_target(ex, route, out.path, out.query);
     ex->has_body =
         evbuffer_get_length(evhttp_request_get_input_buffer(creq)) > 0 ||
         method == EVHTTP_REQ_POST || method == EVHTTP_REQ_PUT ||
@@ -1440,7 +1517,9 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     fields_give(&p->in_spare, &out.headers);
     claims_unref(claims); /* 'user' and 'role' are copied by now */
     free(xff);
-    free(out.path);
+    if (out.path != path) {
+        free(out.path);
+    }
     free(out.query);
     free(path);
     if (!limited) {

@@ -29,6 +29,10 @@
 /* Bytes read from an upstream at most per read() (the bufferevent's
    evbuffer_read() took 4096, and asked FIONREAD first). */
 #define READ_CHUNK (16 * 1024)
+/* Room for the head to resend that a request is made with at least. */
+#define RESEND_ROOM 512
+/* Freed requests a worker keeps for the next ones. */
+#define SPARE_REQUESTS 64
 
 struct pool;
 
@@ -80,12 +84,15 @@ struct pool {
 };
 
 struct upstream_client {
-    struct event_base *base; /* borrowed */
-    struct evdns_base *dns;  /* borrowed, or NULL */
-    struct pool *pools;      /* owned list */
-    struct timeval idle_tv;  /* idle timeout of pooled connections, a
-                                common timeout of 'base' when possible */
-    struct strbuf head;      /* where request heads are built; reused */
+    struct event_base *base;    /* borrowed */
+    struct evdns_base *dns;     /* borrowed, or NULL */
+    struct pool *pools;         /* owned list */
+    struct timeval idle_tv;     /* idle timeout of pooled connections, a
+                                   common timeout of 'base' when possible */
+    struct strbuf head;         /* where request heads are built; reused */
+    struct upstream_req *spare; /* requests freed, kept for the next ones
+                                   (linked by 'next_spare'); owned */
+    size_t nspare;              /* length of 'spare' */
 };
 
 /* Where a request stands; each callback checks it first. */
@@ -120,6 +127,8 @@ struct upstream_req {
     bool write_failed;                   /* the upstream stopped reading our
                                             request; its answer may follow */
     bool cancelled;                      /* upstream_cancel() during one */
+    size_t resend_cap;                   /* bytes 'resend_buf' holds */
+    struct upstream_req *next_spare;     /* in client->spare, once freed */
     char resend_buf[];                   /* the head, when it may be
                                             resent; allocated with it */
 };
@@ -224,6 +233,12 @@ upstream_client_free(struct upstream_client *c)
         free(pl);
     }
     free(c->head.p);
+    while (c->spare != NULL) {
+        struct upstream_req *rq = c->spare;
+
+        c->spare = rq->next_spare;
+        free(rq);
+    }
     free(c);
 }
 
@@ -295,11 +310,18 @@ on_idle_event(struct bufferevent *bev, short what, void *arg)
  * as it runs, but the upstream's FIN or a stray byte may have arrived
  * this very loop turn, before it ran, or after the loop last polled.
  */
+/* The socket of 'uc': its read event knows it without a call. */
+static evutil_socket_t
+conn_fd(const struct uconn *uc)
+{
+    return uc->rd != NULL ? event_get_fd(uc->rd) : bufferevent_getfd(uc->bev);
+}
+
 static bool
 conn_fit(struct uconn *uc)
 {
     char c;
-    evutil_socket_t fd = bufferevent_getfd(uc->bev);
+    evutil_socket_t fd = conn_fd(uc);
 
     if (!uc->connected || fd < 0) {
         return false;
@@ -385,10 +407,40 @@ conn_new(struct upstream_client *c, struct pool *pl, struct tls_client *tls)
 static void
 req_free(struct upstream_req *rq)
 {
+    struct upstream_client *c = rq->client;
+
     if (rq->conn != NULL) {
         conn_free(rq->conn);
     }
-    free(rq);
+    /* Kept for a next request: one allocation fewer per request. */
+    if (c->nspare < SPARE_REQUESTS) {
+        rq->next_spare = c->spare;
+        c->spare = rq;
+        c->nspare++;
+    } else {
+        free(rq);
+    }
+}
+
+/* A request zeroed, with room for a head of 'resend' bytes to resend. */
+static struct upstream_req *
+req_new(struct upstream_client *c, size_t resend)
+{
+    struct upstream_req *rq = c->spare;
+    size_t cap;
+
+    if (rq != NULL && rq->resend_cap >= resend) {
+        c->spare = rq->next_spare;
+        c->nspare--;
+        cap = rq->resend_cap;
+        memset(rq, 0, sizeof(*rq));
+    } else {
+        /* Room for a usual head, so that the spare fits the next one. */
+        cap = resend > RESEND_ROOM ? resend : RESEND_ROOM;
+        rq = xcalloc(1, sizeof(*rq) + cap);
+    }
+    rq->resend_cap = cap;
+    return rq;
 }
 
 /*
@@ -514,7 +566,7 @@ static void
 write_now(struct uconn *uc, const char *p, size_t len, struct evbuffer *body)
 {
     struct evbuffer *out = bufferevent_get_output(uc->bev);
-    evutil_socket_t fd = bufferevent_getfd(uc->bev);
+    evutil_socket_t fd = conn_fd(uc);
     struct iovec v[8];
     int nv = 1;
     ssize_t n;
@@ -584,7 +636,7 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
      * is kept with the request, in the same allocation.
      */
     resend = reused && r->body == NULL && idempotent(r->method);
-    rq = xcalloc(1, sizeof(*rq) + (resend ? c->head.n : 0));
+    rq = req_new(c, resend ? c->head.n : 0);
     if (resend) {
         memcpy(rq->resend_buf, c->head.p, c->head.n);
         rq->resend = rq->resend_buf;

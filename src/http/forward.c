@@ -22,6 +22,37 @@ forward_connection_list(const struct headers *h)
     return headers_join(h, "Connection");
 }
 
+bool
+forward_connection_nominates(const struct headers *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const char *p = h->v[i].value;
+
+        if (!named(h->v[i].name, "Connection", 10)) {
+            continue;
+        }
+        while (*p != '\0') {
+            const char *tok;
+            size_t len;
+
+            while (*p == ' ' || *p == '\t' || *p == ',') {
+                p++;
+            }
+            tok = p;
+            while (*p != '\0' && *p != ',' && *p != ' ' && *p != '\t') {
+                p++;
+            }
+            len = (size_t)(p - tok);
+            /* Keep-Alive is hop-by-hop: naming it adds nothing. */
+            if (len > 0 &&
+                (len != 10 || strncasecmp(tok, "keep-alive", 10) != 0)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static bool
 has_underscore(const char *name, const void *arg)
 {

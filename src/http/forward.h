@@ -25,6 +25,14 @@ struct netaddr;
 char *forward_connection_list(const struct headers *h);
 
 /*
+ * False when the Connection fields of 'h' name no field that is not
+ * hop-by-hop anyway: there are none, or they say only "keep-alive" (in
+ * any case, with empty list elements), as most responses do. The list
+ * then needs no joining to be obeyed.
+ */
+bool forward_connection_nominates(const struct headers *h);
+
+/*
  * Removes from a client's fields 'h' those whose name holds '_', unless
  * 'allowed' (server.underscores_in_headers); returns how many went. CGI,
  * WSGI and PHP upstreams read X_User_Id as X-User-Id, so such a name could

@@ -145,12 +145,13 @@ forwarded_is_hop_by_hop(const char *name)
 bool
 forwarded_in_connection(const char *connection, const char *name)
 {
-    size_t nlen = strlen(name);
     const char *p = connection;
+    size_t nlen;
 
     if (p == NULL) {
         return false;
     }
+    nlen = strlen(name);
     while (*p) {
         const char *tok;
         size_t len;

@@ -149,11 +149,21 @@ headers_remove_if(struct headers *h, headers_match_cb match, const void *arg)
     return removed;
 }
 
+/*
+ * 'a' is 'b' in any case. The first bytes are compared first, folded as
+ * letters fold: equal names always pass that, and most others stop there.
+ */
+static bool
+same_name(const char *a, const char *b)
+{
+    return (a[0] | 0x20) == (b[0] | 0x20) && strcasecmp(a, b) == 0;
+}
+
 const char *
 headers_get(const struct headers *h, const char *name)
 {
     for (size_t i = 0; i < h->n; i++) {
-        if (strcasecmp(h->v[i].name, name) == 0) {
+        if (same_name(h->v[i].name, name)) {
             return h->v[i].value;
         }
     }
@@ -166,7 +176,7 @@ headers_count(const struct headers *h, const char *name)
     size_t n = 0;
 
     for (size_t i = 0; i < h->n; i++) {
-        if (strcasecmp(h->v[i].name, name) == 0) {
+        if (same_name(h->v[i].name, name)) {
             n++;
         }
     }
@@ -180,7 +190,7 @@ headers_join(const struct headers *h, const char *name)
     bool any = false;
 
     for (size_t i = 0; i < h->n; i++) {
-        if (strcasecmp(h->v[i].name, name) == 0) {
+        if (same_name(h->v[i].name, name)) {
             if (any) {
                 strbuf_add(&b, ", ", 2);
             }
@@ -253,6 +263,36 @@ has_control(const unsigned char *p, size_t n)
         }
     }
     return false;
+}
+
+bool
+headers_name_ok_n(const char *name, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)name;
+
+    for (size_t i = 0; i < len; i++) {
+        if (!tchar[p[i]]) {
+            return false;
+        }
+    }
+    return len > 0;
+}
+
+bool
+headers_value_ok_n(const char *value, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)value;
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+
+        memcpy(&w, p + i, 8);
+        if (word_has_control(w) && has_control(p + i, 8)) {
+            return false;
+        }
+    }
+    return !has_control(p + i, len - i);
 }
 
 size_t

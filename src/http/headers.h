@@ -75,6 +75,10 @@ bool headers_valid_value(const char *value);
 size_t headers_name_len(const char *name);
 /* strlen('value') when headers_valid_value() holds, else SIZE_MAX. */
 size_t headers_value_len(const char *value);
+/* The same tests on the 'len' bytes at 'name' / 'value' (not
+ * NUL-terminated; a NUL among them fails). */
+bool headers_name_ok_n(const char *name, size_t len);
+bool headers_value_ok_n(const char *value, size_t len);
 
 /* True for the optional whitespace of RFC 9110 5.6.3: SP and HTAB. */
 static inline bool

@@ -7,6 +7,9 @@
 #include "urlcode.h"
 #include "xmalloc.h"
 
+/* A path this long or shorter is decoded on the stack. */
+#define PATH_LOCAL 512
+
 /* RFC 3986 section 2.3. */
 static bool
 is_unreserved(int c)
@@ -60,6 +63,7 @@ enum path_status
 path_normalize(const char *raw, size_t len, char **out)
 {
     enum path_status st;
+    char local[PATH_LOCAL]; /* the decoded path, when it fits */
     char *buf;
     char *res;
     size_t n;
@@ -70,10 +74,12 @@ path_normalize(const char *raw, size_t len, char **out)
     if (len == 0 || raw[0] != '/') {
         return PATH_NOT_ABSOLUTE;
     }
-    buf = xmalloc(len + 1);
+    buf = len < sizeof(local) ? local : xmalloc(len + 1);
     st = decode_unreserved(raw, len, buf, &n);
     if (st != PATH_OK) {
-        free(buf);
+        if (buf != local) {
+            free(buf);
+        }
         return st;
     }
     /* Every segment kept is written as "/seg", so 'res' never outgrows
@@ -95,7 +101,9 @@ path_normalize(const char *raw, size_t len, char **out)
             trailing = true;
         } else if (seglen == 2 && seg[0] == '.' && seg[1] == '.') {
             if (rn == 0) {
-                free(buf);
+                if (buf != local) {
+                    free(buf);
+                }
                 free(res);
                 return PATH_ABOVE_ROOT;
             }
@@ -117,7 +125,9 @@ path_normalize(const char *raw, size_t len, char **out)
         res[rn++] = '/';
     }
     res[rn] = '\0';
-    free(buf);
+    if (buf != local) {
+        free(buf);
+    }
     *out = res;
     return PATH_OK;
 }

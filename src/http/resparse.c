@@ -33,6 +33,11 @@ struct resparse {
     struct strbuf reason;                /* reason phrase being read */
     struct strbuf name;                  /* field name being read */
     struct strbuf value;                 /* field value being read */
+    const char *name_at;                 /* or the name in the bytes being
+                                            parsed, not copied, or NULL */
+    size_t name_len;                     /* bytes at 'name_at' */
+    const char *value_at;                /* the same for the value */
+    size_t value_len;                    /* bytes at 'value_at' */
     enum field_part part;                /* what 'name'/'value' hold */
     struct headers headers;              /* fields of the current message */
     struct resparse_head head;           /* the final head, held from the
@@ -81,6 +86,8 @@ reset_message(struct resparse *rp)
     rp->reason.n = 0;
     rp->name.n = 0;
     rp->value.n = 0;
+    rp->name_at = NULL;
+    rp->value_at = NULL;
     rp->part = PART_NONE;
 }
 
@@ -202,28 +209,69 @@ on_status(http_parser *hp, const char *at, size_t len)
     return 0;
 }
 
+/*
+ * A piece of a field's name or value. The parser hands over a name or a
+ * value in one piece unless it spans two feeds: the first piece is only
+ * pointed at, in the bytes being parsed ('*at'), and copied into 'buf'
+ * only when a second piece comes, or when the feed ends before the field
+ * does (keep_pieces()).
+ */
+static void
+add_piece(struct strbuf *buf, const char **at, size_t *at_len, const char *data,
+          size_t len)
+{
+    if (buf->n == 0 && *at == NULL) {
+        *at = data;
+        *at_len = len;
+        return;
+    }
+    if (*at != NULL) {
+        strbuf_add(buf, *at, *at_len);
+        *at = NULL;
+    }
+    strbuf_add(buf, data, len);
+}
+
+/* The bytes being parsed are about to go: copy what points into them. */
+static void
+keep_pieces(struct resparse *rp)
+{
+    if (rp->name_at != NULL) {
+        strbuf_add(&rp->name, rp->name_at, rp->name_len);
+        rp->name_at = NULL;
+    }
+    if (rp->value_at != NULL) {
+        strbuf_add(&rp->value, rp->value_at, rp->value_len);
+        rp->value_at = NULL;
+    }
+}
+
 /* Files the field read so far, if any. */
 static int
 end_field(struct resparse *rp)
 {
+    const char *name = rp->name_at != NULL ? rp->name_at : rp->name.p;
+    size_t name_len = rp->name_at != NULL ? rp->name_len : rp->name.n;
+    const char *value = rp->value_at != NULL ? rp->value_at : rp->value.p;
+    size_t value_len = rp->value_at != NULL ? rp->value_len : rp->value.n;
     int rc = 0;
 
     if (rp->part == PART_NONE) {
         return 0;
     }
-    strbuf_add(&rp->name, "", 0);
-    strbuf_add(&rp->value, "", 0);
-    /* One pass each; a NUL inside cuts the length short. */
-    if (rp->name.n == 0 || headers_name_len(rp->name.p) != rp->name.n) {
+    /* A NUL among the bytes fails either test. */
+    if (!headers_name_ok_n(name, name_len)) {
         rc = fail(rp, "invalid field name");
-    } else if (headers_value_len(rp->value.p) != rp->value.n) {
+    } else if (!headers_value_ok_n(value, value_len)) {
         rc = fail(rp, "control character in a field value");
     } else {
-        headers_add_n(&rp->headers, rp->name.p, rp->name.n, rp->value.p,
-                      rp->value.n);
+        headers_add_n(&rp->headers, name, name_len, value != NULL ? value : "",
+                      value_len);
     }
     rp->name.n = 0;
     rp->value.n = 0;
+    rp->name_at = NULL;
+    rp->value_at = NULL;
     rp->part = PART_NONE;
     return rc;
 }
@@ -237,7 +285,7 @@ on_header_field(http_parser *hp, const char *at, size_t len)
         return -1;
     }
     rp->part = PART_NAME;
-    strbuf_add(&rp->name, at, len);
+    add_piece(&rp->name, &rp->name_at, &rp->name_len, at, len);
     return 0;
 }
 
@@ -247,7 +295,7 @@ on_header_value(http_parser *hp, const char *at, size_t len)
     struct resparse *rp = hp->data;
 
     rp->part = PART_VALUE;
-    strbuf_add(&rp->value, at, len);
+    add_piece(&rp->value, &rp->value_at, &rp->value_len, at, len);
     return 0;
 }
 
@@ -416,6 +464,7 @@ execute(struct resparse *rp, const char *data, size_t len, size_t *used)
 
     rp->scan_from = data;
     n = http_parser_execute(&rp->parser, &settings, data, len);
+    keep_pieces(rp);
     *used = n;
     rp->consumed += n;
     if (!rp->head_seen || rp->head_ready) {
@@ -442,6 +491,9 @@ execute(struct resparse *rp, const char *data, size_t len, size_t *used)
         }
         rp->cr_pending = false;
         rp->head_ready = false;
+        rp->head.body_in_hand = rp->head.framing == RESPARSE_NO_BODY ||
+                                (rp->head.framing == RESPARSE_LENGTH &&
+                                 len - n - 1 >= rp->head.content_length);
         if (rp->cb->on_head(rp->arg, &rp->head) < 0) {
             rp->stopped = true;
             return RESPARSE_STOPPED;

@@ -45,6 +45,10 @@ struct resparse_head {
     uint64_t content_length; /* with RESPARSE_LENGTH */
     bool keep_alive;         /* the connection may carry another
                                 request once this one is done */
+    bool body_in_hand;       /* the whole body (or its absence) came in
+                                the same resparse_feed() call as the
+                                head: the response ends within that call,
+                                unless a callback stops it */
 };
 
 /*

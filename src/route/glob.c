@@ -116,6 +116,28 @@ segment_match(const char *p, const char *pe, const char *s, const char *se,
  * are numbered by their position in the pattern, so a retry after a "**"
  * simply overwrites the ones it re-matches.
  */
+/*
+ * A path pattern of a prefix P then a last segment "**", where P holds no
+ * '*' and no variable, as most routes' patterns are, matches P itself and
+ * whatever lies below it: a compare of P instead of the walk. Returns 1
+ * or 0, or -1 for another pattern.
+ */
+static int
+prefix_match(const char *pattern, const char *subject)
+{
+    size_t len = strlen(pattern), plen;
+
+    if (len < 3 || memcmp(pattern + len - 3, "/**", 3) != 0) {
+        return -1;
+    }
+    plen = len - 3;
+    if (strcspn(pattern, "*{") != plen + 1) {
+        return -1;
+    }
+    return strncmp(subject, pattern, plen) == 0 &&
+           (subject[plen] == '\0' || subject[plen] == '/');
+}
+
 bool
 glob_match(const char *pattern, const char *subject, char sep,
            struct glob_vars *vars)
@@ -131,6 +153,13 @@ glob_match(const char *pattern, const char *subject, char sep,
 
     if (vars != NULL) {
         vars->n = 0;
+    }
+    if (sep == '/') {
+        int m = prefix_match(pattern, subject);
+
+        if (m >= 0) {
+            return m == 1;
+        }
     }
     while (s != NULL) {
         const char *pe = p != NULL ? seg_end(p, sep) : NULL;

@@ -553,9 +553,9 @@ upstream_nreqs(struct upstream *u)
 }
 
 /*
- * The first request whose bytes start with 'prefix': true, with its
- * connection number in '*conn' and (if 'raw' is not NULL) a copy of its
- * bytes in '*raw' (the caller frees it).
+ * The first request whose bytes start with 'prefix': true, with (if
+ * 'conn' is not NULL) its connection number in '*conn' and (if 'raw' is
+ * not NULL) a copy of its bytes in '*raw' (the caller frees it).
  */
 static bool
 upstream_find(struct upstream *u, const char *prefix, int *conn, char **raw)
@@ -565,7 +565,9 @@ upstream_find(struct upstream *u, const char *prefix, int *conn, char **raw)
     pthread_mutex_lock(&u->mu);
     for (size_t i = 0; i < u->nreqs && i < MAX_REQS && !found; i++) {
         if (strncmp(u->reqs[i].raw, prefix, strlen(prefix)) == 0) {
-            *conn = u->reqs[i].conn;
+            if (conn != NULL) {
+                *conn = u->reqs[i].conn;
+            }
             if (raw != NULL) {
                 *raw = strdup(u->reqs[i].raw);
             }
@@ -1998,4 +2000,183 @@ Test(strict, client_sending_junk_during_a_slow_response_is_not_buffered)
     raw_close(&c);
     free(junk);
     stack_stop(&st);
+}
+
+/* ---- 7. a client that pipelines or leaves while its request waits ---- */
+
+/* What upstream_find() looks for: a request whose bytes begin so. */
+struct seen {
+    struct upstream *up; /* borrowed */
+    const char *prefix;  /* borrowed */
+};
+
+static bool
+upstream_saw(void *arg)
+{
+    const struct seen *s = arg;
+
+    return upstream_find(s->up, s->prefix, NULL, NULL);
+}
+
+static bool
+gateway_logged_499(void *arg)
+{
+    return proc_log_contains(arg, "status=499");
+}
+
+/*
+ * 'first' (a HEAD or a GET of /held) waits at the upstream for the gate;
+ * meanwhile the client sends a second request on the same connection.
+ * Nothing reads that second request until the first is answered, so the
+ * gateway must neither take it for the client leaving nor spin on the
+ * readable socket; then both are answered, in order.
+ */
+static void
+assert_pipelined_after_held(const char *first, bool head)
+{
+    static const struct script held[] = {
+        {.target = "/held",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n"
+                     "held",
+                     0, true}}},
+        {.target = "/held-head",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n", 0,
+                     true}}},
+    };
+    static const char second[] = "GET /second HTTP/1.1\r\nHost: x\r\n\r\n";
+    /* A spinning worker would use about all of it. */
+    enum { WATCH_MS = 500, BUSY_MAX_MS = 150 };
+    struct seen s = {NULL, first};
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+    long cpu0, cpu1;
+    char *req = harness_strf("%sHost: x\r\n\r\n", first);
+
+    stack_start(&st, held, 2);
+    s.up = &st.up;
+    raw_open(&c, st.gw_port);
+    raw_send(&c, req, strlen(req));
+    cr_assert(harness_wait_until(upstream_saw, &s, IO_TIMEOUT_MS),
+              "the first request never reached the upstream; it saw:\n%s",
+              upstream_transcript(&st.up));
+    cpu0 = proc_cpu_ms(st.gw.pid);
+    raw_send(&c, second, strlen(second));
+    /* Nothing may come back before the first answer is released. */
+    cr_assert(!raw_fill(&c, harness_now_ms() + WATCH_MS),
+              "the gateway answered or closed while the first request was "
+              "held (closed %d): %s",
+              c.eof, shown(0, c.data, c.len));
+    cpu1 = proc_cpu_ms(st.gw.pid);
+    cr_assert(cpu0 >= 0 && cpu1 - cpu0 < BUSY_MAX_MS,
+              "the gateway used %ld ms of CPU in %d ms while the first "
+              "request was held behind a pipelined one",
+              cpu1 - cpu0, (int)WATCH_MS);
+    cr_assert_eq(upstream_nreqs(&st.up), 1,
+                 "the pipelined request went out before the first was "
+                 "answered; upstream saw:\n%s",
+                 upstream_transcript(&st.up));
+
+    upstream_open_gate(&st.up);
+    raw_read_response(&c, head, &r);
+    cr_assert(r.complete && r.status == 200 &&
+                  strcmp(r.body, head ? "" : "held") == 0,
+              "first: want 200 \"%s\", got %d (closed %d): %s",
+              head ? "" : "held", r.status, c.eof, shown(0, c.data, c.len));
+    raw_response_free(&r);
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 200 && strcmp(r.body, "next") == 0,
+              "second: want 200 \"next\", got %d (closed %d): %s", r.status,
+              c.eof, shown(0, c.data, c.len));
+    raw_response_free(&r);
+    raw_close(&c);
+    free(req);
+    assert_still_serves(&st, "a request pipelined behind a held one");
+    stack_stop(&st);
+}
+
+Test(strict, request_pipelined_while_one_is_held_is_answered_after_it)
+{
+    assert_pipelined_after_held("GET /held HTTP/1.1\r\n", false);
+}
+
+Test(strict, request_pipelined_while_a_head_is_held_is_answered_after_it)
+{
+    assert_pipelined_after_held("HEAD /held-head HTTP/1.1\r\n", true);
+}
+
+/*
+ * The client closes its connection while its request waits: at the
+ * upstream, for the gate ('delayed' false), or held by delay mode for a
+ * minute ('delayed'). The gateway notices at once, logs 499 and drops
+ * the request, long before the wait ends.
+ */
+static void
+assert_leave_seen(const char *what, bool delayed)
+{
+    static const struct script held[] = {
+        {.target = "/held",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nheld", 0,
+                     true}}},
+    };
+    /* Requests with X-Hold share one bucket of a request a minute, whose
+     * first request passes; the rest are held. */
+    static const char limited[] =
+        "    filters:\n"
+        "      - name: RequestRateLimiter\n"
+        "        args: { key: \"header:X-Hold\", limiter: slow, "
+        "empty_key: allow }\n"
+        "limiters:\n"
+        "  slow: { algorithm: token_bucket, rate: 1/m, burst: 1, "
+        "mode: delay, max_delay: 2m }\n";
+    static const char req[] =
+        "GET /held HTTP/1.1\r\nHost: x\r\nX-Hold: 1\r\n\r\n";
+    const char *hold[] = {"X-Hold: 1", NULL};
+    struct seen s = {NULL, "GET /held "};
+    struct stack st;
+    struct raw_conn c;
+    struct http_response r;
+
+    stack_start_with(&st, held, 1, delayed ? limited : "");
+    s.up = &st.up;
+    if (delayed) {
+        get(&st, "/next", hold, &r);
+        cr_assert_eq(r.status, 200, "the bucket's first request got %ld",
+                     r.status);
+        http_response_free(&r);
+    }
+    raw_open(&c, st.gw_port);
+    raw_send(&c, req, strlen(req));
+    if (!delayed) {
+        cr_assert(harness_wait_until(upstream_saw, &s, IO_TIMEOUT_MS),
+                  "%s: the request never reached the upstream; it saw:\n%s",
+                  what, upstream_transcript(&st.up));
+    }
+    /* Sent before the close, the request is read before the end of
+     * file: the gateway has it either way. */
+    raw_close(&c);
+    cr_assert(harness_wait_until(gateway_logged_499, &st.gw, IO_TIMEOUT_MS),
+              "%s: the client's leave was not noticed while its request "
+              "waited; gateway log:\n%s",
+              what, proc_log(&st.gw));
+    if (delayed) {
+        cr_assert(!upstream_find(&st.up, "GET /held ", NULL, NULL),
+                  "%s: the request went out after its client left; upstream "
+                  "saw:\n%s",
+                  what, upstream_transcript(&st.up));
+    }
+    upstream_open_gate(&st.up);
+    assert_still_serves(&st, what);
+    stack_stop(&st);
+}
+
+Test(strict, client_leaving_while_the_upstream_holds_its_request_is_seen)
+{
+    assert_leave_seen("a held upstream response", false);
+}
+
+Test(strict, client_leaving_while_delay_mode_holds_its_request_is_seen)
+{
+    assert_leave_seen("a request held in delay mode", true);
 }

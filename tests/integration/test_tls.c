@@ -650,6 +650,50 @@ Test(tls, the_listener_answers_curl_with_the_ca_as_https)
 }
 
 static bool
+logged_499(void *arg)
+{
+    return proc_log_contains(arg, "status=499");
+}
+
+static bool
+echo_saw_abort(void *arg)
+{
+    struct echo_stats s;
+
+    return echo_stats(*(uint16_t *)arg, &s) == 0 && s.aborted >= 1;
+}
+
+Test(tls, a_client_leaving_over_tls_while_the_upstream_is_slow_is_seen)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    char *tls = listener_conf("srv"), *routes, *u;
+
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, "", routes);
+    /* The client gives up after 1 s; the upstream would take 20 s. */
+    u = harness_strf("https://localhost:%u/x?sleep_ms=20000",
+                     (unsigned)g.tport);
+    http_request(&r, "GET", u, NULL, NULL, 0, 1000);
+    cr_assert_eq(r.status, 0);
+    http_response_free(&r);
+    cr_assert(harness_wait_until(echo_saw_abort, &ep, 5000),
+              "the gateway kept the upstream request after its TLS client "
+              "left");
+    cr_assert(harness_wait_until(logged_499, &g.p, 5000),
+              "the access log did not record the TLS client leaving");
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(u);
+    free(routes);
+    free(tls);
+}
+
+static bool
 probe_counted(void *arg)
 {
     return metric(arg, HS("client", "failed")) >= 1;
@@ -803,6 +847,12 @@ Test(tls, both_listeners_share_one_max_connections)
     free(u);
 }
 
+static bool
+logged_tls_only(void *arg)
+{
+    return proc_log_contains(arg, "TLS listener only");
+}
+
 Test(tls, the_tls_listener_may_be_the_only_one)
 {
     struct proc echo, gw;
@@ -821,7 +871,8 @@ Test(tls, the_tls_listener_may_be_the_only_one)
     argv[2] = cfg;
     cr_assert_eq(proc_start(&gw, argv), 0);
     cr_assert(proc_wait_port(&gw, tport, 10000), "no TLS listener");
-    cr_assert(proc_log_contains(&gw, "TLS listener only"));
+    /* The line may come just after the listener opens. */
+    cr_assert(harness_wait_until(logged_tls_only, &gw, 5000));
     u = harness_strf("https://localhost:%u/only", (unsigned)tport);
     cr_assert_eq(http_get(&r, u, 10000), 0, "curl error %d", r.err);
     cr_assert_eq(r.status, 200);

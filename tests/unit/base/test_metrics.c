@@ -493,3 +493,31 @@ Test(metrics, method_class_keeps_standard_methods_only)
     cr_assert_str_eq(metrics_method_class(""), "OTHER");
     cr_assert_str_eq(metrics_method_class(NULL), "OTHER");
 }
+
+Test(metrics, a_series_used_again_and_a_neighbour_differing_in_one_label)
+{
+    struct metrics *m = metrics_new();
+    struct metrics_shard *s = metrics_shard(m);
+    char status[4] = "200";
+    const char *labels[] = {"api", "GET", status};
+    char *text;
+
+    /* The same buffer each time, its value changed in between. */
+    metrics_add(s, M_REQUESTS, labels, 1);
+    metrics_add(s, M_REQUESTS, labels, 1);
+    memcpy(status, "404", 4);
+    metrics_add(s, M_REQUESTS, labels, 1);
+    memcpy(status, "200", 4);
+    metrics_add(s, M_REQUESTS, labels, 1);
+    text = metrics_render(m);
+    cr_assert(has_line(text,
+                       "sluice_requests_total{route=\"api\",method=\"GET\","
+                       "status=\"200\"} 3"),
+              "%s", text);
+    cr_assert(has_line(text,
+                       "sluice_requests_total{route=\"api\",method=\"GET\","
+                       "status=\"404\"} 1"),
+              "%s", text);
+    free(text);
+    metrics_free(m);
+}

@@ -45,3 +45,23 @@ Test(strbuf, take_of_nothing_is_empty)
     cr_assert_str_eq(s, "");
     free(s);
 }
+
+Test(strbuf, append_hands_out_room_and_keeps_the_string_terminated)
+{
+    struct strbuf b = STRBUF_INIT;
+    char *p;
+
+    strbuf_adds(&b, "ab");
+    p = strbuf_append(&b, 3);
+    cr_assert_eq(p, b.p + 2);
+    cr_assert_eq(b.n, 5);
+    cr_assert_eq(b.p[5], '\0');
+    memcpy(p, "cde", 3);
+    /* Past the first allocation: the bytes before stay. */
+    p = strbuf_append(&b, 300);
+    memset(p, 'x', 300);
+    cr_assert_eq(b.n, 305);
+    cr_assert_eq(strncmp(b.p, "abcdexx", 7), 0);
+    cr_assert_eq(strlen(b.p), 305);
+    free(b.p);
+}

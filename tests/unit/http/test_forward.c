@@ -313,3 +313,19 @@ Test(forward, underscore_twins_of_the_gateways_own_fields_never_pass)
     assert_out("X_Other", "kept");
     assert_out("X-User-Id", "u1");
 }
+
+Test(forward, connection_saying_only_keep_alive_nominates_nothing)
+{
+    cr_assert_not(forward_connection_nominates(&in), "no Connection field");
+    headers_add(&in, "Connection", "keep-alive");
+    headers_add(&in, "connection", " Keep-Alive ,, ");
+    cr_assert_not(forward_connection_nominates(&in));
+    headers_add(&in, "Connection", "keep-alive, X-Secret");
+    cr_assert(forward_connection_nominates(&in), "X-Secret is named");
+    headers_clear(&in);
+    headers_add(&in, "Connection", "close");
+    cr_assert(forward_connection_nominates(&in), "close is not hop-by-hop");
+    headers_clear(&in);
+    headers_add(&in, "Connection", "keep-alives");
+    cr_assert(forward_connection_nominates(&in));
+}

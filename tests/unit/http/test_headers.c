@@ -324,3 +324,18 @@ Test(headers, random_values_are_judged_as_byte_by_byte)
                      "case %d", i);
     }
 }
+
+Test(headers, names_differing_only_in_a_non_letter_are_different)
+{
+    struct headers h;
+
+    headers_init(&h);
+    /* '[' and '{' differ by the bit that folds a letter's case. */
+    headers_add(&h, "[a", "1");
+    headers_add(&h, "X-1", "2");
+    cr_assert_null(headers_get(&h, "{a"));
+    cr_assert_str_eq(headers_get(&h, "[A"), "1");
+    cr_assert_null(headers_get(&h, "x-\x11"));
+    cr_assert_eq(headers_count(&h, "x-1"), 1);
+    headers_deinit(&h);
+}

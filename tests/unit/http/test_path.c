@@ -133,3 +133,28 @@ Test(path, status_strings_differ)
     cr_assert_str_neq(path_status_str(PATH_NOT_ABSOLUTE),
                       path_status_str(PATH_ABOVE_ROOT));
 }
+
+Test(path, a_long_path_is_normalised_as_a_short_one)
+{
+    /* Longer than what is decoded on the stack: the heap takes it. */
+    enum { SEGS = 300 };
+    char *raw = malloc(SEGS * 4 + 16), *want = malloc(SEGS * 2 + 16);
+    char *out = NULL;
+    size_t r = 0, w = 0;
+
+    for (int i = 0; i < SEGS; i++) {
+        memcpy(raw + r, "/a/.", 4);
+        r += 4;
+        memcpy(want + w, "/a", 2);
+        w += 2;
+    }
+    memcpy(raw + r, "/b/../%63", 9);
+    r += 9;
+    memcpy(want + w, "/c", 3);
+    cr_assert_eq(path_normalize(raw, r, &out), PATH_OK);
+    cr_assert_str_eq(out, want);
+    free(out);
+    cr_assert_eq(path_normalize("/../x", 5, &out), PATH_ABOVE_ROOT);
+    free(raw);
+    free(want);
+}

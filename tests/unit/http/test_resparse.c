@@ -15,8 +15,10 @@ struct seen {
     enum resparse_framing framing;
     uint64_t content_length;
     bool keep_alive;
+    bool body_in_hand;     /* from on_head */
     size_t nheaders;       /* fields in the head */
     char first_header[64]; /* "Name: value" of the first field */
+    char all_headers[256]; /* "Name: value\n" of every field */
     struct strbuf body;    /* body bytes in order */
     bool body_before_head; /* an on_body came before on_head */
 };
@@ -32,10 +34,18 @@ on_head(void *arg, const struct resparse_head *h)
     s->framing = h->framing;
     s->content_length = h->content_length;
     s->keep_alive = h->keep_alive;
+    s->body_in_hand = h->body_in_hand;
     s->nheaders = h->headers->n;
     if (h->headers->n > 0) {
         snprintf(s->first_header, sizeof(s->first_header), "%s: %s",
                  h->headers->v[0].name, h->headers->v[0].value);
+    }
+    s->all_headers[0] = '\0';
+    for (size_t i = 0; i < h->headers->n; i++) {
+        size_t k = strlen(s->all_headers);
+
+        snprintf(s->all_headers + k, sizeof(s->all_headers) - k, "%s: %s\n",
+                 h->headers->v[i].name, h->headers->v[i].value);
     }
     return 0;
 }
@@ -450,4 +460,62 @@ Test(resparse, a_head_refused_at_its_last_check_was_never_seen)
     cr_assert_not(resparse_head_seen(rp));
     resparse_free(rp);
     seen_free(&s);
+}
+
+Test(resparse, the_head_says_whether_the_rest_came_with_it)
+{
+    static const char len5[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+                               "hello";
+    static const char chunked[] = "HTTP/1.1 200 OK\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n"
+                                  "5\r\nhello\r\n0\r\n\r\n";
+    struct seen s;
+
+    cr_assert_eq(parse(&s, len5, 0, false, false, NULL, NULL), RESPARSE_DONE);
+    cr_assert(s.body_in_hand, "a whole response fed at once");
+    seen_free(&s);
+    /* The head and four of the five body bytes: not all in hand. */
+    cr_assert_eq(parse(&s, len5, sizeof(len5) - 2, false, false, NULL, NULL),
+                 RESPARSE_DONE);
+    cr_assert(!s.body_in_hand, "a body cut short of its length");
+    seen_free(&s);
+    cr_assert_eq(parse(&s, "HTTP/1.1 204 No Content\r\n\r\n", 0, false, false,
+                       NULL, NULL),
+                 RESPARSE_DONE);
+    cr_assert(s.body_in_hand, "a response without a body");
+    seen_free(&s);
+    /* Chunks and a body to the close are never known whole in advance. */
+    cr_assert_eq(parse(&s, chunked, 0, false, false, NULL, NULL),
+                 RESPARSE_DONE);
+    cr_assert(!s.body_in_hand, "a chunked body");
+    seen_free(&s);
+}
+
+Test(resparse, fields_are_the_same_however_the_head_is_split)
+{
+    const char *in = "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\n"
+                     "X-Empty:\r\nContent-Type: text/plain\r\n"
+                     "Content-Length: 2\r\nX-Long-Name-Here: a b  c\r\n\r\nok";
+    const char *want = "Server: nginx/1.22.1\nX-Empty: \n"
+                       "Content-Type: text/plain\nContent-Length: 2\n"
+                       "X-Long-Name-Here: a b  c\n";
+    struct seen s;
+
+    for (size_t step = 0; step < 40; step++) {
+        cr_assert_eq(parse(&s, in, step, false, false, NULL, NULL),
+                     RESPARSE_DONE, "step %zu", step);
+        cr_assert_str_eq(s.all_headers, want, "step %zu", step);
+        seen_free(&s);
+    }
+    /* A control byte or a bad name byte fails wherever the split falls. */
+    for (size_t step = 1; step < 12; step++) {
+        cr_assert_eq(parse(&s, "HTTP/1.1 200 OK\r\nX-A: one\x01two\r\n\r\n",
+                           step, false, false, NULL, NULL),
+                     RESPARSE_ERROR, "step %zu", step);
+        seen_free(&s);
+        cr_assert_eq(parse(&s, "HTTP/1.1 200 OK\r\nX-(A): b\r\n\r\n", step,
+                           false, false, NULL, NULL),
+                     RESPARSE_ERROR, "step %zu", step);
+        seen_free(&s);
+    }
 }

@@ -276,3 +276,30 @@ Test(glob, expand_drops_unknown_names_and_keeps_other_braces)
     cr_assert_str_eq(s, "");
     free(s);
 }
+
+Test(glob, prefix_patterns_agree_with_the_general_walk)
+{
+    /* A prefix then a last "**" segment is compared, not walked, when
+     * the prefix has no star or variable; one with a star is walked:
+     * both must say the same. */
+    static const char *const subjects[] = {
+        "/",       "/a",   "/a/",      "/a/b",   "/ab", "/a//b",
+        "/a/b/c/", "/A/b", "/a/b/c/d", "/x/a/b", "//",  "/a/b/",
+    };
+
+    for (size_t i = 0; i < sizeof(subjects) / sizeof(subjects[0]); i++) {
+        const char *s = subjects[i];
+
+        cr_assert_eq(path_match("/a/**", s),
+                     path_match("/*a/**", s) && strncmp(s, "/a", 2) == 0, "%s",
+                     s);
+        cr_assert_eq(path_match("/a/b/**", s),
+                     path_match("/a/b*/**", s) && strncmp(s, "/a/b", 4) == 0 &&
+                         (s[4] == '\0' || s[4] == '/'),
+                     "%s", s);
+    }
+    cr_assert(path_match("/a/b/**", "/a/b"));
+    cr_assert_not(path_match("/a/b/**", "/a/bc"));
+    cr_assert_not(path_match("/a/b/**", "/a"));
+    cr_assert(path_match("/**", ""));
+}
