@@ -18,7 +18,7 @@ local LEASE = false
 local function evaluate(rule, a)
     local L, W, now, c, key = rule.L, rule.W, a.now, a.cost, rule.key
     local k = floordiv(now, W)
-    local st = redis.call('GET', key)
+    local st = get(key)
     local n = 0
     if st then
         local w, m = string.match(st, '^(%d+):(%d+)$')

@@ -21,7 +21,7 @@ local LEASE = true
 
 -- The distance d (1/L ms ticks) of a rule's tat ahead of 'now'; 0 if none.
 local function backlog(rule, now)
-    local st = redis.call('GET', rule.key)
+    local st = get(rule.key)
     local d = 0
     local t, f
     if st then
@@ -75,7 +75,7 @@ local function restore(rule, a, units)
     local W, B, now = rule.W, rule.B, a.now
     local nd = math.max(0, backlog(rule, now) - units * W)
     if nd == 0 then
-        redis.call('DEL', rule.key)
+        del(rule.key)
     else
         store_tat(rule, now, nd)
     end

@@ -22,7 +22,7 @@ local LEASE = false
 local function evaluate(rule, a)
     local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
     local full, need = B * W, a.cost * rule.W
-    local st = redis.call('GET', key)
+    local st = get(key)
     local V = 0
     local v, t
     if st then

@@ -21,7 +21,7 @@ local function evaluate(rule, a)
     local L, W, now, c, key = rule.L, rule.W, a.now, a.cost, rule.key
     local k = floordiv(now, W)
     local e = now - k * W
-    local st = redis.call('GET', key)
+    local st = get(key)
     local cur, prev = 0, 0
     local w, cu, pr
     if st then

@@ -24,7 +24,7 @@ local LEASE = true
 local function level(rule, now)
     local L, W, B = rule.L, rule.W, rule.B
     local full = B * W
-    local st = redis.call('GET', rule.key)
+    local st = get(rule.key)
     local S = full
     local s, t
     if st then
@@ -74,7 +74,7 @@ local function restore(rule, a, units)
     local full = B * W
     local S = math.min(full, level(rule, now) + units * W)
     if S >= full then
-        redis.call('DEL', key)
+        del(key)
     else
         store(key, string.format('%d:%d', S, now), ceildiv(full - S, L))
     end

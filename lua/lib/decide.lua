@@ -149,7 +149,11 @@ local function batch()
     return out
 end
 
+local out
 if ARGV[1] == 'batch' then
-    return batch()
+    out = batch()
+else
+    out = decide()
 end
-return decide()
+flush()
+return out

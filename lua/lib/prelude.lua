@@ -199,8 +199,47 @@ local function parse()
     return a
 end
 
--- Writes a rule's state, one string of integers joined by ':', and its
--- TTL in one command (at least 1 ms: PX 0 is an error).
+-- A rule's state, one string of integers joined by ':', as this run of
+-- the script last left it: read from Redis at most once (get()), and
+-- written back at most once, with the TTL of its last write, when the
+-- run ends (flush()). The calls of a batch on one key then share one GET
+-- and one SET, and leave exactly what they would have left one by one:
+-- Redis runs a script alone, and expires no key while it runs.
+local state, state_ttl, dirty = {}, {}, {}
+
+-- The state of 'key', or nil.
+local function get(key)
+    local v = state[key]
+    if v == nil then
+        v = redis.call('GET', key)
+        state[key] = v
+    end
+    return v or nil
+end
+
+-- Writes 'value' with a TTL of 'ttl' ms (at least 1 ms: PX 0 is an error).
 local function store(key, value, ttl)
-    redis.call('SET', key, value, 'PX', str(math.max(1, ttl)))
+    if state_ttl[key] == nil then
+        dirty[#dirty + 1] = key
+    end
+    state[key] = value
+    state_ttl[key] = ttl
+end
+
+-- No state: the same as a full bucket.
+local function del(key)
+    store(key, false, 0)
+end
+
+-- Writes back every state the run changed: SET ... PX, or DEL.
+local function flush()
+    for i = 1, #dirty do
+        local key = dirty[i]
+        if state[key] then
+            redis.call('SET', key, state[key], 'PX',
+                       str(math.max(1, state_ttl[key])))
+        else
+            redis.call('DEL', key)
+        end
+    end
 end

@@ -1556,37 +1556,58 @@ Test(scripts, lease_calls_in_a_batch_answer_as_they_would_alone)
     }
 }
 
-Test(scripts, a_batch_reads_the_clock_once)
+/* Calls of 'cmd' since the last CONFIG RESETSTAT (0 if none). */
+static long long
+stat_calls(const char *cmd)
+{
+    redisReply *r = redisCommand(rc, "INFO commandstats");
+    char *field;
+    const char *t;
+    long long n;
+
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
+    field = harness_strf("cmdstat_%s:calls=", cmd);
+    t = strstr(r->str, field);
+    n = t != NULL ? atoll(t + strlen(field)) : 0;
+    free(field);
+    freeReplyObject(r);
+    return n;
+}
+
+Test(scripts, a_batch_reads_the_clock_and_each_key_once)
 {
     struct lim l = mk1("token_bucket", "clock", 100, 1000, 100);
+    struct lim other = mk1("token_bucket", "other", 100, 1000, 100);
     struct batch *b = calloc(1, sizeof(*b));
-    long long before, after;
     redisReply *r;
 
+    /* Five calls on one key, one on another, in between. */
     for (int i = 0; i < 5; i++) {
         batch_add(b, &l, 0, 1);
+        if (i == 2) {
+            batch_add(b, &other, 0, 3);
+        }
     }
     r = redisCommand(rc, "CONFIG RESETSTAT");
     freeReplyObject(r);
     r = batch_run("token_bucket", b, false);
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-    cr_assert_eq(r->elements, 5);
-    for (size_t i = 0; i < 5; i++) {
-        cr_assert_eq(batch_rec(r, i, "token_bucket").remaining,
-                     (long long)(99 - i));
-    }
-    freeReplyObject(r);
-    r = redisCommand(rc, "INFO commandstats");
-    cr_assert_not_null(r);
-    {
-        const char *t = strstr(r->str, "cmdstat_time:calls=");
+    cr_assert_eq(r->elements, 6);
+    for (size_t i = 0, k = 0; i < 6; i++) {
+        long long rem = batch_rec(r, i, "token_bucket").remaining;
 
-        cr_assert_not_null(t, "no TIME in commandstats");
-        before = 0;
-        after = atoll(t + strlen("cmdstat_time:calls="));
+        if (i == 3) {
+            cr_assert_eq(rem, 97);
+        } else {
+            cr_assert_eq(rem, (long long)(99 - k++), "call %zu", i);
+        }
     }
     freeReplyObject(r);
-    cr_assert_eq(after - before, 1, "TIME ran %lld times", after - before);
+    cr_assert_eq(stat_calls("time"), 1);
+    /* Each key read once and written once, with the last call's state. */
+    cr_assert_eq(stat_calls("get"), 2);
+    cr_assert_eq(stat_calls("set"), 2);
+    cr_assert_eq(decide(&l, 0, 1).remaining, 94);
     free(b);
 }
 
