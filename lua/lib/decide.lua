@@ -140,9 +140,15 @@ local function batch()
         K0, NK, A0, NA = c[1], c[2], c[3], c[4]
         -- A command that fails (a key of another type) fails its own
         -- call only.
+        local mark = begin()
         local ok, r = pcall(decide_packed)
-        if not ok and (type(r) ~= 'table' or not r.err) then
-            r = {err = 'ERR sluice: ' .. tostring(r)}
+        if not ok then
+            -- Whatever it wrote before it failed (a lease return of
+            -- several rules) is taken back, as a call alone fails whole.
+            undo(mark)
+            if type(r) ~= 'table' or not r.err then
+                r = {err = 'ERR sluice: ' .. tostring(r)}
+            end
         end
         out[i] = r
     end

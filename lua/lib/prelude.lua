@@ -206,6 +206,9 @@ end
 -- and one SET, and leave exactly what they would have left one by one:
 -- Redis runs a script alone, and expires no key while it runs.
 local state, state_ttl, dirty = {}, {}, {}
+-- While a call of a batch runs: what its writes replaced, so that a call
+-- that fails midway leaves nothing of its own (undo()).
+local journal
 
 -- The state of 'key', or nil.
 local function get(key)
@@ -219,6 +222,9 @@ end
 
 -- Writes 'value' with a TTL of 'ttl' ms (at least 1 ms: PX 0 is an error).
 local function store(key, value, ttl)
+    if journal then
+        journal[#journal + 1] = {key, state[key], state_ttl[key]}
+    end
     if state_ttl[key] == nil then
         dirty[#dirty + 1] = key
     end
@@ -229,6 +235,24 @@ end
 -- No state: the same as a full bucket.
 local function del(key)
     store(key, false, 0)
+end
+
+-- Starts a journal of the writes of one call of a batch.
+local function begin()
+    journal = {}
+    return #dirty
+end
+
+-- Takes back the writes since begin() returned 'mark': the call failed.
+local function undo(mark)
+    for i = #journal, 1, -1 do
+        local j = journal[i]
+        state[j[1]], state_ttl[j[1]] = j[2], j[3]
+    end
+    for i = #dirty, mark + 1, -1 do
+        dirty[i] = nil
+    end
+    journal = nil
 end
 
 -- Writes back every state the run changed: SET ... PX, or DEL.

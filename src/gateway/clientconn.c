@@ -77,6 +77,10 @@ struct clientconn {
                                           after the record, in its
                                           allocation; set up on first use */
     bool leave_ready;                  /* 'leave' is assigned */
+    bool leave_closed;                 /* 'leave' is assigned as a one-shot
+                                          EV_CLOSED watch: TLS, or a plain
+                                          connection whose client sent more
+                                          while its request waits */
     bool leave_armed;                  /* 'leave' is added */
     bool leave_skip;                   /* its next firing may be for bytes
                                           evhttp has read since: ignore it */
@@ -546,9 +550,16 @@ deadline_disarm(struct clientconn *cc)
 
 static void on_leave_ready(evutil_socket_t fd, short what, void *arg);
 
+static void leave_disarm(struct clientconn *cc);
+
 static void
 leave_arm(struct clientconn *cc)
 {
+    if (cc->leave_closed && !cc->tls) {
+        /* Back to the read watch after a pipelined request. */
+        leave_disarm(cc);
+        cc->leave_ready = false;
+    }
     if (cc->leave_armed) {
         return;
     }
@@ -564,6 +575,7 @@ leave_arm(struct clientconn *cc)
                      cc->tls ? EV_CLOSED : EV_READ | EV_PERSIST, on_leave_ready,
                      cc);
         cc->leave_ready = true;
+        cc->leave_closed = cc->tls;
     }
     event_add(cc->leave, NULL);
     cc->leave_armed = true;
@@ -598,7 +610,7 @@ on_leave_ready(evutil_socket_t fd, short what, void *arg)
 
     (void)what;
     cc->leave_skip = false;
-    if (cc->tls) {
+    if (cc->leave_closed) {
         cc->leave_armed = false; /* not persistent: it has fired */
     }
     if (cb == NULL) {
@@ -616,19 +628,24 @@ on_leave_ready(evutil_socket_t fd, short what, void *arg)
          */
         return;
     }
-    if (!cc->tls) {
+    if (!cc->leave_closed) {
         ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 
         if (n > 0) {
             /*
              * The client sent more while it waits: a pipelined request,
              * which evhttp reads once this answer is done. Until then
-             * nothing reads the socket, so a watch would wake every turn;
-             * it goes, and a leave during the rest of this exchange is
-             * seen only when the answer is written (or the upstream's
-             * timeout ends it), as evhttp alone would see it.
+             * nothing reads the socket, so a read watch would wake every
+             * turn: the kernel's half-close flag watches instead (an
+             * epoll_ctl, for pipelining clients only), until the next
+             * head arms the read watch again.
              */
             leave_disarm(cc);
+            event_assign(cc->leave, cc->cs->base, fd, EV_CLOSED, on_leave_ready,
+                         cc);
+            cc->leave_closed = true;
+            event_add(cc->leave, NULL);
+            cc->leave_armed = true;
             return;
         }
         if (n < 0 &&

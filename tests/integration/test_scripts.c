@@ -1650,6 +1650,58 @@ Test(scripts, a_failing_call_fails_alone_in_its_batch)
     }
 }
 
+/* GET of 'key' as text ("(nil)" when absent); the caller frees it. */
+static char *
+get_text(const char *key)
+{
+    redisReply *r = redisCommand(rc, "GET %s", key);
+    char *v;
+
+    cr_assert_not_null(r);
+    v = strdup(r->type == REDIS_REPLY_STRING ? r->str : "(nil)");
+    freeReplyObject(r);
+    return v;
+}
+
+Test(scripts, a_call_failing_midway_in_a_batch_writes_nothing_of_its_own)
+{
+    struct limit_rule rules[2] = {{10, 1000, 40}, {10, 1000, 40}};
+
+    for (size_t a = 0; a < 2; a++) {
+        const char *algo = a == 0 ? "token_bucket" : "gcra";
+        struct lim l = mk(algo, "midway", 2, rules);
+        struct lim ok = mk1(algo, "bystander", 10, 1000, 40);
+        struct batch *b = calloc(1, sizeof(*b));
+        char *before, *after;
+        redisReply *r;
+
+        /* Both rules hold a state; then the second rule's key becomes a
+         * list, which a return reads after giving the first its units. */
+        cr_assert_eq(decide(&l, T0, 5).allowed, 1);
+        r = redisCommand(rc, "DEL %s", l.keys[1]);
+        freeReplyObject(r);
+        r = redisCommand(rc, "RPUSH %s x", l.keys[1]);
+        freeReplyObject(r);
+        before = get_text(l.keys[0]);
+        batch_add_call(b, &l, T0, 1, SCRIPTCALL_LEASE_RETURN, 3);
+        batch_add(b, &ok, T0, 1);
+        r = batch_run(algo, b, true);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", algo);
+        cr_assert_eq(r->elements, 2);
+        cr_assert_eq(r->element[0]->type, REDIS_REPLY_ERROR, "%s", algo);
+        cr_assert(strstr(r->element[0]->str, "WRONGTYPE") != NULL, "%s: %s",
+                  algo, r->element[0]->str);
+        cr_assert_eq(batch_rec(r, 1, algo).remaining, 39);
+        freeReplyObject(r);
+        after = get_text(l.keys[0]);
+        cr_assert_str_eq(after, before,
+                         "%s: the failed return gave rule 1 its units", algo);
+        free(before);
+        free(after);
+        free(b);
+    }
+}
+
 Test(scripts, a_malformed_batch_is_refused_whole_and_writes_nothing)
 {
     struct lim l = mk1("gcra", "malformed", 10, 1000, 10);

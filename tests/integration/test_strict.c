@@ -2113,7 +2113,7 @@ Test(strict, request_pipelined_while_a_head_is_held_is_answered_after_it)
  * the request, long before the wait ends.
  */
 static void
-assert_leave_seen(const char *what, bool delayed)
+assert_leave_seen(const char *what, bool delayed, bool pipelined)
 {
     static const struct script held[] = {
         {.target = "/held",
@@ -2132,6 +2132,7 @@ assert_leave_seen(const char *what, bool delayed)
         "mode: delay, max_delay: 2m }\n";
     static const char req[] =
         "GET /held HTTP/1.1\r\nHost: x\r\nX-Hold: 1\r\n\r\n";
+    static const char second[] = "GET /second HTTP/1.1\r\nHost: x\r\n\r\n";
     const char *hold[] = {"X-Hold: 1", NULL};
     struct seen s = {NULL, "GET /held "};
     struct stack st;
@@ -2153,6 +2154,11 @@ assert_leave_seen(const char *what, bool delayed)
                   "%s: the request never reached the upstream; it saw:\n%s",
                   what, upstream_transcript(&st.up));
     }
+    if (pipelined) {
+        /* More on the socket before the end of file: a read watch finds
+         * data there, not the leave. */
+        raw_send(&c, second, strlen(second));
+    }
     /* Sent before the close, the request is read before the end of
      * file: the gateway has it either way. */
     raw_close(&c);
@@ -2173,10 +2179,22 @@ assert_leave_seen(const char *what, bool delayed)
 
 Test(strict, client_leaving_while_the_upstream_holds_its_request_is_seen)
 {
-    assert_leave_seen("a held upstream response", false);
+    assert_leave_seen("a held upstream response", false, false);
 }
 
 Test(strict, client_leaving_while_delay_mode_holds_its_request_is_seen)
 {
-    assert_leave_seen("a request held in delay mode", true);
+    assert_leave_seen("a request held in delay mode", true, false);
+}
+
+Test(strict, client_leaving_after_pipelining_a_request_is_seen)
+{
+    assert_leave_seen("a held upstream response, a request pipelined", false,
+                      true);
+}
+
+Test(strict, client_leaving_after_pipelining_in_delay_mode_is_seen)
+{
+    assert_leave_seen("a request held in delay mode, another pipelined", true,
+                      true);
 }
