@@ -144,8 +144,9 @@ void *clientconn_watch_arg(const struct clientconn *cc, clientconn_close_cb cb);
  * a request costs no epoll_ctl and no event_add for it. When the socket
  * turns readable while 'cb' waits, a peek tells: end of file or an error
  * is a leave; data is a pipelined next request, which evhttp reads after
- * this reply, and the watch stops for the rest of this request (a leave
- * is then seen only when the reply is written). Over TLS the socket
+ * this reply, and for the rest of this request the kernel's half-close
+ * flag (a one-shot EV_CLOSED event, one epoll_ctl) watches instead,
+ * until the next head arms the read watch again. Over TLS the socket
  * carries records, so the watch is the kernel's half-close flag
  * (EV_CLOSED), added and removed with 'cb'.
  */
