@@ -204,6 +204,31 @@ eval_words(const char *algo, int nkeys, const char *const *words, size_t nwords)
     return eval_keys(algo, nkeys, words, nwords, false);
 }
 
+/* No lease operation: a plain call. */
+#define NO_LEASE (-1)
+
+/* Encodes one call of 'l' at 'now' for 'cost' into 'sc' (a lease take
+ * or return of 'units' when 'op' is a scriptcall_lease_op). */
+static void
+encode_call(struct scriptcall *sc, const struct lim *l, uint64_t now,
+            uint64_t cost, int op, uint64_t units, char *reqid, size_t len)
+{
+    struct limiter_def def;
+
+    memset(&def, 0, sizeof(def));
+    cr_assert_eq(limit_algorithm_parse(l->algo, &def.algorithm), 0);
+    memcpy(def.rules, l->rules, sizeof(def.rules));
+    def.nrules = l->nrules;
+    def.delay = l->delay;
+    def.max_delay_ms = l->max_delay;
+    snprintf(reqid, len, "req-%lu", ++request_no);
+    cr_assert_eq(scriptcall_encode(sc, &def, l->base, cost, reqid, now), 0);
+    if (op != NO_LEASE) {
+        cr_assert_eq(scriptcall_lease(sc, (enum scriptcall_lease_op)op, units),
+                     0);
+    }
+}
+
 /*
  * One decision of 'l' at 'now' (0: Redis's clock) for 'cost' units: the
  * call encoded, and the reply decoded, by the gateway's codec
@@ -212,7 +237,6 @@ eval_words(const char *algo, int nkeys, const char *const *words, size_t nwords)
 static struct rec
 decide(const struct lim *l, uint64_t now, uint64_t cost)
 {
-    struct limiter_def def;
     struct scriptcall sc;
     struct limit_result res;
     char reqid[32];
@@ -221,15 +245,7 @@ decide(const struct lim *l, uint64_t now, uint64_t cost)
     long long v[6];
     redisReply *r;
 
-    memset(&def, 0, sizeof(def));
-    cr_assert_eq(limit_algorithm_parse(l->algo, &def.algorithm), 0);
-    memcpy(def.rules, l->rules, sizeof(def.rules));
-    def.nrules = l->nrules;
-    def.delay = l->delay;
-    def.max_delay_ms = l->max_delay;
-    snprintf(reqid, sizeof(reqid), "req-%lu", ++request_no);
-    cr_assert_eq(scriptcall_encode(&sc, &def, l->base, cost, reqid, now), 0,
-                 "%s: cannot encode the call", l->algo);
+    encode_call(&sc, l, now, cost, NO_LEASE, 0, reqid, sizeof(reqid));
     for (size_t i = 0; i < sc.nkeys; i++) {
         words[n++] = sc.keys[i];
     }
@@ -1340,31 +1356,6 @@ struct batch {
     struct scriptcall sc[64];    /* each call's words (borrowed) */
     char reqid[64][32];          /* their request ids */
 };
-
-/* No lease operation: a plain call. */
-#define NO_LEASE (-1)
-
-/* Encodes one call of 'l' at 'now' for 'cost' into 'sc' (a lease take
- * or return of 'units' when 'op' is a scriptcall_lease_op). */
-static void
-encode_call(struct scriptcall *sc, const struct lim *l, uint64_t now,
-            uint64_t cost, int op, uint64_t units, char *reqid, size_t len)
-{
-    struct limiter_def def;
-
-    memset(&def, 0, sizeof(def));
-    cr_assert_eq(limit_algorithm_parse(l->algo, &def.algorithm), 0);
-    memcpy(def.rules, l->rules, sizeof(def.rules));
-    def.nrules = l->nrules;
-    def.delay = l->delay;
-    def.max_delay_ms = l->max_delay;
-    snprintf(reqid, len, "req-%lu", ++request_no);
-    cr_assert_eq(scriptcall_encode(sc, &def, l->base, cost, reqid, now), 0);
-    if (op != NO_LEASE) {
-        cr_assert_eq(scriptcall_lease(sc, (enum scriptcall_lease_op)op, units),
-                     0);
-    }
-}
 
 /* Adds one call of 'l' to 'b', as encode_call() encodes it. */
 static void
