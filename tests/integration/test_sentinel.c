@@ -1006,6 +1006,22 @@ log_reached(void *arg)
 }
 
 /*
+ * Waits until the gateway has connected to the Redis on 'port': its log
+ * names the new primary before the connection and its handshake are
+ * done, and a request in between gets the failure policy.
+ */
+static void
+wait_connected_to(const struct proc *gw, uint16_t port)
+{
+    char *needle = harness_strf("connected to 127.0.0.1:%u", (unsigned)port);
+    struct log_wait w = {.p = gw, .needle = needle, .n = 1};
+
+    cr_assert(harness_wait_until(log_reached, &w, 10000),
+              "never connected to %u:\n%s", (unsigned)port, proc_log(gw));
+    free(needle);
+}
+
+/*
  * The stand-in keeps naming the first primary, as a sentinel that has not
  * heard of the failover would; the switch message names a second one. The
  * gateway goes where the message says, and a repeat of the same message
@@ -1045,6 +1061,7 @@ Test(sentinel, a_switch_goes_to_the_announced_address_and_a_repeat_is_ignored,
     cr_assert(harness_wait_until(log_reached, &moved, 10000),
               "the switch did not move the gateway to %u:\n%s",
               (unsigned)second_port, proc_log(&r.gw));
+    wait_connected_to(&r.gw, second_port);
     assert_decided_on(&r, second_port, "second");
 
     /* The same message again, late: nothing to do. */
@@ -1107,6 +1124,7 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
     cr_assert(harness_wait_until(log_reached, &moved, 10000),
               "the new subscription did not find the new primary:\n%s",
               proc_log(&r.gw));
+    wait_connected_to(&r.gw, second_port);
     assert_decided_on(&r, second_port, "after");
 
     /* Confirmed, then closed, over and over. The measure is a rate over a
