@@ -845,6 +845,56 @@ put_bulk(char *p, const char *s, size_t len)
     return p;
 }
 
+/* The words every script command starts with: the array header for
+ * 'argc' words, then EVALSHA and the SHA, or EVAL and the source. */
+struct script_head {
+    const char *word; /* "EVALSHA" or "EVAL"; static */
+    const char *body; /* the SHA or the source; borrowed */
+    size_t body_len;  /* of body */
+    size_t argc;      /* words of the whole command */
+};
+
+/* The head of a command running script 'idx' ('resent': after NOSCRIPT,
+ * by EVAL). */
+static struct script_head
+script_head(const struct redis_client *c, size_t idx, bool resent, size_t argc)
+{
+    bool by_sha = !resent && c->shas[idx][0] != '\0';
+
+    return (struct script_head){
+        by_sha ? "EVALSHA" : "EVAL",
+        by_sha ? c->shas[idx] : c->scripts[idx].source,
+        by_sha ? SHA1_HEX : c->scripts[idx].len,
+        argc,
+    };
+}
+
+/* Bytes put_head() writes. */
+static size_t
+head_size(const struct script_head *h)
+{
+    char digits[U64_DEC_MAX];
+
+    return 1 + strlen(u64_dec(h->argc, digits)) + 2 +
+           bulk_size(strlen(h->word)) + bulk_size(h->body_len);
+}
+
+static char *
+put_head(char *p, const struct script_head *h)
+{
+    char digits[U64_DEC_MAX];
+    const char *argc = u64_dec(h->argc, digits);
+    size_t argc_len = strlen(argc);
+
+    *p++ = '*';
+    memcpy(p, argc, argc_len);
+    p += argc_len;
+    *p++ = '\r';
+    *p++ = '\n';
+    p = put_bulk(p, h->word, strlen(h->word));
+    return put_bulk(p, h->body, h->body_len);
+}
+
 /*
  * The command goes to hiredis already in RESP (the protocol's array of
  * bulk strings): most of it was written once, by call_new(). hiredis's
@@ -853,27 +903,13 @@ put_bulk(char *p, const char *s, size_t len)
 static bool
 send_call(struct redis_client *c, struct redis_call *call)
 {
-    const struct lua_script *s = &c->scripts[call->script];
-    bool by_sha = !call->resent && c->shas[call->script][0] != '\0';
-    const char *word = by_sha ? "EVALSHA" : "EVAL";
-    const char *body = by_sha ? c->shas[call->script] : s->source;
-    size_t body_len = by_sha ? SHA1_HEX : s->len;
-    char digits[U64_DEC_MAX];
-    const char *argc = u64_dec(call->argc, digits);
-    size_t argc_len = strlen(argc);
-    size_t size = 1 + argc_len + 2 + bulk_size(strlen(word)) +
-                  bulk_size(body_len) + call->tail_len;
+    struct script_head h =
+        script_head(c, call->script, call->resent, call->argc);
+    size_t size = head_size(&h) + call->tail_len;
     char *cmd = xmalloc(size);
-    char *p = cmd;
+    char *p = put_head(cmd, &h);
     int rc;
 
-    *p++ = '*';
-    memcpy(p, argc, argc_len);
-    p += argc_len;
-    *p++ = '\r';
-    *p++ = '\n';
-    p = put_bulk(p, word, strlen(word));
-    p = put_bulk(p, body, body_len);
     memcpy(p, call->tail, call->tail_len);
     assert(p + call->tail_len == cmd + size);
     /* Its reply (+OK) is dropped by hiredis: no callback. */
@@ -895,20 +931,13 @@ send_call(struct redis_client *c, struct redis_call *call)
     return true;
 }
 
-/* Decimal digits of 'v'. */
-static size_t
-dec_len(uint64_t v)
-{
-    char digits[U64_DEC_MAX];
-
-    return strlen(u64_dec(v, digits));
-}
-
 /* Bytes of 'v' as a RESP bulk string of its decimal digits. */
 static size_t
 num_bulk_size(uint64_t v)
 {
-    return bulk_size(dec_len(v));
+    char digits[U64_DEC_MAX];
+
+    return bulk_size(strlen(u64_dec(v, digits)));
 }
 
 static char *
@@ -929,18 +958,12 @@ put_num(char *p, uint64_t v)
 static bool
 send_batch(struct redis_client *c, struct redis_batch *b)
 {
-    const struct lua_script *s = &c->scripts[b->script];
-    bool by_sha = !b->resent && c->shas[b->script][0] != '\0';
-    const char *word = by_sha ? "EVALSHA" : "EVAL";
-    const char *body = by_sha ? c->shas[b->script] : s->source;
-    size_t body_len = by_sha ? SHA1_HEX : s->len;
+    struct script_head h;
     size_t nkeys = 0, argc = 5, size, i;
-    char digits[U64_DEC_MAX], *cmd, *p;
-    const char *argc_text;
+    char *cmd, *p;
     int rc;
 
-    size = bulk_size(strlen(word)) + bulk_size(body_len) + bulk_size(5) +
-           num_bulk_size(b->n);
+    size = bulk_size(5) + num_bulk_size(b->n);
     for (i = 0; i < b->n; i++) {
         const struct redis_call *call = b->calls[i];
 
@@ -949,16 +972,10 @@ send_batch(struct redis_client *c, struct redis_batch *b)
         size += call->tail_len - call->keys_at + num_bulk_size(call->nkeys) +
                 num_bulk_size(call->nargs);
     }
-    size += num_bulk_size(nkeys) + 1 + dec_len(argc) + 2;
-    cmd = p = xmalloc(size);
-    *p++ = '*';
-    argc_text = u64_dec(argc, digits);
-    memcpy(p, argc_text, strlen(argc_text));
-    p += strlen(argc_text);
-    *p++ = '\r';
-    *p++ = '\n';
-    p = put_bulk(p, word, strlen(word));
-    p = put_bulk(p, body, body_len);
+    h = script_head(c, b->script, b->resent, argc);
+    size += head_size(&h) + num_bulk_size(nkeys);
+    cmd = xmalloc(size);
+    p = put_head(cmd, &h);
     p = put_num(p, nkeys);
     for (i = 0; i < b->n; i++) {
         const struct redis_call *call = b->calls[i];
@@ -1047,6 +1064,18 @@ flush_queue(struct redis_client *c, size_t idx)
     return true;
 }
 
+/*
+ * Writes what hiredis holds now, not when the loop next finds the socket
+ * writable. A failure answers the calls DOWN (hiredis hands each record
+ * back NULL and runs on_disconnect) before this returns.
+ */
+static void
+write_now(struct redis_client *c)
+{
+    c->unflushed = 0;
+    redisAsyncHandleWrite(c->ac);
+}
+
 /* The end of the loop turn: every queue goes out, and is written now. */
 static void
 on_flush(evutil_socket_t fd, short what, void *arg)
@@ -1063,9 +1092,7 @@ on_flush(evutil_socket_t fd, short what, void *arg)
         }
     }
     if (sent && c->ac != NULL) {
-        /* As FLUSH_EVERY's write: a failure answers the calls DOWN. */
-        c->unflushed = 0;
-        redisAsyncHandleWrite(c->ac);
+        write_now(c);
     }
 }
 
@@ -1078,8 +1105,7 @@ queue_call(struct redis_client *c, size_t idx, struct redis_call *call)
     call->queued = true;
     if (c->nqueued[idx] == BATCH_MAX) {
         if (flush_queue(c, idx) && c->ac != NULL) {
-            c->unflushed = 0;
-            redisAsyncHandleWrite(c->ac);
+            write_now(c);
         }
     } else if (!c->flush_armed) {
         c->flush_armed = true;
@@ -1377,11 +1403,9 @@ eval_on(struct redis_client *c, const struct lua_script *script,
     }
     evtimer_add(call->ev, &tv);
     if (++c->unflushed >= FLUSH_EVERY) {
-        /* The call is fully recorded: should the write fail, hiredis
-         * answers it NULL (REDIS_CALL_DOWN, delivered from the loop) and
-         * runs on_disconnect, all before this returns. */
-        c->unflushed = 0;
-        redisAsyncHandleWrite(c->ac);
+        /* The call is fully recorded: should the write fail, it is
+         * answered DOWN from the loop. */
+        write_now(c);
     }
     return call;
 }
