@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 
 #include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
 
 #define POLL_INTERVAL_MS 2
 #define START_TIMEOUT_MS 10000
@@ -1688,4 +1689,95 @@ echo_stack_get_status(const struct echo_stack *st, const char *path,
 
     http_response_free(&r);
     return status;
+}
+
+redisContext *
+harness_redis_try(uint16_t port, const char *password)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    redisReply *r;
+    bool ok;
+
+    if (c == NULL || c->err != 0) {
+        redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    if (password == NULL) {
+        return c;
+    }
+    r = redisCommand(c, "AUTH %s", password);
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    if (!ok) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+char *
+harness_redis_text(uint16_t port, const char *password, const char *cmd)
+{
+    redisContext *c = harness_redis_try(port, password);
+    redisReply *r;
+    char *text = NULL;
+
+    if (c == NULL) {
+        return NULL;
+    }
+    r = redisCommand(c, cmd);
+    if (r != NULL) {
+        text = harness_strf("%s", r->type == REDIS_REPLY_STRING ||
+                                          r->type == REDIS_REPLY_STATUS ||
+                                          r->type == REDIS_REPLY_ERROR
+                                      ? r->str
+                                      : "");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return text;
+}
+
+bool
+harness_redis_role_is(uint16_t port, const char *password, const char *want)
+{
+    redisContext *c = harness_redis_try(port, password);
+    redisReply *r;
+    bool ok;
+
+    if (c == NULL) {
+        return false;
+    }
+    r = redisCommand(c, "ROLE");
+    ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+         r->element[0]->type == REDIS_REPLY_STRING &&
+         strcmp(r->element[0]->str, want) == 0;
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return ok;
+}
+
+size_t
+harness_redis_keys(uint16_t port, const char *password, const char *pattern)
+{
+    redisContext *c = harness_redis_try(port, password);
+    redisReply *r;
+    size_t n;
+
+    if (c == NULL) {
+        return 0;
+    }
+    r = redisCommand(c, "KEYS %s", pattern);
+    n = r != NULL && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return n;
 }

@@ -161,6 +161,29 @@ void redis_start(struct proc *p, uint16_t *port);
 void redis_start_on(struct proc *p, uint16_t port);
 
 /*
+ * A synchronous connection to the Redis (or sentinel) on 127.0.0.1:'port'
+ * for setting a scene and reading state, with 2 s timeouts, authenticated
+ * with 'password' unless it is NULL; NULL if it could not connect or
+ * AUTH (a server being reconfigured may kill its clients). The caller
+ * frees it with redisFree().
+ */
+struct redisContext *harness_redis_try(uint16_t port, const char *password);
+
+/* The reply to 'cmd' on 'port' as a new string ("" for a reply that is not
+ * a string, status or error), or NULL if the server did not answer. */
+char *harness_redis_text(uint16_t port, const char *password, const char *cmd);
+
+/* True if the first element of ROLE on 'port' is 'want'; false too if the
+ * server could not be asked. */
+bool harness_redis_role_is(uint16_t port, const char *password,
+                           const char *want);
+
+/* The keys matching 'pattern' on 'port' (KEYS); 0 if it could not be
+ * asked. */
+size_t harness_redis_keys(uint16_t port, const char *password,
+                          const char *pattern);
+
+/*
  * HTTP through libcurl. Every call uses a new connection, ignores proxy
  * settings from the environment, never sends "Expect: 100-continue" and
  * speaks HTTP/1.1.

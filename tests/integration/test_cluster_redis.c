@@ -79,26 +79,7 @@ rig_init(struct rig *r, unsigned timeout_ms)
 static redisContext *
 sync_try(uint16_t port)
 {
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    redisReply *r;
-    bool ok;
-
-    if (c == NULL || c->err != 0) {
-        redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    r = redisCommand(c, "AUTH %s", PW);
-    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    if (!ok) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
+    return harness_redis_try(port, PW);
 }
 
 /* The reply to 'cmd' on 'port' as a new string ("" for a non-string,
@@ -106,24 +87,7 @@ sync_try(uint16_t port)
 static char *
 ask_text(uint16_t port, const char *cmd)
 {
-    redisContext *c = sync_try(port);
-    redisReply *r;
-    char *text = NULL;
-
-    if (c == NULL) {
-        return NULL;
-    }
-    r = redisCommand(c, cmd);
-    if (r != NULL) {
-        text = strdup(r->type == REDIS_REPLY_STRING ||
-                              r->type == REDIS_REPLY_STATUS ||
-                              r->type == REDIS_REPLY_ERROR
-                          ? r->str
-                          : "");
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    return text;
+    return harness_redis_text(port, PW, cmd);
 }
 
 /* Runs 'cmd' on 'port' and asserts an OK. */
@@ -141,22 +105,7 @@ must_ok(uint16_t port, const char *cmd)
 static bool
 role_is(uint16_t port, const char *want)
 {
-    redisContext *c = sync_try(port);
-    redisReply *r;
-    bool ok;
-
-    if (c == NULL) {
-        return false;
-    }
-    r = redisCommand(c, "ROLE");
-    ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-         r->element[0]->type == REDIS_REPLY_STRING &&
-         strcmp(r->element[0]->str, want) == 0;
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    return ok;
+    return harness_redis_role_is(port, PW, want);
 }
 
 /* The port of the primary that the replica on 'port' follows, or 0. */
@@ -188,20 +137,7 @@ primary_of(uint16_t port)
 static size_t
 keys_matching(uint16_t port, const char *pattern)
 {
-    redisContext *c = sync_try(port);
-    redisReply *r;
-    size_t n;
-
-    if (c == NULL) {
-        return 0;
-    }
-    r = redisCommand(c, "KEYS %s", pattern);
-    n = r != NULL && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    return n;
+    return harness_redis_keys(port, PW, pattern);
 }
 
 /* The index of the primary holding a key matching 'pattern'; fails the

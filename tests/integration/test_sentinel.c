@@ -63,37 +63,24 @@ struct rig {
  * which ports are sentinels, for the password. */
 static const struct rig *the_rig;
 
+/* The password of the server or sentinel on 'port'. */
+static const char *
+password_of(uint16_t port)
+{
+    for (size_t i = 0; the_rig != NULL && i < NSENTINELS; i++) {
+        if (the_rig->sentinel_port[i] == port) {
+            return SENTINEL_PW;
+        }
+    }
+    return PRIMARY_PW;
+}
+
 /* A connection to 'port', authenticated; NULL if that failed (a sentinel
  * kills the clients of a server it reconfigures). */
 static redisContext *
 sync_try(uint16_t port)
 {
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    const char *pw = PRIMARY_PW;
-    redisReply *r;
-    bool ok;
-
-    if (c == NULL || c->err != 0) {
-        redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    for (size_t i = 0; the_rig != NULL && i < NSENTINELS; i++) {
-        if (the_rig->sentinel_port[i] == port) {
-            pw = SENTINEL_PW;
-        }
-    }
-    r = redisCommand(c, "AUTH %s", pw);
-    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    if (!ok) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
+    return harness_redis_try(port, password_of(port));
 }
 
 static redisContext *
@@ -111,20 +98,7 @@ sync_to(uint16_t port)
 static char *
 ask_text(uint16_t port, const char *cmd)
 {
-    redisContext *c = sync_to(port);
-    redisReply *r = redisCommand(c, cmd);
-    char *text = NULL;
-
-    if (r != NULL) {
-        text = strdup(r->type == REDIS_REPLY_STRING ||
-                              r->type == REDIS_REPLY_STATUS ||
-                              r->type == REDIS_REPLY_ERROR
-                          ? r->str
-                          : "");
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    return text;
+    return harness_redis_text(port, password_of(port), cmd);
 }
 
 /* True if ROLE's first element on 'port' is 'want'; false too if the
@@ -133,23 +107,7 @@ ask_text(uint16_t port, const char *cmd)
 static bool
 role_is(uint16_t port, const char *want)
 {
-    redisContext *c = sync_try(port);
-    redisReply *r;
-    bool ok;
-
-    if (c == NULL) {
-        return false;
-    }
-    r = redisCommand(c, "ROLE");
-    ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-         r->element[0]->type == REDIS_REPLY_STRING &&
-         strcmp(r->element[0]->str, want) == 0;
-
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    return ok;
+    return harness_redis_role_is(port, password_of(port), want);
 }
 
 /* Script calls (EVALSHA and EVAL) in the text of INFO commandstats. */
@@ -185,15 +143,7 @@ script_calls(uint16_t port)
 static size_t
 keys_matching(uint16_t port, const char *pattern)
 {
-    redisContext *c = sync_to(port);
-    redisReply *r = redisCommand(c, "KEYS %s", pattern);
-    size_t n = r != NULL && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
-
-    if (r != NULL) {
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    return n;
+    return harness_redis_keys(port, password_of(port), pattern);
 }
 
 static void
