@@ -97,6 +97,10 @@ struct proxy {
     uint64_t draws;                /* state of the Weight draws */
     bool handling_tls;             /* the request proxy_handle() is on
                                       came over the TLS listener */
+    /* Emptied lists of rate-limit fields, whose memory the next limited
+     * requests reuse (rl_fields_take()): */
+    struct headers rl_spare[SPARE_EXCHANGES]; /* owned */
+    size_t nrl_spare;                         /* lists in 'rl_spare' */
 };
 
 /*
@@ -210,6 +214,9 @@ proxy_free(struct proxy *p)
     }
     headers_deinit(&p->in_spare);
     headers_deinit(&p->fwd_spare);
+    for (size_t i = 0; i < p->nrl_spare; i++) {
+        headers_deinit(&p->rl_spare[i]);
+    }
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
     while (p->spare_ex != NULL) {
@@ -270,6 +277,37 @@ fields_give(struct headers *spare, struct headers *h)
     } else {
         headers_deinit(h);
     }
+}
+
+/*
+ * An empty list for a limited request's rate-limit fields, with the
+ * memory of one given back: many are alive at once, one per request
+ * between its decision and its response head.
+ */
+static void
+rl_fields_take(struct proxy *p, struct headers *h)
+{
+    if (p->nrl_spare > 0) {
+        *h = p->rl_spare[--p->nrl_spare];
+    } else {
+        headers_init(h);
+    }
+}
+
+/* 'h' is done with: kept (emptied) for rl_fields_take() if there is room. */
+static void
+rl_fields_give(struct proxy *p, struct headers *h)
+{
+    if (h->v == NULL && h->mem == NULL) {
+        return; /* nothing to keep */
+    }
+    if (p->nrl_spare < SPARE_EXCHANGES) {
+        headers_clear(h);
+        p->rl_spare[p->nrl_spare++] = *h;
+    } else {
+        headers_deinit(h);
+    }
+    headers_init(h);
 }
 
 /* ---- the end of an exchange ---- */
@@ -389,7 +427,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
     fields_give(&p->fwd_spare, &ex->fwd);
-    headers_deinit(&ex->rl_headers);
+    rl_fields_give(p, &ex->rl_headers);
     if (ex->body_copy != NULL) {
         evbuffer_free(ex->body_copy);
     }
@@ -965,15 +1003,20 @@ start_upstream(struct exchange *ex)
 static void
 reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
 {
+    struct proxy *p = ex->proxy;
     struct evbuffer *buf = evbuffer_new();
+    /* Out of the exchange, which is gone before the reply is written. */
+    struct headers fields = ex->rl_headers;
 
+    headers_init(&ex->rl_headers);
     evhttp_add_header(evhttp_request_get_output_headers(ex->creq),
                       "Content-Type", PROBLEM_CONTENT_TYPE);
     evbuffer_add(buf, o->body, strlen(o->body));
     /* Written straight into the head: copying each field into evhttp's
      * list first cost about 600 instructions a field (callgrind). */
-    ex->refusal = &o->headers;
+    ex->refusal = &fields;
     exchange_end(ex, END_REPLY, o->status, buf);
+    rl_fields_give(p, &fields);
 }
 
 static void
@@ -1001,9 +1044,7 @@ on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
         ratelimit_outcome_deinit(o);
         return;
     }
-    /* The fields go on the response once it starts. */
-    ex->rl_headers = o->headers;
-    headers_init(&o->headers);
+    /* The fields (in ex->rl_headers) go on the response once it starts. */
     ratelimit_outcome_deinit(o);
     if (delay == 0) {
         start_upstream(ex);
@@ -1482,9 +1523,10 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         who.query = query;
         who.ipv6_prefix = cfg->identity.ipv6_prefix;
         /* Keys are built now, from the request as the client sent it. */
-        ex->check = ratelimit_check(p->rl, cfg, route, &who,
-                                    evhttp_request_get_uri(creq),
-                                    on_ratelimit_done, ex, &outcome);
+        rl_fields_take(p, &ex->rl_headers);
+        ex->check = ratelimit_check(
+            p->rl, cfg, route, &who, evhttp_request_get_uri(creq),
+            &ex->rl_headers, on_ratelimit_done, ex, &outcome);
     }
 
     /* Filters may replace the path; without any it is read only. */

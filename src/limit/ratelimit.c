@@ -77,13 +77,14 @@ struct part {
 };
 
 struct ratelimit_check {
-    struct ratelimit *rl;  /* borrowed */
-    ratelimit_done_cb *cb; /* called once when all parts are in */
-    void *arg;             /* for 'cb' */
-    const char *instance;  /* borrowed: the request target */
-    size_t pending;        /* parts awaiting Redis */
-    size_t nparts;         /* entries in 'parts' */
-    struct part parts[];   /* one per RequestRateLimiter filter */
+    struct ratelimit *rl;   /* borrowed */
+    ratelimit_done_cb *cb;  /* called once when all parts are in */
+    void *arg;              /* for 'cb' */
+    const char *instance;   /* borrowed: the request target */
+    struct headers *fields; /* borrowed: where the outcome's fields go */
+    size_t pending;         /* parts awaiting Redis */
+    size_t nparts;          /* entries in 'parts' */
+    struct part parts[];    /* one per RequestRateLimiter filter */
 };
 
 struct ratelimit *
@@ -207,7 +208,6 @@ ratelimit_route_limited(const struct route *route)
 void
 ratelimit_outcome_deinit(struct ratelimit_outcome *o)
 {
-    headers_deinit(&o->headers);
     free(o->body);
     o->body = NULL;
 }
@@ -849,14 +849,13 @@ assemble(struct ratelimit_check *c, struct ratelimit_outcome *o)
     for (size_t i = 0; i < c->nparts; i++) {
         vp[i] = c->parts[i].v;
     }
-    verdict_assemble(vp, c->nparts, c->instance, &v);
+    verdict_assemble(vp, c->nparts, c->instance, c->fields, &v);
     free(vp);
     memset(o, 0, sizeof(*o));
     o->verdict = v.deny ? RATELIMIT_DENY : RATELIMIT_PASS;
     o->status = v.status;
     o->delay_ms = v.delay_ms;
-    o->headers = v.headers; /* moved */
-    o->body = v.body;       /* moved */
+    o->body = v.body; /* moved */
     o->reason = v.reason;
     o->limiter = v.limiter;
     o->tier = v.tier;
@@ -866,8 +865,8 @@ assemble(struct ratelimit_check *c, struct ratelimit_outcome *o)
 struct ratelimit_check *
 ratelimit_check(struct ratelimit *rl, const struct config *cfg,
                 const struct route *route, const struct caller *who,
-                const char *instance, ratelimit_done_cb *cb, void *arg,
-                struct ratelimit_outcome *now)
+                const char *instance, struct headers *fields,
+                ratelimit_done_cb *cb, void *arg, struct ratelimit_outcome *now)
 {
     struct ratelimit_check *c;
     size_t n = route->nrate_limiters;
@@ -877,6 +876,7 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
     c->cb = cb;
     c->arg = arg;
     c->instance = instance;
+    c->fields = fields;
     for (size_t i = 0; i < n; i++) {
         const struct rate_limit_conf *conf = route->rate_limiters[i];
         struct part *pt = &c->parts[c->nparts++];
