@@ -48,8 +48,14 @@ struct ratelimit {
     uint64_t wait_max_us;          /* a request that waited this long
                                       for takes makes its own call:
                                       half of redis.timeout */
+    /* Checks ended, kept for the next ones (check_new()): */
+    struct ratelimit_check *spare_checks; /* linked by 'next_spare' */
+    size_t nspare_checks;                 /* length of 'spare_checks' */
 };
 
+/* Ended checks a worker keeps for the next ones: about as many as are
+ * decided in one loop turn. */
+#define SPARE_CHECKS 64
 /* Refusals a worker remembers; each entry is 272 bytes (1.1 MiB). */
 #define DENY_CACHE_ENTRIES 4096
 /* Hot keys a worker may hold leases on; each entry is 872 bytes (436 KiB). */
@@ -66,7 +72,6 @@ struct part {
     struct verdict_part *v;        /* filter, tier, reason and decision,
                                       in the check's 'vparts';
                                       VERDICT_UNLIMITED until decided */
-    char key[RATEKEY_MAX];         /* the tier's key, if limited */
     struct redis_call *call;       /* pending script call, or NULL */
     struct timespec started;       /* when the script call went out */
     struct take *take;             /* its lease take in flight, or NULL */
@@ -75,6 +80,8 @@ struct part {
     struct part *next;             /* the next waiting for 'lease' */
     uint64_t queued_us;            /* when it first waited for a take;
                                       0: never */
+    /* Last: check_new() zeroes what comes before. */
+    char key[RATEKEY_MAX]; /* the tier's key, if limited */
 };
 
 struct ratelimit_check {
@@ -88,7 +95,10 @@ struct ratelimit_check {
     struct verdict_part *vparts; /* what each part decided, in a row for
                                     verdict_assemble(): after 'parts', in
                                     the same allocation */
-    struct part parts[];         /* one per RequestRateLimiter filter */
+    /* Kept for another check after this one (check_new()): */
+    size_t cap;                         /* parts the allocation holds */
+    struct ratelimit_check *next_spare; /* in the worker's spare checks */
+    struct part parts[];                /* one per RequestRateLimiter filter */
 };
 
 struct ratelimit *
@@ -142,6 +152,12 @@ ratelimit_free(struct ratelimit *rl)
     redis_client_free(rl->redis);
     denycache_free(rl->denied);
     lease_table_free(rl->leases);
+    while (rl->spare_checks != NULL) {
+        struct ratelimit_check *next = rl->spare_checks->next_spare;
+
+        free(rl->spare_checks);
+        rl->spare_checks = next;
+    }
     free(rl);
 }
 
@@ -269,6 +285,49 @@ now_us(void)
     return mono_us(&ts);
 }
 
+/*
+ * A check of 'n' parts, zeroed but for the parts' keys (written before
+ * they are read): a spare one if the newest holds enough parts.
+ */
+static struct ratelimit_check *
+check_new(struct ratelimit *rl, size_t n)
+{
+    struct ratelimit_check *c = rl->spare_checks;
+
+    _Static_assert(sizeof(struct part) % _Alignof(struct verdict_part) == 0,
+                   "the verdict parts follow the parts aligned");
+    if (c == NULL || c->cap < n) {
+        c = xcalloc(1, sizeof(*c) +
+                           n * (sizeof(c->parts[0]) + sizeof(*c->vparts)));
+        c->cap = n;
+        c->vparts = (struct verdict_part *)&c->parts[n];
+        return c;
+    }
+    rl->spare_checks = c->next_spare;
+    rl->nspare_checks--;
+    c->next_spare = NULL;
+    c->pending = 0;
+    c->nparts = 0;
+    for (size_t i = 0; i < n; i++) {
+        memset(&c->parts[i], 0, offsetof(struct part, key));
+    }
+    memset(c->vparts, 0, n * sizeof(*c->vparts));
+    return c;
+}
+
+/* 'c' is over: kept for check_new() if there is room. */
+static void
+check_free(struct ratelimit *rl, struct ratelimit_check *c)
+{
+    if (rl->nspare_checks < SPARE_CHECKS) {
+        c->next_spare = rl->spare_checks;
+        rl->spare_checks = c;
+        rl->nspare_checks++;
+    } else {
+        free(c);
+    }
+}
+
 /* 'pt' is decided: when it was the last part awaited, answers the check. */
 static void
 finish_part(struct part *pt)
@@ -281,7 +340,7 @@ finish_part(struct part *pt)
     }
     assemble(c, &o);
     c->cb(&o, c->arg);
-    free(c);
+    check_free(c->rl, c);
 }
 
 static void
@@ -870,10 +929,7 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
     struct ratelimit_check *c;
     size_t n = route->nrate_limiters;
 
-    _Static_assert(sizeof(struct part) % _Alignof(struct verdict_part) == 0,
-                   "the verdict parts follow the parts aligned");
-    c = xcalloc(1, sizeof(*c) + n * (sizeof(c->parts[0]) + sizeof(*c->vparts)));
-    c->vparts = (struct verdict_part *)&c->parts[n];
+    c = check_new(rl, n);
     c->rl = rl;
     c->cb = cb;
     c->arg = arg;
@@ -921,7 +977,7 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
         return c;
     }
     assemble(c, now);
-    free(c);
+    check_free(rl, c);
     return NULL;
 }
 
@@ -942,5 +998,5 @@ ratelimit_cancel(struct ratelimit_check *c)
             unqueue(pt->lease, pt);
         }
     }
-    free(c);
+    check_free(c->rl, c);
 }
