@@ -120,7 +120,7 @@ escape_value(struct sink *s, const struct part_value *v)
 
 /* The escaped value, or "#" and a hash of it when it is long. */
 static void
-put_value(struct sink *out, const struct part_value *v)
+put_value_measured(struct sink *out, const struct part_value *v)
 {
     struct sink count = {0};
     struct sink hash = {0};
@@ -149,6 +149,30 @@ put_value(struct sink *out, const struct part_value *v)
         snprintf(hexbuf + 1 + 2 * i, 3, "%02x", md[i]);
     }
     sink_put(out, hexbuf, HASH_HEX + 1);
+}
+
+/*
+ * put_value_measured(), in one pass for a value that turns out short
+ * (most are): escaped straight into 'out', taken back and measured first
+ * when it is long or did not fit.
+ */
+static void
+put_value(struct sink *out, const struct part_value *v)
+{
+    size_t start = out->len;
+
+    if (out->overflow) {
+        /* The key is refused whatever comes now. */
+        return;
+    }
+    escape_value(out, v);
+    if (!out->overflow && out->len - start <= RATEKEY_MAX_VALUE) {
+        return;
+    }
+    out->len = start;
+    out->overflow = false;
+    out->buf[start] = '\0';
+    put_value_measured(out, v);
 }
 
 /* True for ::ffff:a.b.c.d, which is the IPv4 client a.b.c.d. */
@@ -255,7 +279,10 @@ static bool
 resolve(const struct key_part *part, const struct caller *who,
         struct part_value *v)
 {
-    memset(v, 0, sizeof(*v));
+    /* 'buf' is written before it is read. */
+    v->p = NULL;
+    v->n = 0;
+    v->form_encoded = false;
     switch (part->kind) {
     case KEY_IP:
         if (who->client != NULL) {
@@ -288,6 +315,29 @@ resolve(const struct key_part *part, const struct caller *who,
     return v->p != NULL && v->n > 0;
 }
 
+/*
+ * resolve() without the value where it is known at once: an address
+ * always has a text, and "-" is never empty.
+ */
+static bool
+resolves(const struct key_part *part, const struct caller *who)
+{
+    struct part_value v;
+
+    switch (part->kind) {
+    case KEY_IP:
+        return who->client != NULL;
+    case KEY_ROUTE:
+        return true;
+    case KEY_USER:
+        return who->user != NULL && who->user[0] != '\0';
+    case KEY_ROLE:
+        return who->role != NULL && who->role[0] != '\0';
+    default:
+        return resolve(part, who, &v);
+    }
+}
+
 /* Every claim condition of 't' holds for 'who'. */
 static bool
 claims_hold(const struct tier *t, const struct caller *who)
@@ -307,7 +357,6 @@ ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
 {
     for (size_t i = 0; i < rl->ntiers; i++) {
         const struct tier *t = &rl->tiers[i];
-        struct part_value v;
         bool ok = true;
 
         if (t->when_role != NULL &&
@@ -318,7 +367,7 @@ ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
             continue;
         }
         for (size_t j = 0; ok && j < t->key.nparts; j++) {
-            ok = resolve(&t->key.parts[j], who, &v);
+            ok = resolves(&t->key.parts[j], who);
         }
         if (ok) {
             return t;
