@@ -70,6 +70,16 @@
  * arrive in one loop turn. */
 #define SPARE_EXCHANGES 64
 
+/*
+ * Emptied field lists whose memory later ones reuse, for lists of which
+ * many are alive at once: one per request waiting for its decision or
+ * its response head.
+ */
+struct field_pool {
+    struct headers v[SPARE_EXCHANGES]; /* owned */
+    size_t n;                          /* lists in 'v' */
+};
+
 struct proxy {
     struct event_base *base;       /* borrowed */
     struct ratelimit *rl;          /* borrowed: this worker's limiters */
@@ -82,8 +92,8 @@ struct proxy {
     bool draining;                 /* responses close their connections */
     struct headers in_spare;       /* an empty list whose memory the next
                                       request's fields reuse; owned */
-    struct headers fwd_spare;      /* the same for the fields sent
-                                      upstream; owned */
+    struct field_pool fwd_spare;   /* the lists of fields sent upstream
+                                      that were given back */
     struct jwtcache *tokens;       /* verified tokens; owned */
     struct exchange *spare_ex;     /* exchanges freed, kept for the next
                                       ones (linked by 'next'); owned */
@@ -97,10 +107,8 @@ struct proxy {
     uint64_t draws;                /* state of the Weight draws */
     bool handling_tls;             /* the request proxy_handle() is on
                                       came over the TLS listener */
-    /* Emptied lists of rate-limit fields, whose memory the next limited
-     * requests reuse (rl_fields_take()): */
-    struct headers rl_spare[SPARE_EXCHANGES]; /* owned */
-    size_t nrl_spare;                         /* lists in 'rl_spare' */
+    struct field_pool rl_spare;    /* the lists of rate-limit fields
+                                      that were given back */
 };
 
 /*
@@ -213,9 +221,11 @@ proxy_free(struct proxy *p)
         return;
     }
     headers_deinit(&p->in_spare);
-    headers_deinit(&p->fwd_spare);
-    for (size_t i = 0; i < p->nrl_spare; i++) {
-        headers_deinit(&p->rl_spare[i]);
+    for (size_t i = 0; i < p->fwd_spare.n; i++) {
+        headers_deinit(&p->fwd_spare.v[i]);
+    }
+    for (size_t i = 0; i < p->rl_spare.n; i++) {
+        headers_deinit(&p->rl_spare.v[i]);
     }
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
@@ -279,31 +289,28 @@ fields_give(struct headers *spare, struct headers *h)
     }
 }
 
-/*
- * An empty list for a limited request's rate-limit fields, with the
- * memory of one given back: many are alive at once, one per request
- * between its decision and its response head.
- */
+/* An empty list in '*h', with the memory of one given back to 'pool'. */
 static void
-rl_fields_take(struct proxy *p, struct headers *h)
+pool_take(struct field_pool *pool, struct headers *h)
 {
-    if (p->nrl_spare > 0) {
-        *h = p->rl_spare[--p->nrl_spare];
+    if (pool->n > 0) {
+        *h = pool->v[--pool->n];
     } else {
         headers_init(h);
     }
 }
 
-/* 'h' is done with: kept (emptied) for rl_fields_take() if there is room. */
+/* 'h' is done with: kept (emptied) in 'pool' if there is room; 'h' is
+ * left empty. */
 static void
-rl_fields_give(struct proxy *p, struct headers *h)
+pool_give(struct field_pool *pool, struct headers *h)
 {
     if (h->v == NULL && h->mem == NULL) {
         return; /* nothing to keep */
     }
-    if (p->nrl_spare < SPARE_EXCHANGES) {
+    if (pool->n < SPARE_EXCHANGES) {
         headers_clear(h);
-        p->rl_spare[p->nrl_spare++] = *h;
+        pool->v[pool->n++] = *h;
     } else {
         headers_deinit(h);
     }
@@ -426,8 +433,8 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
-    fields_give(&p->fwd_spare, &ex->fwd);
-    rl_fields_give(p, &ex->rl_headers);
+    pool_give(&p->fwd_spare, &ex->fwd);
+    pool_give(&p->rl_spare, &ex->rl_headers);
     if (ex->body_copy != NULL) {
         evbuffer_free(ex->body_copy);
     }
@@ -986,7 +993,7 @@ start_upstream(struct exchange *ex)
     /* Written out (or copied for the bufferevent): no longer needed,
      * unless a retry sends them again. */
     if (ex->retry == NULL) {
-        fields_give(&ex->proxy->fwd_spare, &ex->fwd);
+        pool_give(&ex->proxy->fwd_spare, &ex->fwd);
     }
     if (ex->ureq == NULL && !retried(ex, 0, 0)) {
         char detail[160];
@@ -1016,7 +1023,7 @@ reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
      * list first cost about 600 instructions a field (callgrind). */
     ex->refusal = &fields;
     exchange_end(ex, END_REPLY, o->status, buf);
-    rl_fields_give(p, &fields);
+    pool_give(&p->rl_spare, &fields);
 }
 
 static void
@@ -1131,7 +1138,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     len = len < sizeof(ex->client) ? len : sizeof(ex->client) - 1;
     memcpy(ex->client, client, len);
     ex->client[len] = '\0';
-    fields_take(&p->fwd_spare, &ex->fwd);
+    pool_take(&p->fwd_spare, &ex->fwd);
     headers_init(&ex->rl_headers);
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, 1);
@@ -1523,7 +1530,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         who.query = query;
         who.ipv6_prefix = cfg->identity.ipv6_prefix;
         /* Keys are built now, from the request as the client sent it. */
-        rl_fields_take(p, &ex->rl_headers);
+        pool_take(&p->rl_spare, &ex->rl_headers);
         ex->check = ratelimit_check(
             p->rl, cfg, route, &who, evhttp_request_get_uri(creq),
             &ex->rl_headers, on_ratelimit_done, ex, &outcome);
