@@ -107,20 +107,35 @@ put_field(struct headers *h, bool fresh, const char *name, size_t name_len,
 #define PUT_FIELD(h, fresh, lit, value, len)                                   \
     put_field((h), (fresh), (lit), sizeof(lit) - 1, (value), (len))
 
+/* A number in decimal, written once for the fields that show it. */
+struct dec {
+    const char *p;         /* the digits, in 'buf' */
+    size_t n;              /* how many */
+    char buf[U64_DEC_MAX]; /* room for them */
+};
+
+static void
+dec_set(struct dec *d, uint64_t v)
+{
+    d->p = u64_dec(v, d->buf);
+    d->n = (size_t)(d->buf + U64_DEC_MAX - 1 - d->p);
+}
+
 /* put_field() of a number. */
 static void
 put_number(struct headers *h, bool fresh, const char *name, size_t name_len,
            uint64_t v)
 {
-    char num[U64_DEC_MAX];
-    const char *digits = u64_dec(v, num);
+    struct dec d;
 
-    put_field(h, fresh, name, name_len, digits,
-              (size_t)(num + U64_DEC_MAX - 1 - digits));
+    dec_set(&d, v);
+    put_field(h, fresh, name, name_len, d.p, d.n);
 }
 
 #define PUT_NUMBER(h, fresh, lit, v)                                           \
     put_number((h), (fresh), (lit), sizeof(lit) - 1, (v))
+#define PUT_DEC(h, fresh, lit, d)                                              \
+    put_field((h), (fresh), (lit), sizeof(lit) - 1, (d)->p, (d)->n)
 
 /* Sets 'name' to the 'len' bytes at 'value', after what is already there
  * as a list. */
@@ -198,9 +213,11 @@ put_u64(char *at, uint64_t v)
 /* The rest of an item: two quotes, '/', ";r=", ";t=", three numbers. */
 #define STATE_EXTRA (3 + 6 + 3 * U64_DEC_MAX)
 
+/* 'rem' and 'reset': remaining(r) and reset_seconds(r). */
 static void
 add_ietf(struct headers *h, bool fresh, const struct limiter_def *lim,
-         const struct limit_result *r)
+         const struct limit_result *r, const struct dec *rem,
+         const struct dec *reset)
 {
     size_t rule = deciding_rule(lim, r);
     size_t name_len = strlen(lim->name);
@@ -216,9 +233,9 @@ add_ietf(struct headers *h, bool fresh, const struct limiter_def *lim,
         at = put_u64(at, rule);
     }
     at = put(at, "\";r=", 4);
-    at = put_u64(at, remaining(r));
+    at = put(at, rem->p, rem->n);
     at = put(at, ";t=", 3);
-    at = put_u64(at, reset_seconds(r));
+    at = put(at, reset->p, reset->n);
     if (lim->policy != NULL) {
         APPEND_LIST(h, fresh, "RateLimit-Policy", lim->policy,
                     strlen(lim->policy));
@@ -252,10 +269,12 @@ header_number(const char *s)
     return (int64_t)v;
 }
 
-/* The legacy fields describe one limit: the tightest one seen. */
+/* The legacy fields describe one limit: the tightest one seen. 'rem'
+ * and 'reset' as for add_ietf(). */
 static void
 add_legacy(struct headers *h, bool fresh, const struct limiter_def *lim,
-           const struct limit_result *r)
+           const struct limit_result *r, const struct dec *rem,
+           const struct dec *reset)
 {
     int64_t old =
         fresh ? -1 : header_number(headers_get(h, "X-RateLimit-Remaining"));
@@ -265,8 +284,8 @@ add_legacy(struct headers *h, bool fresh, const struct limiter_def *lim,
     }
     PUT_NUMBER(h, fresh, "X-RateLimit-Limit",
                rule_quota(lim, deciding_rule(lim, r)));
-    PUT_NUMBER(h, fresh, "X-RateLimit-Remaining", remaining(r));
-    PUT_NUMBER(h, fresh, "X-RateLimit-Reset", reset_seconds(r));
+    PUT_DEC(h, fresh, "X-RateLimit-Remaining", rem);
+    PUT_DEC(h, fresh, "X-RateLimit-Reset", reset);
 }
 
 void
@@ -275,12 +294,20 @@ rlheaders_add(struct headers *h, enum rl_headers style,
 {
     /* Mostly one limiter on a route: its fields go on an empty list. */
     bool fresh = h->n == 0;
+    bool ietf = style == RL_HEADERS_BOTH || style == RL_HEADERS_IETF;
+    bool legacy = style == RL_HEADERS_BOTH || style == RL_HEADERS_LEGACY;
+    struct dec rem, reset;
 
-    if (style == RL_HEADERS_BOTH || style == RL_HEADERS_IETF) {
-        add_ietf(h, fresh, lim, r);
+    if (ietf || legacy) {
+        /* Each shows twice: written once. */
+        dec_set(&rem, remaining(r));
+        dec_set(&reset, reset_seconds(r));
     }
-    if (style == RL_HEADERS_BOTH || style == RL_HEADERS_LEGACY) {
-        add_legacy(h, fresh, lim, r);
+    if (ietf) {
+        add_ietf(h, fresh, lim, r, &rem, &reset);
+    }
+    if (legacy) {
+        add_legacy(h, fresh, lim, r, &rem, &reset);
     }
     /* Retry-After is plain HTTP, not a rate-limit field: every style
      * sends it, and of two refusals the later retry is the one that
@@ -289,7 +316,13 @@ rlheaders_add(struct headers *h, enum rl_headers style,
         int64_t old = fresh ? -1 : header_number(headers_get(h, "Retry-After"));
         uint64_t secs = retry_seconds(r);
 
-        if (old < 0 || (uint64_t)old < secs) {
+        if (old >= 0 && (uint64_t)old >= secs) {
+            return;
+        }
+        if (ietf || legacy) {
+            /* A refusal's reset is its retry: the same digits. */
+            PUT_DEC(h, fresh, "Retry-After", &reset);
+        } else {
             PUT_NUMBER(h, fresh, "Retry-After", secs);
         }
     }
