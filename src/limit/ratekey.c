@@ -67,12 +67,42 @@ sink_puts(struct sink *s, const char *str)
     sink_put(s, str, strlen(str));
 }
 
+/* sink_put() of one byte, into a key. */
+static void
+sink_putc(struct sink *s, char c)
+{
+    if (s->md != NULL || s->buf == NULL) {
+        sink_put(s, &c, 1);
+        return;
+    }
+    if (s->len + 1 >= s->cap) {
+        s->overflow = true;
+        return;
+    }
+    s->buf[s->len++] = c;
+    s->buf[s->len] = '\0';
+}
+
+/* [A-Za-z0-9._~@-], one entry per byte: escape_value() asks of every
+ * byte (the unit test checks each). */
+static const unsigned char unreserved_bytes[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 static bool
 unreserved(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '~' ||
-           c == '@' || c == '-';
+    return unreserved_bytes[c] != 0;
 }
 
 /*
@@ -385,13 +415,14 @@ ratekey_build(const struct tier *tier, const struct caller *who,
     buf[0] = '\0';
     sink_puts(&out, prefix);
     sink_puts(&out, tier->limiter->name);
-    sink_puts(&out, ":");
+    sink_putc(&out, ':');
     sink_puts(&out, tier->limiter->tag);
-    sink_puts(&out, ":{");
+    sink_putc(&out, ':');
+    sink_putc(&out, '{');
     sink_puts(&out, scope);
-    sink_puts(&out, ":");
+    sink_putc(&out, ':');
     sink_puts(&out, tier->key.text);
-    sink_puts(&out, ":");
+    sink_putc(&out, ':');
     for (size_t i = 0; i < tier->key.nparts; i++) {
         struct part_value v;
 
@@ -400,11 +431,11 @@ ratekey_build(const struct tier *tier, const struct caller *who,
             return false;
         }
         if (i > 0) {
-            sink_puts(&out, "+");
+            sink_putc(&out, '+');
         }
         put_value(&out, &v);
     }
-    sink_puts(&out, "}");
+    sink_putc(&out, '}');
     if (out.overflow) {
         buf[0] = '\0';
         return false;

@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -473,6 +474,31 @@ Test(ratekey, longest_key_the_config_allows_fits)
     name[sizeof(name) - 1] = '\0';
     cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, name, "r", key));
     cr_assert_str_eq(key, "");
+    headers_deinit(&r.headers);
+}
+
+/* Every byte but [A-Za-z0-9._~@-] is escaped, each as %XX. */
+Test(ratekey, each_byte_is_kept_or_escaped)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    char value[2];
+    char want[4];
+
+    load("{key: user, limiter: l}");
+    request_init(&r, NULL);
+    r.who.user = value;
+    for (int c = 1; c < 256; c++) {
+        value[0] = (char)c;
+        value[1] = '\0';
+        if (isalnum(c) || strchr("._~@-", c) != NULL) {
+            snprintf(want, sizeof(want), "%c", c);
+        } else {
+            snprintf(want, sizeof(want), "%%%02X", c);
+        }
+        key_of(&r, key);
+        assert_key(key, "user", want);
+    }
     headers_deinit(&r.headers);
 }
 
