@@ -103,10 +103,6 @@ put_field(struct headers *h, bool fresh, const char *name, size_t name_len,
     headers_add_n(h, name, name_len, value, len);
 }
 
-/* put_field() of a name that is a string literal. */
-#define PUT_FIELD(h, fresh, lit, value, len)                                   \
-    put_field((h), (fresh), (lit), sizeof(lit) - 1, (value), (len))
-
 /* A number in decimal, written once for the fields that show it. */
 struct dec {
     const char *p;         /* the digits, in 'buf' */
@@ -132,6 +128,8 @@ put_number(struct headers *h, bool fresh, const char *name, size_t name_len,
     put_field(h, fresh, name, name_len, d.p, d.n);
 }
 
+/* put_number() and put_field() of a number written before, for a name
+ * that is a string literal. */
 #define PUT_NUMBER(h, fresh, lit, v)                                           \
     put_number((h), (fresh), (lit), sizeof(lit) - 1, (v))
 #define PUT_DEC(h, fresh, lit, d)                                              \
