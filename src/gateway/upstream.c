@@ -31,7 +31,7 @@
 #define READ_CHUNK (16 * 1024)
 /* Room for the head to resend that a request is made with at least. */
 #define RESEND_ROOM 512
-/* Freed requests a worker keeps for the next ones. */
+/* Freed requests a worker keeps for the next ones (none under ASan). */
 #define SPARE_REQUESTS 64
 
 struct pool;
@@ -434,7 +434,7 @@ req_free(struct upstream_req *rq)
         conn_free(rq->conn);
     }
     /* Kept for a next request: one allocation fewer per request. */
-    if (c->nspare < SPARE_REQUESTS) {
+    if (XMALLOC_REUSE && c->nspare < SPARE_REQUESTS) {
         rq->next_spare = c->spare;
         c->spare = rq;
         c->nspare++;
