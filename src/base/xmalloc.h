@@ -22,4 +22,21 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *xvasprintf(const char *fmt, va_list ap)
     __attribute__((format(printf, 1, 0)));
 
+/*
+ * 1, or 0 under AddressSanitizer: whether freed objects may be kept on a
+ * list for reuse. With no reuse, a use after free touches freed memory,
+ * which AddressSanitizer reports, and never a recycled object, which it
+ * could not tell from a live one.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define XMALLOC_REUSE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define XMALLOC_REUSE 0
+#endif
+#endif
+#ifndef XMALLOC_REUSE
+#define XMALLOC_REUSE 1
+#endif
+
 #endif

@@ -67,7 +67,7 @@
  * allocated. */
 #define TARGET_INLINE 192
 /* Freed exchanges a worker keeps for the next ones: about as many as
- * arrive in one loop turn. */
+ * arrive in one loop turn (none under ASan: xmalloc.h). */
 #define SPARE_EXCHANGES 64
 
 /*
@@ -453,7 +453,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     }
     p->in_flight--;
     /* Kept for a next exchange: one allocation fewer per request. */
-    if (p->nspare_ex < SPARE_EXCHANGES) {
+    if (XMALLOC_REUSE && p->nspare_ex < SPARE_EXCHANGES) {
         ex->next = p->spare_ex;
         p->spare_ex = ex;
         p->nspare_ex++;

@@ -31,7 +31,7 @@
 #define READ_CHUNK (16 * 1024)
 /* Room for the head to resend that a request is made with at least. */
 #define RESEND_ROOM 512
-/* Freed requests a worker keeps for the next ones. */
+/* Freed requests a worker keeps for the next ones (none under ASan). */
 #define SPARE_REQUESTS 64
 
 struct pool;
@@ -64,6 +64,11 @@ struct uconn {
     struct evbuffer *body;   /* parsed body for on_body; owned */
     struct event *timer;     /* connect, response, body and idle timeouts:
                                 the bufferevent times nothing; owned */
+    struct strbuf head;      /* the request head, built here; reused */
+    size_t corked;           /* 1 + its slot in client->corked while its
+                                head waits for the end of the loop turn
+                                (write_corked()); 0 otherwise */
+    struct upstream_client *client; /* borrowed: the worker's client */
 };
 
 /* The idle connections of one worker to one host:port and TLS setting. */
@@ -89,7 +94,14 @@ struct upstream_client {
     struct pool *pools;         /* owned list */
     struct timeval idle_tv;     /* idle timeout of pooled connections, a
                                    common timeout of 'base' when possible */
-    struct strbuf head;         /* where request heads are built; reused */
+    struct event *flush_ev;     /* made active by the first head corked
+                                   in a loop turn: writes them all at its
+                                   end (write_corked()); owned */
+    struct uconn **corked;      /* connections whose head waits, in the
+                                   order sent; a slot is NULL once its
+                                   connection is freed; borrowed */
+    size_t ncorked;             /* slots used in 'corked' */
+    size_t corked_cap;          /* slots in 'corked' */
     struct upstream_req *spare; /* requests freed, kept for the next ones
                                    (linked by 'next_spare'); owned */
     size_t nspare;              /* length of 'spare' */
@@ -139,6 +151,7 @@ static void on_tls_idle_read(struct bufferevent *bev, void *arg);
 static void on_conn_event(struct bufferevent *bev, short what, void *arg);
 static void on_idle_event(struct bufferevent *bev, short what, void *arg);
 static void on_timer(evutil_socket_t fd, short what, void *arg);
+static void on_flush(evutil_socket_t fd, short what, void *arg);
 static const struct resparse_callbacks parse_callbacks;
 
 const char *
@@ -187,6 +200,7 @@ upstream_client_new(struct event_base *base, struct evdns_base *dns)
     /* Every idle timeout has the same length: a queue, not the heap. */
     common = event_base_init_common_timeout(base, &tv);
     c->idle_tv = common != NULL ? *common : tv;
+    c->flush_ev = event_new(base, -1, 0, on_flush, c);
     tls_set_session_cb(on_session);
     return c;
 }
@@ -202,6 +216,10 @@ conn_free(struct uconn *uc)
     if (uc->alive != NULL) {
         *uc->alive = false;
     }
+    /* A head not written yet never will be. */
+    if (uc->corked > 0) {
+        uc->client->corked[uc->corked - 1] = NULL;
+    }
     if (uc->tls) {
         /* Its SSL may outlive it a moment (libevent finalizes later). */
         tls_client_bev_detach(uc->bev);
@@ -210,6 +228,7 @@ conn_free(struct uconn *uc)
     event_free(uc->timer);
     resparse_free(uc->parser);
     evbuffer_free(uc->body);
+    free(uc->head.p);
     free(uc);
 }
 
@@ -232,7 +251,8 @@ upstream_client_free(struct upstream_client *c)
         tls_session_free(pl->session);
         free(pl);
     }
-    free(c->head.p);
+    event_free(c->flush_ev);
+    free(c->corked);
     while (c->spare != NULL) {
         struct upstream_req *rq = c->spare;
 
@@ -391,6 +411,7 @@ conn_new(struct upstream_client *c, struct pool *pl, struct tls_client *tls)
         return NULL;
     }
     uc->pool = pl;
+    uc->client = c;
     uc->parser = resparse_new(&parse_callbacks, uc, MAX_HEAD_BYTES);
     uc->body = evbuffer_new();
     uc->timer = evtimer_new(c->base, on_timer, uc);
@@ -413,7 +434,7 @@ req_free(struct upstream_req *rq)
         conn_free(rq->conn);
     }
     /* Kept for a next request: one allocation fewer per request. */
-    if (c->nspare < SPARE_REQUESTS) {
+    if (XMALLOC_REUSE && c->nspare < SPARE_REQUESTS) {
         rq->next_spare = c->spare;
         c->spare = rq;
         c->nspare++;
@@ -466,8 +487,25 @@ arm_timer(struct upstream_req *rq, uint64_t ms)
 }
 
 /*
+ * Writing waits for a connect, or for what the socket did not take at
+ * once (write_now()). A bufferevent has EV_WRITE on from its start, and
+ * adding output then schedules the write by itself: enabling it again
+ * would only re-add the event.
+ */
+static void
+schedule_write(struct uconn *uc)
+{
+    if ((bufferevent_get_enabled(uc->bev) & EV_WRITE) == 0 &&
+        (!uc->connected ||
+         evbuffer_get_length(bufferevent_get_output(uc->bev)) > 0)) {
+        bufferevent_enable(uc->bev, EV_WRITE);
+    }
+}
+
+/*
  * Starts reading the response to the request whose bytes are on (or
- * already through) the connection, and times the wait for its head.
+ * already through, or corked for) the connection, and times the wait
+ * for its head.
  */
 static void
 start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
@@ -479,17 +517,7 @@ start_on(struct upstream_req *rq, struct uconn *uc, bool reused)
     uc->req = rq;
     bufferevent_setcb(uc->bev, uc->tls ? on_tls_read : NULL, NULL,
                       on_conn_event, rq);
-    /*
-     * Writing waits for a connect, or for what the socket did not take
-     * at once (write_now()). A bufferevent has EV_WRITE on from its
-     * start, and adding output then schedules the write by itself:
-     * enabling it again would only re-add the event.
-     */
-    if ((bufferevent_get_enabled(uc->bev) & EV_WRITE) == 0 &&
-        (!uc->connected ||
-         evbuffer_get_length(bufferevent_get_output(uc->bev)) > 0)) {
-        bufferevent_enable(uc->bev, EV_WRITE);
-    }
+    schedule_write(uc);
     if (!uc->connected) {
         rq->state = REQ_CONNECTING;
         if (rq->connect_timeout_ms < wait) {
@@ -605,6 +633,51 @@ write_now(struct uconn *uc, const char *p, size_t len, struct evbuffer *body)
     }
 }
 
+/*
+ * Corks the head built in 'uc' (a plain connection, up and idle, and a
+ * request without a body): it is written when the loop turn ends, with
+ * every other head sent in the turn, one writev() each. An upstream woken
+ * by the first then finds the others waiting too, instead of being woken
+ * (and the worker preempted) once per request; and a request given up in
+ * the turn it was sent (its client gone) never reaches the upstream.
+ */
+static void
+cork(struct upstream_client *c, struct uconn *uc)
+{
+    c->corked =
+        xgrow(c->corked, &c->corked_cap, c->ncorked + 1, sizeof(*c->corked));
+    c->corked[c->ncorked++] = uc;
+    uc->corked = c->ncorked;
+    if (c->ncorked == 1) {
+        event_active(c->flush_ev, EV_TIMEOUT, 1);
+    }
+}
+
+/* Writes the corked heads, in the order they were sent. */
+static void
+write_corked(struct upstream_client *c)
+{
+    /* write_now() calls nothing back: no slot changes under the loop. */
+    for (size_t i = 0; i < c->ncorked; i++) {
+        struct uconn *uc = c->corked[i];
+
+        if (uc != NULL) {
+            uc->corked = 0;
+            write_now(uc, uc->head.p, uc->head.n, NULL);
+            schedule_write(uc);
+        }
+    }
+    c->ncorked = 0;
+}
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    write_corked(arg);
+}
+
 static bool
 idempotent(const char *method)
 {
@@ -628,7 +701,7 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     if (uc == NULL && (uc = conn_new(c, pl, r->tls)) == NULL) {
         return NULL;
     }
-    build_head(&c->head, r);
+    build_head(&uc->head, r);
     /*
      * Only an idempotent request without a body, on a connection that
      * had served before, may go out twice: the upstream may have closed
@@ -636,11 +709,11 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
      * is kept with the request, in the same allocation.
      */
     resend = reused && r->body == NULL && idempotent(r->method);
-    rq = req_new(c, resend ? c->head.n : 0);
+    rq = req_new(c, resend ? uc->head.n : 0);
     if (resend) {
-        memcpy(rq->resend_buf, c->head.p, c->head.n);
+        memcpy(rq->resend_buf, uc->head.p, uc->head.n);
         rq->resend = rq->resend_buf;
-        rq->resend_len = c->head.n;
+        rq->resend_len = uc->head.n;
     }
     rq->client = c;
     rq->cb = cb;
@@ -653,7 +726,12 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
     rq->keepalive = r->keepalive;
     rq->body_tv = clock_tv(r->response_timeout_ms);
     rq->t0 = clock_mono_ms();
-    write_now(uc, c->head.p, c->head.n, r->body);
+    if (!uc->tls && uc->connected &&
+        (r->body == NULL || evbuffer_get_length(r->body) == 0)) {
+        cork(c, uc);
+    } else {
+        write_now(uc, uc->head.p, uc->head.n, r->body);
+    }
     start_on(rq, uc, reused);
     return rq;
 }

@@ -101,7 +101,11 @@ void upstream_client_free(struct upstream_client *c);
  * Sends 'r' on an idle pooled connection, or a new one. 'cb' and 'arg'
  * are borrowed until the request ends. Callbacks never run from inside
  * this call. Returns NULL, having called nothing, when no connection
- * could even be started (the caller answers 502).
+ * could even be started (the caller answers 502). On a pooled plain
+ * connection, a request without a body is written when the loop turn
+ * ends, with the others sent in the turn (a request cancelled before
+ * then is never written); anything else is written at once, or once
+ * connected.
  */
 struct upstream_req *upstream_send(struct upstream_client *c,
                                    const struct upstream_request *r,
