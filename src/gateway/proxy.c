@@ -300,15 +300,15 @@ pool_take(struct field_pool *pool, struct headers *h)
     }
 }
 
-/* 'h' is done with: kept (emptied) in 'pool' if there is room; 'h' is
- * left empty. */
+/* 'h' is done with: kept (emptied) in 'pool' if there is room (never
+ * under ASan: xmalloc.h); 'h' is left empty. */
 static void
 pool_give(struct field_pool *pool, struct headers *h)
 {
     if (h->v == NULL && h->mem == NULL) {
         return; /* nothing to keep */
     }
-    if (pool->n < SPARE_EXCHANGES) {
+    if (XMALLOC_REUSE && pool->n < SPARE_EXCHANGES) {
         headers_clear(h);
         pool->v[pool->n++] = *h;
     } else {

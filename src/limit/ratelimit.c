@@ -54,7 +54,7 @@ struct ratelimit {
 };
 
 /* Ended checks a worker keeps for the next ones: about as many as are
- * decided in one loop turn. */
+ * decided in one loop turn (none under ASan: xmalloc.h). */
 #define SPARE_CHECKS 64
 /* Refusals a worker remembers; each entry is 272 bytes (1.1 MiB). */
 #define DENY_CACHE_ENTRIES 4096
@@ -319,7 +319,7 @@ check_new(struct ratelimit *rl, size_t n)
 static void
 check_free(struct ratelimit *rl, struct ratelimit_check *c)
 {
-    if (rl->nspare_checks < SPARE_CHECKS) {
+    if (XMALLOC_REUSE && rl->nspare_checks < SPARE_CHECKS) {
         c->next_spare = rl->spare_checks;
         rl->spare_checks = c;
         rl->nspare_checks++;
