@@ -70,6 +70,16 @@
  * arrive in one loop turn (none under ASan: xmalloc.h). */
 #define SPARE_EXCHANGES 64
 
+/*
+ * Emptied field lists whose memory later ones reuse, for lists of which
+ * many are alive at once: one per request waiting for its decision or
+ * its response head.
+ */
+struct field_pool {
+    struct headers v[SPARE_EXCHANGES]; /* owned */
+    size_t n;                          /* lists in 'v' */
+};
+
 struct proxy {
     struct event_base *base;       /* borrowed */
     struct ratelimit *rl;          /* borrowed: this worker's limiters */
@@ -82,8 +92,8 @@ struct proxy {
     bool draining;                 /* responses close their connections */
     struct headers in_spare;       /* an empty list whose memory the next
                                       request's fields reuse; owned */
-    struct headers fwd_spare;      /* the same for the fields sent
-                                      upstream; owned */
+    struct field_pool fwd_spare;   /* the lists of fields sent upstream
+                                      that were given back */
     struct jwtcache *tokens;       /* verified tokens; owned */
     struct exchange *spare_ex;     /* exchanges freed, kept for the next
                                       ones (linked by 'next'); owned */
@@ -97,6 +107,8 @@ struct proxy {
     uint64_t draws;                /* state of the Weight draws */
     bool handling_tls;             /* the request proxy_handle() is on
                                       came over the TLS listener */
+    struct field_pool rl_spare;    /* the lists of rate-limit fields
+                                      that were given back */
 };
 
 /*
@@ -209,7 +221,12 @@ proxy_free(struct proxy *p)
         return;
     }
     headers_deinit(&p->in_spare);
-    headers_deinit(&p->fwd_spare);
+    for (size_t i = 0; i < p->fwd_spare.n; i++) {
+        headers_deinit(&p->fwd_spare.v[i]);
+    }
+    for (size_t i = 0; i < p->rl_spare.n; i++) {
+        headers_deinit(&p->rl_spare.v[i]);
+    }
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
     while (p->spare_ex != NULL) {
@@ -270,6 +287,34 @@ fields_give(struct headers *spare, struct headers *h)
     } else {
         headers_deinit(h);
     }
+}
+
+/* An empty list in '*h', with the memory of one given back to 'pool'. */
+static void
+pool_take(struct field_pool *pool, struct headers *h)
+{
+    if (pool->n > 0) {
+        *h = pool->v[--pool->n];
+    } else {
+        headers_init(h);
+    }
+}
+
+/* 'h' is done with: kept (emptied) in 'pool' if there is room (never
+ * under ASan: xmalloc.h); 'h' is left empty. */
+static void
+pool_give(struct field_pool *pool, struct headers *h)
+{
+    if (h->v == NULL && h->mem == NULL) {
+        return; /* nothing to keep */
+    }
+    if (XMALLOC_REUSE && pool->n < SPARE_EXCHANGES) {
+        headers_clear(h);
+        pool->v[pool->n++] = *h;
+    } else {
+        headers_deinit(h);
+    }
+    headers_init(h);
 }
 
 /* ---- the end of an exchange ---- */
@@ -388,8 +433,8 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, -1);
     }
-    fields_give(&p->fwd_spare, &ex->fwd);
-    headers_deinit(&ex->rl_headers);
+    pool_give(&p->fwd_spare, &ex->fwd);
+    pool_give(&p->rl_spare, &ex->rl_headers);
     if (ex->body_copy != NULL) {
         evbuffer_free(ex->body_copy);
     }
@@ -948,7 +993,7 @@ start_upstream(struct exchange *ex)
     /* Written out (or copied for the bufferevent): no longer needed,
      * unless a retry sends them again. */
     if (ex->retry == NULL) {
-        fields_give(&ex->proxy->fwd_spare, &ex->fwd);
+        pool_give(&ex->proxy->fwd_spare, &ex->fwd);
     }
     if (ex->ureq == NULL && !retried(ex, 0, 0)) {
         char detail[160];
@@ -965,15 +1010,20 @@ start_upstream(struct exchange *ex)
 static void
 reply_refusal(struct exchange *ex, const struct ratelimit_outcome *o)
 {
+    struct proxy *p = ex->proxy;
     struct evbuffer *buf = evbuffer_new();
+    /* Out of the exchange, which is gone before the reply is written. */
+    struct headers fields = ex->rl_headers;
 
+    headers_init(&ex->rl_headers);
     evhttp_add_header(evhttp_request_get_output_headers(ex->creq),
                       "Content-Type", PROBLEM_CONTENT_TYPE);
     evbuffer_add(buf, o->body, strlen(o->body));
     /* Written straight into the head: copying each field into evhttp's
      * list first cost about 600 instructions a field (callgrind). */
-    ex->refusal = &o->headers;
+    ex->refusal = &fields;
     exchange_end(ex, END_REPLY, o->status, buf);
+    pool_give(&p->rl_spare, &fields);
 }
 
 static void
@@ -1001,9 +1051,7 @@ on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
         ratelimit_outcome_deinit(o);
         return;
     }
-    /* The fields go on the response once it starts. */
-    ex->rl_headers = o->headers;
-    headers_init(&o->headers);
+    /* The fields (in ex->rl_headers) go on the response once it starts. */
     ratelimit_outcome_deinit(o);
     if (delay == 0) {
         start_upstream(ex);
@@ -1090,7 +1138,7 @@ exchange_new(struct proxy *p, struct config *cfg, const struct route *route,
     len = len < sizeof(ex->client) ? len : sizeof(ex->client) - 1;
     memcpy(ex->client, client, len);
     ex->client[len] = '\0';
-    fields_take(&p->fwd_spare, &ex->fwd);
+    pool_take(&p->fwd_spare, &ex->fwd);
     headers_init(&ex->rl_headers);
     if (p->metrics != NULL) {
         metrics_add(p->metrics, M_IN_FLIGHT, NULL, 1);
@@ -1482,9 +1530,10 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         who.query = query;
         who.ipv6_prefix = cfg->identity.ipv6_prefix;
         /* Keys are built now, from the request as the client sent it. */
-        ex->check = ratelimit_check(p->rl, cfg, route, &who,
-                                    evhttp_request_get_uri(creq),
-                                    on_ratelimit_done, ex, &outcome);
+        pool_take(&p->rl_spare, &ex->rl_headers);
+        ex->check = ratelimit_check(
+            p->rl, cfg, route, &who, evhttp_request_get_uri(creq),
+            &ex->rl_headers, on_ratelimit_done, ex, &outcome);
     }
 
     /* Filters may replace the path; without any it is read only. */

@@ -67,12 +67,42 @@ sink_puts(struct sink *s, const char *str)
     sink_put(s, str, strlen(str));
 }
 
+/* sink_put() of one byte, into a key. */
+static void
+sink_putc(struct sink *s, char c)
+{
+    if (s->md != NULL || s->buf == NULL) {
+        sink_put(s, &c, 1);
+        return;
+    }
+    if (s->len + 1 >= s->cap) {
+        s->overflow = true;
+        return;
+    }
+    s->buf[s->len++] = c;
+    s->buf[s->len] = '\0';
+}
+
+/* [A-Za-z0-9._~@-], one entry per byte: escape_value() asks of every
+ * byte (the unit test checks each). */
+static const unsigned char unreserved_bytes[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 static bool
 unreserved(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '~' ||
-           c == '@' || c == '-';
+    return unreserved_bytes[c] != 0;
 }
 
 /*
@@ -120,7 +150,7 @@ escape_value(struct sink *s, const struct part_value *v)
 
 /* The escaped value, or "#" and a hash of it when it is long. */
 static void
-put_value(struct sink *out, const struct part_value *v)
+put_value_measured(struct sink *out, const struct part_value *v)
 {
     struct sink count = {0};
     struct sink hash = {0};
@@ -149,6 +179,30 @@ put_value(struct sink *out, const struct part_value *v)
         snprintf(hexbuf + 1 + 2 * i, 3, "%02x", md[i]);
     }
     sink_put(out, hexbuf, HASH_HEX + 1);
+}
+
+/*
+ * put_value_measured(), in one pass for a value that turns out short
+ * (most are): escaped straight into 'out', taken back and measured first
+ * when it is long or did not fit.
+ */
+static void
+put_value(struct sink *out, const struct part_value *v)
+{
+    size_t start = out->len;
+
+    if (out->overflow) {
+        /* The key is refused whatever comes now. */
+        return;
+    }
+    escape_value(out, v);
+    if (!out->overflow && out->len - start <= RATEKEY_MAX_VALUE) {
+        return;
+    }
+    out->len = start;
+    out->overflow = false;
+    out->buf[start] = '\0';
+    put_value_measured(out, v);
 }
 
 /* True for ::ffff:a.b.c.d, which is the IPv4 client a.b.c.d. */
@@ -255,7 +309,10 @@ static bool
 resolve(const struct key_part *part, const struct caller *who,
         struct part_value *v)
 {
-    memset(v, 0, sizeof(*v));
+    /* 'buf' is written before it is read. */
+    v->p = NULL;
+    v->n = 0;
+    v->form_encoded = false;
     switch (part->kind) {
     case KEY_IP:
         if (who->client != NULL) {
@@ -288,6 +345,29 @@ resolve(const struct key_part *part, const struct caller *who,
     return v->p != NULL && v->n > 0;
 }
 
+/*
+ * resolve() without the value where it is known at once: an address
+ * always has a text, and "-" is never empty.
+ */
+static bool
+resolves(const struct key_part *part, const struct caller *who)
+{
+    struct part_value v;
+
+    switch (part->kind) {
+    case KEY_IP:
+        return who->client != NULL;
+    case KEY_ROUTE:
+        return true;
+    case KEY_USER:
+        return who->user != NULL && who->user[0] != '\0';
+    case KEY_ROLE:
+        return who->role != NULL && who->role[0] != '\0';
+    default:
+        return resolve(part, who, &v);
+    }
+}
+
 /* Every claim condition of 't' holds for 'who'. */
 static bool
 claims_hold(const struct tier *t, const struct caller *who)
@@ -307,7 +387,6 @@ ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
 {
     for (size_t i = 0; i < rl->ntiers; i++) {
         const struct tier *t = &rl->tiers[i];
-        struct part_value v;
         bool ok = true;
 
         if (t->when_role != NULL &&
@@ -318,7 +397,7 @@ ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
             continue;
         }
         for (size_t j = 0; ok && j < t->key.nparts; j++) {
-            ok = resolve(&t->key.parts[j], who, &v);
+            ok = resolves(&t->key.parts[j], who);
         }
         if (ok) {
             return t;
@@ -336,13 +415,14 @@ ratekey_build(const struct tier *tier, const struct caller *who,
     buf[0] = '\0';
     sink_puts(&out, prefix);
     sink_puts(&out, tier->limiter->name);
-    sink_puts(&out, ":");
+    sink_putc(&out, ':');
     sink_puts(&out, tier->limiter->tag);
-    sink_puts(&out, ":{");
+    sink_putc(&out, ':');
+    sink_putc(&out, '{');
     sink_puts(&out, scope);
-    sink_puts(&out, ":");
+    sink_putc(&out, ':');
     sink_puts(&out, tier->key.text);
-    sink_puts(&out, ":");
+    sink_putc(&out, ':');
     for (size_t i = 0; i < tier->key.nparts; i++) {
         struct part_value v;
 
@@ -351,11 +431,11 @@ ratekey_build(const struct tier *tier, const struct caller *who,
             return false;
         }
         if (i > 0) {
-            sink_puts(&out, "+");
+            sink_putc(&out, '+');
         }
         put_value(&out, &v);
     }
-    sink_puts(&out, "}");
+    sink_putc(&out, '}');
     if (out.overflow) {
         buf[0] = '\0';
         return false;

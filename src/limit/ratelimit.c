@@ -48,8 +48,14 @@ struct ratelimit {
     uint64_t wait_max_us;          /* a request that waited this long
                                       for takes makes its own call:
                                       half of redis.timeout */
+    /* Checks ended, kept for the next ones (check_new()): */
+    struct ratelimit_check *spare_checks; /* linked by 'next_spare' */
+    size_t nspare_checks;                 /* length of 'spare_checks' */
 };
 
+/* Ended checks a worker keeps for the next ones: about as many as are
+ * decided in one loop turn (none under ASan: xmalloc.h). */
+#define SPARE_CHECKS 64
 /* Refusals a worker remembers; each entry is 272 bytes (1.1 MiB). */
 #define DENY_CACHE_ENTRIES 4096
 /* Hot keys a worker may hold leases on; each entry is 872 bytes (436 KiB). */
@@ -63,9 +69,9 @@ struct take;
 /* One RequestRateLimiter filter's part of a check. */
 struct part {
     struct ratelimit_check *check; /* the owner */
-    struct verdict_part v;         /* filter, tier, reason and decision;
+    struct verdict_part *v;        /* filter, tier, reason and decision,
+                                      in the check's 'vparts';
                                       VERDICT_UNLIMITED until decided */
-    char key[RATEKEY_MAX];         /* the tier's key, if limited */
     struct redis_call *call;       /* pending script call, or NULL */
     struct timespec started;       /* when the script call went out */
     struct take *take;             /* its lease take in flight, or NULL */
@@ -74,16 +80,25 @@ struct part {
     struct part *next;             /* the next waiting for 'lease' */
     uint64_t queued_us;            /* when it first waited for a take;
                                       0: never */
+    /* Last: check_new() zeroes what comes before. */
+    char key[RATEKEY_MAX]; /* the tier's key, if limited */
 };
 
 struct ratelimit_check {
-    struct ratelimit *rl;  /* borrowed */
-    ratelimit_done_cb *cb; /* called once when all parts are in */
-    void *arg;             /* for 'cb' */
-    const char *instance;  /* borrowed: the request target */
-    size_t pending;        /* parts awaiting Redis */
-    size_t nparts;         /* entries in 'parts' */
-    struct part parts[];   /* one per RequestRateLimiter filter */
+    struct ratelimit *rl;        /* borrowed */
+    ratelimit_done_cb *cb;       /* called once when all parts are in */
+    void *arg;                   /* for 'cb' */
+    const char *instance;        /* borrowed: the request target */
+    struct headers *fields;      /* borrowed: where the outcome's fields go */
+    size_t pending;              /* parts awaiting Redis */
+    size_t nparts;               /* entries in 'parts' */
+    struct verdict_part *vparts; /* what each part decided, in a row for
+                                    verdict_assemble(): after 'parts', in
+                                    the same allocation */
+    /* Kept for another check after this one (check_new()): */
+    size_t cap;                         /* parts the allocation holds */
+    struct ratelimit_check *next_spare; /* in the worker's spare checks */
+    struct part parts[];                /* one per RequestRateLimiter filter */
 };
 
 struct ratelimit *
@@ -137,6 +152,12 @@ ratelimit_free(struct ratelimit *rl)
     redis_client_free(rl->redis);
     denycache_free(rl->denied);
     lease_table_free(rl->leases);
+    while (rl->spare_checks != NULL) {
+        struct ratelimit_check *next = rl->spare_checks->next_spare;
+
+        free(rl->spare_checks);
+        rl->spare_checks = next;
+    }
     free(rl);
 }
 
@@ -207,7 +228,6 @@ ratelimit_route_limited(const struct route *route)
 void
 ratelimit_outcome_deinit(struct ratelimit_outcome *o)
 {
-    headers_deinit(&o->headers);
     free(o->body);
     o->body = NULL;
 }
@@ -218,16 +238,16 @@ ratelimit_outcome_deinit(struct ratelimit_outcome *o)
 static void
 decide_locally(struct ratelimit *rl, struct part *pt, bool fallback)
 {
-    const struct limiter_def *lim = pt->v.tier->limiter;
+    const struct limiter_def *lim = pt->v->tier->limiter;
 
-    if (local_store_decide(rl->store, pt->key, lim, pt->v.conf->cost,
-                           (uint64_t)clock_wall_ms(), &pt->v.res) == 0) {
-        pt->v.reason = verdict_reason_of(&pt->v.res, fallback);
+    if (local_store_decide(rl->store, pt->key, lim, pt->v->conf->cost,
+                           (uint64_t)clock_wall_ms(), &pt->v->res) == 0) {
+        pt->v->reason = verdict_reason_of(&pt->v->res, fallback);
     } else {
         /* Config validation keeps cost within every rule; be safe. */
         log_error("ratelimit: limiter %s: cost %" PRIu64 " is invalid",
-                  lim->name, pt->v.conf->cost);
-        pt->v.reason = VERDICT_TWIN_FAILED;
+                  lim->name, pt->v->conf->cost);
+        pt->v->reason = VERDICT_TWIN_FAILED;
     }
 }
 
@@ -235,15 +255,15 @@ decide_locally(struct ratelimit *rl, struct part *pt, bool fallback)
 static void
 apply_failure_policy(struct ratelimit *rl, struct part *pt)
 {
-    switch (pt->v.conf->on_redis_error) {
+    switch (pt->v->conf->on_redis_error) {
     case REDIS_FAILURE_LOCAL:
         decide_locally(rl, pt, true);
         break;
     case REDIS_FAILURE_ALLOW:
-        pt->v.reason = VERDICT_POLICY_ALLOWED;
+        pt->v->reason = VERDICT_POLICY_ALLOWED;
         break;
     case REDIS_FAILURE_DENY:
-        pt->v.reason = VERDICT_POLICY_DENIED;
+        pt->v->reason = VERDICT_POLICY_DENIED;
         break;
     }
 }
@@ -265,6 +285,49 @@ now_us(void)
     return mono_us(&ts);
 }
 
+/*
+ * A check of 'n' parts, zeroed but for the parts' keys (written before
+ * they are read): a spare one if the newest holds enough parts.
+ */
+static struct ratelimit_check *
+check_new(struct ratelimit *rl, size_t n)
+{
+    struct ratelimit_check *c = rl->spare_checks;
+
+    _Static_assert(sizeof(struct part) % _Alignof(struct verdict_part) == 0,
+                   "the verdict parts follow the parts aligned");
+    if (c == NULL || c->cap < n) {
+        c = xcalloc(1, sizeof(*c) +
+                           n * (sizeof(c->parts[0]) + sizeof(*c->vparts)));
+        c->cap = n;
+        c->vparts = (struct verdict_part *)&c->parts[n];
+        return c;
+    }
+    rl->spare_checks = c->next_spare;
+    rl->nspare_checks--;
+    c->next_spare = NULL;
+    c->pending = 0;
+    c->nparts = 0;
+    for (size_t i = 0; i < n; i++) {
+        memset(&c->parts[i], 0, offsetof(struct part, key));
+    }
+    memset(c->vparts, 0, n * sizeof(*c->vparts));
+    return c;
+}
+
+/* 'c' is over: kept for check_new() if there is room. */
+static void
+check_free(struct ratelimit *rl, struct ratelimit_check *c)
+{
+    if (XMALLOC_REUSE && rl->nspare_checks < SPARE_CHECKS) {
+        c->next_spare = rl->spare_checks;
+        rl->spare_checks = c;
+        rl->nspare_checks++;
+    } else {
+        free(c);
+    }
+}
+
 /* 'pt' is decided: when it was the last part awaited, answers the check. */
 static void
 finish_part(struct part *pt)
@@ -277,7 +340,7 @@ finish_part(struct part *pt)
     }
     assemble(c, &o);
     c->cb(&o, c->arg);
-    free(c);
+    check_free(c->rl, c);
 }
 
 static void
@@ -303,9 +366,9 @@ observe_latency(struct ratelimit *rl, const struct timespec *started)
 static void
 remember_refusal(struct ratelimit *rl, struct part *pt)
 {
-    const struct limiter_def *lim = pt->v.tier->limiter;
+    const struct limiter_def *lim = pt->v->tier->limiter;
 
-    denycache_put_for(rl->denied, pt->key, pt->v.conf->cost, &pt->v.res,
+    denycache_put_for(rl->denied, pt->key, pt->v->conf->cost, &pt->v->res,
                       mono_us(&pt->started),
                       lim->lease > 0 ? lease_lifetime_ms(lim) : UINT64_MAX);
 }
@@ -320,15 +383,15 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
     pt->call = NULL;
     observe_latency(rl, &pt->started);
     if (status == REDIS_CALL_OK &&
-        scriptcall_decode(ints, n, &pt->v.res) == 0) {
-        pt->v.reason = verdict_reason_of(&pt->v.res, false);
-        if (!pt->v.res.allowed) {
+        scriptcall_decode(ints, n, &pt->v->res) == 0) {
+        pt->v->reason = verdict_reason_of(&pt->v->res, false);
+        if (!pt->v->res.allowed) {
             remember_refusal(rl, pt);
         }
     } else {
         if (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK) {
             log_warn("ratelimit: limiter %s: redis: %s",
-                     pt->v.tier->limiter->name,
+                     pt->v->tier->limiter->name,
                      error != NULL ? error : "unexpected reply");
         }
         apply_failure_policy(rl, pt);
@@ -359,11 +422,11 @@ known_refused(struct ratelimit *rl, struct part *pt)
         return false;
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (!denycache_get(rl->denied, pt->key, pt->v.conf->cost, mono_us(&now),
-                       &pt->v.res)) {
+    if (!denycache_get(rl->denied, pt->key, pt->v->conf->cost, mono_us(&now),
+                       &pt->v->res)) {
         return false;
     }
-    pt->v.reason = verdict_reason_of(&pt->v.res, false);
+    pt->v->reason = verdict_reason_of(&pt->v->res, false);
     if (rl->metrics != NULL) {
         metrics_add(rl->metrics, M_DENY_CACHE_HITS, NULL, 1);
     }
@@ -411,7 +474,7 @@ budget_ms(const struct ratelimit *rl, const struct part *pt)
 static bool
 start_redis(struct ratelimit *rl, struct part *pt)
 {
-    const struct limiter_def *lim = pt->v.tier->limiter;
+    const struct limiter_def *lim = pt->v->tier->limiter;
     const struct lua_script *script = rl->scripts[lim->algorithm];
     uint64_t budget = budget_ms(rl, pt);
     struct scriptcall sc;
@@ -432,7 +495,8 @@ start_redis(struct ratelimit *rl, struct part *pt)
     }
     request_id(rl, reqid);
     /* The time override is always 0: only tests inject a time. */
-    if (scriptcall_encode(&sc, lim, pt->key, pt->v.conf->cost, reqid, 0) != 0) {
+    if (scriptcall_encode(&sc, lim, pt->key, pt->v->conf->cost, reqid, 0) !=
+        0) {
         /* ratekey bounds the key and the config the rules; be safe. */
         log_error("ratelimit: limiter %s: cannot encode the script call",
                   lim->name);
@@ -535,7 +599,7 @@ on_lease_end(const struct lease *l, void *arg)
 static void
 lease_hit(struct ratelimit *rl, struct part *pt)
 {
-    pt->v.reason = verdict_reason_of(&pt->v.res, false);
+    pt->v->reason = verdict_reason_of(&pt->v->res, false);
     if (rl->metrics != NULL) {
         metrics_add(rl->metrics, M_LEASE_HITS, NULL, 1);
     }
@@ -592,7 +656,7 @@ static bool
 start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
            uint64_t queued)
 {
-    const struct limiter_def *lim = pt->v.tier->limiter;
+    const struct limiter_def *lim = pt->v->tier->limiter;
     const struct lua_script *script = rl->scripts[lim->algorithm];
     uint64_t budget = budget_ms(rl, pt);
     struct scriptcall sc;
@@ -614,7 +678,7 @@ start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
     tk->rl = rl;
     tk->lease = l;
     tk->pt = pt;
-    tk->cost = pt->v.conf->cost;
+    tk->cost = pt->v->conf->cost;
     tk->wanted = lease_want(l, lim, tk->cost, queued);
     request_id(rl, reqid);
     if (script == NULL ||
@@ -649,7 +713,7 @@ lease_part(struct ratelimit *rl, struct part *pt)
     uint64_t now = now_us();
     struct lease *l = lease_table_find(rl->leases, pt->key);
 
-    if (l != NULL && lease_spend(l, pt->v.conf->cost, now, &pt->v.res)) {
+    if (l != NULL && lease_spend(l, pt->v->conf->cost, now, &pt->v->res)) {
         lease_hit(rl, pt);
         return false;
     }
@@ -683,7 +747,7 @@ queued_cost(const struct part *pt)
     uint64_t n = 0;
 
     for (; pt != NULL; pt = pt->next) {
-        n += pt->v.conf->cost;
+        n += pt->v->conf->cost;
     }
     return n;
 }
@@ -719,7 +783,7 @@ serve_queue(struct ratelimit *rl, struct lease *l, bool answered, bool granted)
         w->lease = NULL;
         if (!answered) {
             apply_failure_policy(rl, w);
-        } else if (lease_spend(l, w->v.conf->cost, now, &w->v.res)) {
+        } else if (lease_spend(l, w->v->conf->cost, now, &w->v->res)) {
             lease_hit(rl, w);
         } else if (now - w->queued_us >= rl->wait_max_us) {
             /* Waited long enough (Redis is slow, or the bucket nearly
@@ -796,12 +860,12 @@ on_take_reply(enum redis_status status, const long long *ints, size_t n,
     if (pt != NULL) {
         pt->take = NULL;
         if (answered) {
-            pt->v.res = res;
+            pt->v->res = res;
             if (res.allowed) {
                 /* Units on lease are the worker's to admit: remaining. */
-                pt->v.res.remaining += (int64_t)l->units;
+                pt->v->res.remaining += (int64_t)l->units;
             }
-            pt->v.reason = verdict_reason_of(&res, false);
+            pt->v->reason = verdict_reason_of(&res, false);
             if (!res.allowed) {
                 remember_refusal(rl, pt);
             }
@@ -842,21 +906,14 @@ ratelimit_tick(struct ratelimit *rl)
 static void
 assemble(struct ratelimit_check *c, struct ratelimit_outcome *o)
 {
-    /* + 1: never a zero-size allocation */
-    struct verdict_part *vp = xcalloc(c->nparts + 1, sizeof(*vp));
     struct verdict v;
 
-    for (size_t i = 0; i < c->nparts; i++) {
-        vp[i] = c->parts[i].v;
-    }
-    verdict_assemble(vp, c->nparts, c->instance, &v);
-    free(vp);
+    verdict_assemble(c->vparts, c->nparts, c->instance, c->fields, &v);
     memset(o, 0, sizeof(*o));
     o->verdict = v.deny ? RATELIMIT_DENY : RATELIMIT_PASS;
     o->status = v.status;
     o->delay_ms = v.delay_ms;
-    o->headers = v.headers; /* moved */
-    o->body = v.body;       /* moved */
+    o->body = v.body; /* moved */
     o->reason = v.reason;
     o->limiter = v.limiter;
     o->tier = v.tier;
@@ -866,49 +923,51 @@ assemble(struct ratelimit_check *c, struct ratelimit_outcome *o)
 struct ratelimit_check *
 ratelimit_check(struct ratelimit *rl, const struct config *cfg,
                 const struct route *route, const struct caller *who,
-                const char *instance, ratelimit_done_cb *cb, void *arg,
-                struct ratelimit_outcome *now)
+                const char *instance, struct headers *fields,
+                ratelimit_done_cb *cb, void *arg, struct ratelimit_outcome *now)
 {
     struct ratelimit_check *c;
     size_t n = route->nrate_limiters;
 
-    c = xcalloc(1, sizeof(*c) + n * sizeof(c->parts[0]));
+    c = check_new(rl, n);
     c->rl = rl;
     c->cb = cb;
     c->arg = arg;
     c->instance = instance;
+    c->fields = fields;
     for (size_t i = 0; i < n; i++) {
         const struct rate_limit_conf *conf = route->rate_limiters[i];
         struct part *pt = &c->parts[c->nparts++];
 
         pt->check = c;
-        pt->v.conf = conf;
-        pt->v.tier = ratekey_tier(conf, who);
-        if (pt->v.tier == NULL) {
-            pt->v.reason =
+        pt->v = &c->vparts[i];
+        pt->v->conf = conf;
+        pt->v->tier = ratekey_tier(conf, who);
+        if (pt->v->tier == NULL) {
+            pt->v->reason =
                 conf->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
             continue;
         }
-        if (pt->v.tier->limiter == NULL) {
-            pt->v.reason = VERDICT_UNLIMITED;
+        if (pt->v->tier->limiter == NULL) {
+            pt->v->reason = VERDICT_UNLIMITED;
             continue;
         }
-        if (!ratekey_build(pt->v.tier, who,
+        if (!ratekey_build(pt->v->tier, who,
                            cfg->redis.key_prefix != NULL ? cfg->redis.key_prefix
                                                          : "sluice:",
                            conf->scope, pt->key)) {
-            pt->v.reason =
+            pt->v->reason =
                 conf->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
-            pt->v.tier = NULL;
+            pt->v->tier = NULL;
             continue;
         }
-        if (pt->v.tier->limiter->refuse_all) {
+        if (pt->v->tier->limiter->refuse_all) {
             /* burstCapacity 0: nothing to ask the store. */
-            pt->v.res.allowed = false;
-            pt->v.reason = VERDICT_DENIED;
+            pt->v->res.allowed = false;
+            pt->v->reason = VERDICT_DENIED;
         } else if (conf->local || rl->redis == NULL) {
             decide_locally(rl, pt, false);
-        } else if (pt->v.tier->limiter->lease > 0) {
+        } else if (pt->v->tier->limiter->lease > 0) {
             c->pending += lease_part(rl, pt) ? 1 : 0;
         } else if (!known_refused(rl, pt)) {
             c->pending += start_redis(rl, pt) ? 1 : 0;
@@ -918,7 +977,7 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
         return c;
     }
     assemble(c, now);
-    free(c);
+    check_free(rl, c);
     return NULL;
 }
 
@@ -939,5 +998,5 @@ ratelimit_cancel(struct ratelimit_check *c)
             unqueue(pt->lease, pt);
         }
     }
-    free(c);
+    check_free(c->rl, c);
 }

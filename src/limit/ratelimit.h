@@ -39,7 +39,6 @@ struct ratelimit_outcome {
     enum ratelimit_verdict verdict;
     int status;                 /* DENY: 429 (or configured), 403, 503 */
     uint64_t delay_ms;          /* PASS: hold this long before forwarding */
-    struct headers headers;     /* fields for the response; owned */
     char *body;                 /* DENY: problem+json body; owned */
     enum verdict_reason reason; /* why: for logs and metrics */
     const char *limiter;        /* the deciding limiter's name, or NULL;
@@ -101,16 +100,19 @@ const char *ratelimit_result_name(const struct ratelimit_outcome *o);
 /*
  * Decides for a request to 'route' (in 'cfg', which must outlive the
  * check) by 'who' (read only during this call). 'instance' (the request
- * target, for problem bodies) must live until the callback. When every
- * filter can decide at once (no Redis call), fills '*now' and returns
- * NULL. Otherwise returns a handle and calls 'cb' later, exactly once,
- * within redis.timeout, unless cancelled.
+ * target, for problem bodies) must live until the callback. 'fields'
+ * (borrowed, empty; an emptied list reuses its memory) receives the
+ * outcome's fields for the response, just before the outcome is given:
+ * it must live until the callback, or until the check is cancelled
+ * (then nothing is written to it). When every filter can decide at once
+ * (no Redis call), fills '*now' and 'fields' and returns NULL. Otherwise
+ * returns a handle and calls 'cb' later, exactly once, within
+ * redis.timeout, unless cancelled.
  */
-struct ratelimit_check *
-ratelimit_check(struct ratelimit *rl, const struct config *cfg,
-                const struct route *route, const struct caller *who,
-                const char *instance, ratelimit_done_cb *cb, void *arg,
-                struct ratelimit_outcome *now);
+struct ratelimit_check *ratelimit_check(
+    struct ratelimit *rl, const struct config *cfg, const struct route *route,
+    const struct caller *who, const char *instance, struct headers *fields,
+    ratelimit_done_cb *cb, void *arg, struct ratelimit_outcome *now);
 
 /* The caller has gone: 'cb' will not run. */
 void ratelimit_cancel(struct ratelimit_check *c);

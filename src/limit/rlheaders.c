@@ -88,23 +88,81 @@ remaining(const struct limit_result *r)
     return r->remaining > 0 ? (uint64_t)r->remaining : 0;
 }
 
-/* Sets 'name' to 'b''s text, after what is already there as a list. */
+/*
+ * Sets 'name' ('name_len' bytes) to the 'len' bytes at 'value'. 'fresh':
+ * the list was empty when this decision's fields began, so no field of
+ * that name can be there to replace, and none is looked for.
+ */
 static void
-append_list(struct headers *h, const char *name, struct strbuf *b)
+put_field(struct headers *h, bool fresh, const char *name, size_t name_len,
+          const char *value, size_t len)
 {
-    const char *old = headers_get(h, name);
+    if (!fresh) {
+        headers_remove(h, name);
+    }
+    headers_add_n(h, name, name_len, value, len);
+}
+
+/* A number in decimal, written once for the fields that show it. */
+struct dec {
+    const char *p;         /* the digits, in 'buf' */
+    size_t n;              /* how many */
+    char buf[U64_DEC_MAX]; /* room for them */
+};
+
+static void
+dec_set(struct dec *d, uint64_t v)
+{
+    d->p = u64_dec(v, d->buf);
+    d->n = (size_t)(d->buf + U64_DEC_MAX - 1 - d->p);
+}
+
+/* put_field() of a number. */
+static void
+put_number(struct headers *h, bool fresh, const char *name, size_t name_len,
+           uint64_t v)
+{
+    struct dec d;
+
+    dec_set(&d, v);
+    put_field(h, fresh, name, name_len, d.p, d.n);
+}
+
+/* put_number() and put_field() of a number written before, for a name
+ * that is a string literal. */
+#define PUT_NUMBER(h, fresh, lit, v)                                           \
+    put_number((h), (fresh), (lit), sizeof(lit) - 1, (v))
+#define PUT_DEC(h, fresh, lit, d)                                              \
+    put_field((h), (fresh), (lit), sizeof(lit) - 1, (d)->p, (d)->n)
+
+/* Sets 'name' to the 'len' bytes at 'value', after what is already there
+ * as a list. */
+static void
+append_list(struct headers *h, bool fresh, const char *name, size_t name_len,
+            const char *value, size_t len)
+{
+    const char *old = fresh ? NULL : headers_get(h, name);
     struct strbuf joined = STRBUF_INIT;
 
-    if (old == NULL || old[0] == '\0') {
-        headers_set(h, name, b->p);
+    if (old == NULL) {
+        /* None of that name: nothing to remove either. */
+        headers_add_n(h, name, name_len, value, len);
+        return;
+    }
+    if (old[0] == '\0') {
+        headers_remove(h, name);
+        headers_add_n(h, name, name_len, value, len);
         return;
     }
     strbuf_adds(&joined, old);
     strbuf_add(&joined, ", ", 2);
-    strbuf_add(&joined, b->p, b->n);
+    strbuf_add(&joined, value, len);
     headers_set(h, name, joined.p);
     free(joined.p);
 }
+
+#define APPEND_LIST(h, fresh, lit, value, len)                                 \
+    append_list((h), (fresh), (lit), sizeof(lit) - 1, (value), (len))
 
 static void
 add_policy(struct strbuf *policy, const struct limiter_def *lim)
@@ -130,31 +188,66 @@ rlheaders_policy(const struct limiter_def *lim)
     return strbuf_take(&policy);
 }
 
-static void
-add_ietf(struct headers *h, const struct limiter_def *lim,
-         const struct limit_result *r)
+/* Copies 'len' bytes to 'at'; returns where the next go. */
+static char *
+put(char *at, const char *s, size_t len)
 {
-    struct strbuf policy = STRBUF_INIT;
-    struct strbuf state = STRBUF_INIT;
+    memcpy(at, s, len);
+    return at + len;
+}
 
-    if (lim->policy != NULL) {
-        /* Borrowed: append_list() only reads it. */
-        policy.p = lim->policy;
-        policy.n = strlen(lim->policy);
-    } else {
-        add_policy(&policy, lim);
+static char *
+put_u64(char *at, uint64_t v)
+{
+    char num[U64_DEC_MAX];
+    const char *digits = u64_dec(v, num);
+
+    return put(at, digits, (size_t)(num + U64_DEC_MAX - 1 - digits));
+}
+
+/* A RateLimit item whose limiter's name is this long or shorter is
+ * written on the stack. */
+#define STATE_NAME_MAX 160
+/* The rest of an item: two quotes, '/', ";r=", ";t=", three numbers. */
+#define STATE_EXTRA (3 + 6 + 3 * U64_DEC_MAX)
+
+/* 'rem' and 'reset': remaining(r) and reset_seconds(r). */
+static void
+add_ietf(struct headers *h, bool fresh, const struct limiter_def *lim,
+         const struct limit_result *r, const struct dec *rem,
+         const struct dec *reset)
+{
+    size_t rule = deciding_rule(lim, r);
+    size_t name_len = strlen(lim->name);
+    size_t need = name_len + STATE_EXTRA;
+    char stack[STATE_NAME_MAX + STATE_EXTRA];
+    char *state = need <= sizeof(stack) ? stack : xmalloc(need);
+    char *at = state;
+
+    at = put(at, "\"", 1);
+    at = put(at, lim->name, name_len);
+    if (rule > 0) {
+        at = put(at, "/", 1);
+        at = put_u64(at, rule);
     }
-    add_item_name(&state, lim, deciding_rule(lim, r));
-    strbuf_add(&state, ";r=", 3);
-    strbuf_add_u64(&state, remaining(r));
-    strbuf_add(&state, ";t=", 3);
-    strbuf_add_u64(&state, reset_seconds(r));
-    append_list(h, "RateLimit-Policy", &policy);
-    append_list(h, "RateLimit", &state);
-    if (lim->policy == NULL) {
+    at = put(at, "\";r=", 4);
+    at = put(at, rem->p, rem->n);
+    at = put(at, ";t=", 3);
+    at = put(at, reset->p, reset->n);
+    if (lim->policy != NULL) {
+        APPEND_LIST(h, fresh, "RateLimit-Policy", lim->policy,
+                    strlen(lim->policy));
+    } else {
+        struct strbuf policy = STRBUF_INIT;
+
+        add_policy(&policy, lim);
+        APPEND_LIST(h, fresh, "RateLimit-Policy", policy.p, policy.n);
         free(policy.p);
     }
-    free(state.p);
+    APPEND_LIST(h, fresh, "RateLimit", state, (size_t)(at - state));
+    if (state != stack) {
+        free(state);
+    }
 }
 
 /* -1 if 's' is absent or not a plain decimal. */
@@ -174,43 +267,61 @@ header_number(const char *s)
     return (int64_t)v;
 }
 
-/* The legacy fields describe one limit: the tightest one seen. */
+/* The legacy fields describe one limit: the tightest one seen. 'rem'
+ * and 'reset' as for add_ietf(). */
 static void
-add_legacy(struct headers *h, const struct limiter_def *lim,
-           const struct limit_result *r)
+add_legacy(struct headers *h, bool fresh, const struct limiter_def *lim,
+           const struct limit_result *r, const struct dec *rem,
+           const struct dec *reset)
 {
-    int64_t old = header_number(headers_get(h, "X-RateLimit-Remaining"));
-    char num[U64_DEC_MAX];
+    int64_t old =
+        fresh ? -1 : header_number(headers_get(h, "X-RateLimit-Remaining"));
 
     if (old >= 0 && (uint64_t)old <= remaining(r)) {
         return;
     }
-    headers_set(h, "X-RateLimit-Limit",
-                u64_dec(rule_quota(lim, deciding_rule(lim, r)), num));
-    headers_set(h, "X-RateLimit-Remaining", u64_dec(remaining(r), num));
-    headers_set(h, "X-RateLimit-Reset", u64_dec(reset_seconds(r), num));
+    PUT_NUMBER(h, fresh, "X-RateLimit-Limit",
+               rule_quota(lim, deciding_rule(lim, r)));
+    PUT_DEC(h, fresh, "X-RateLimit-Remaining", rem);
+    PUT_DEC(h, fresh, "X-RateLimit-Reset", reset);
 }
 
 void
 rlheaders_add(struct headers *h, enum rl_headers style,
               const struct limiter_def *lim, const struct limit_result *r)
 {
-    if (style == RL_HEADERS_BOTH || style == RL_HEADERS_IETF) {
-        add_ietf(h, lim, r);
+    /* Mostly one limiter on a route: its fields go on an empty list. */
+    bool fresh = h->n == 0;
+    bool ietf = style == RL_HEADERS_BOTH || style == RL_HEADERS_IETF;
+    bool legacy = style == RL_HEADERS_BOTH || style == RL_HEADERS_LEGACY;
+    struct dec rem, reset;
+
+    if (ietf || legacy) {
+        /* Each shows twice: written once. */
+        dec_set(&rem, remaining(r));
+        dec_set(&reset, reset_seconds(r));
     }
-    if (style == RL_HEADERS_BOTH || style == RL_HEADERS_LEGACY) {
-        add_legacy(h, lim, r);
+    if (ietf) {
+        add_ietf(h, fresh, lim, r, &rem, &reset);
+    }
+    if (legacy) {
+        add_legacy(h, fresh, lim, r, &rem, &reset);
     }
     /* Retry-After is plain HTTP, not a rate-limit field: every style
      * sends it, and of two refusals the later retry is the one that
      * can pass both. A limiter that refuses all has no retry to name. */
     if (!r->allowed && !lim->refuse_all) {
-        int64_t old = header_number(headers_get(h, "Retry-After"));
+        int64_t old = fresh ? -1 : header_number(headers_get(h, "Retry-After"));
         uint64_t secs = retry_seconds(r);
-        char num[U64_DEC_MAX];
 
-        if (old < 0 || (uint64_t)old < secs) {
-            headers_set(h, "Retry-After", u64_dec(secs, num));
+        if (old >= 0 && (uint64_t)old >= secs) {
+            return;
+        }
+        if (ietf || legacy) {
+            /* A refusal's reset is its retry: the same digits. */
+            PUT_DEC(h, fresh, "Retry-After", &reset);
+        } else {
+            PUT_NUMBER(h, fresh, "Retry-After", secs);
         }
     }
 }
@@ -219,16 +330,14 @@ void
 rlheaders_add_scg(struct headers *h, const struct limiter_def *lim,
                   uint64_t cost, const struct limit_result *r)
 {
-    char num[U64_DEC_MAX];
+    bool fresh = h->n == 0;
 
-    headers_set(h, "X-RateLimit-Remaining", u64_dec(remaining(r), num));
-    headers_set(h, "X-RateLimit-Burst-Capacity",
-                u64_dec(lim->rules[0].burst, num));
+    PUT_NUMBER(h, fresh, "X-RateLimit-Remaining", remaining(r));
+    PUT_NUMBER(h, fresh, "X-RateLimit-Burst-Capacity", lim->rules[0].burst);
     /* SCG's rate is per second; a derived limiter's window is 1 s. */
-    headers_set(
-        h, "X-RateLimit-Replenish-Rate",
-        u64_dec(lim->rules[0].limit * 1000 / lim->rules[0].window_ms, num));
-    headers_set(h, "X-RateLimit-Requested-Tokens", u64_dec(cost, num));
+    PUT_NUMBER(h, fresh, "X-RateLimit-Replenish-Rate",
+               lim->rules[0].limit * 1000 / lim->rules[0].window_ms);
+    PUT_NUMBER(h, fresh, "X-RateLimit-Requested-Tokens", cost);
 }
 
 char *

@@ -55,13 +55,13 @@ problem_for(int status, const char *detail, const char *instance)
 
 void
 verdict_assemble(const struct verdict_part *parts, size_t n,
-                 const char *instance, struct verdict *out)
+                 const char *instance, struct headers *fields,
+                 struct verdict *out)
 {
     /* The part naming a pass: the first that 'leads', or none. */
     const struct verdict_part *lead = NULL;
 
     memset(out, 0, sizeof(*out));
-    headers_init(&out->headers);
     for (size_t i = 0; i < n; i++) {
         const struct verdict_part *pt = &parts[i];
         const struct rate_limit_conf *conf = pt->conf;
@@ -100,11 +100,9 @@ verdict_assemble(const struct verdict_part *parts, size_t n,
             continue;
         }
         if (conf->headers == RL_HEADERS_SCG) {
-            rlheaders_add_scg(&out->headers, pt->tier->limiter, conf->cost,
-                              &pt->res);
+            rlheaders_add_scg(fields, pt->tier->limiter, conf->cost, &pt->res);
         }
-        rlheaders_add(&out->headers, conf->headers, pt->tier->limiter,
-                      &pt->res);
+        rlheaders_add(fields, conf->headers, pt->tier->limiter, &pt->res);
         if (pt->res.allowed) {
             if (!conf->dry_run && pt->res.delay_ms > out->delay_ms) {
                 out->delay_ms = pt->res.delay_ms;
@@ -137,7 +135,6 @@ verdict_assemble(const struct verdict_part *parts, size_t n,
 void
 verdict_deinit(struct verdict *v)
 {
-    headers_deinit(&v->headers);
     free(v->body);
     v->body = NULL;
 }

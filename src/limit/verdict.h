@@ -55,7 +55,6 @@ struct verdict {
                                    forward, after 'delay_ms' */
     int status;                 /* deny: deny_status, 403 or 503 */
     uint64_t delay_ms;          /* forward: hold this long first */
-    struct headers headers;     /* fields for the response; owned */
     char *body;                 /* deny: problem+json body; owned */
     enum verdict_reason reason; /* for logs and metrics */
     const char *limiter;        /* the deciding limiter's name, or NULL;
@@ -72,7 +71,9 @@ enum verdict_reason verdict_reason_of(const struct limit_result *r,
 
 /*
  * Combines 'parts' (n of them, in filter order) into '*out' (overwritten;
- * verdict_deinit() it):
+ * verdict_deinit() it) and 'fields' (borrowed), the caller's list that
+ * receives the fields for the response: pass it empty (an emptied one
+ * reuses its memory):
  * - the first refusal in filter order answers: no key 403 (or the
  *   filter's empty_key_status), Redis policy
  *   or twin failure 503, a rule the filter's deny_status; a dry_run
@@ -85,7 +86,8 @@ enum verdict_reason verdict_reason_of(const struct limit_result *r,
  * 'instance' (the request target, may be NULL) goes into the body.
  */
 void verdict_assemble(const struct verdict_part *parts, size_t n,
-                      const char *instance, struct verdict *out);
+                      const char *instance, struct headers *fields,
+                      struct verdict *out);
 
 void verdict_deinit(struct verdict *v);
 

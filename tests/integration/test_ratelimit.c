@@ -455,6 +455,68 @@ Test(ratelimit, refusal_carries_every_field_and_a_problem_body)
     rig_stop(&r);
 }
 
+/* The fields of an answer to 'path': exactly one of each, and 'policy'. */
+static long
+one_route_fields(const struct rig *r, const char *path, const char *policy)
+{
+    struct http_response resp;
+    long st = get_with(r, 0, path, NULL, &resp);
+    char *v;
+
+    cr_assert_eq(http_response_header_count(&resp, "RateLimit-Policy"), 1);
+    cr_assert_eq(http_response_header_count(&resp, "RateLimit"), 1);
+    cr_assert_eq(http_response_header_count(&resp, "X-RateLimit-Limit"), 1);
+    v = must_header(&resp, "RateLimit-Policy");
+    cr_assert_str_eq(v, policy);
+    free(v);
+    if (st == 200) {
+        cr_assert_eq(http_response_header_count(&resp, "Retry-After"), 0);
+    }
+    http_response_free(&resp);
+    return st;
+}
+
+/*
+ * A worker reuses what one decision used (its record, the list of its
+ * fields) for the next: a route with two limiters, one of them refusing,
+ * in turn with a route with one, and nothing of one answer shows on
+ * another.
+ */
+Test(ratelimit, nothing_of_one_decision_shows_on_the_next)
+{
+    struct rig r;
+    const char *pair = "\"wide\";q=100;w=1, \"two\";q=1;w=3600";
+    const char *one = "\"wide\";q=100;w=1";
+
+    rig_start(&r, true, 1,
+              GATEWAY_HEAD
+              "limiters:\n"
+              "  wide: { algorithm: token_bucket, rate: 100/s, burst: 100 }\n"
+              "  two: { algorithm: token_bucket, rate: 1/h, burst: 1 }\n"
+              "routes:\n"
+              "  - id: pair\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/pair/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: ip, limiter: wide }\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: ip, limiter: two }\n"
+              "  - id: one\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/one/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: ip, limiter: wide }\n");
+    cr_assert_eq(one_route_fields(&r, "/pair/a", pair), 200);
+    for (int i = 0; i < 3; i++) {
+        /* Refused by Redis, then from the deny cache at once. */
+        cr_assert_eq(one_route_fields(&r, "/pair/a", pair), 429);
+        cr_assert_eq(one_route_fields(&r, "/one/a", one), 200);
+    }
+    rig_stop(&r);
+}
+
 Test(ratelimit, dry_run_counts_but_never_refuses)
 {
     struct rig r;

@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -473,6 +474,76 @@ Test(ratekey, longest_key_the_config_allows_fits)
     name[sizeof(name) - 1] = '\0';
     cr_assert_not(ratekey_build(&rl->tiers[0], &r.who, name, "r", key));
     cr_assert_str_eq(key, "");
+    headers_deinit(&r.headers);
+}
+
+/* Every byte but [A-Za-z0-9._~@-] is escaped, each as %XX. */
+Test(ratekey, each_byte_is_kept_or_escaped)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    char value[2];
+    char want[4];
+
+    load("{key: user, limiter: l}");
+    request_init(&r, NULL);
+    r.who.user = value;
+    for (int c = 1; c < 256; c++) {
+        value[0] = (char)c;
+        value[1] = '\0';
+        if (isalnum(c) || strchr("._~@-", c) != NULL) {
+            snprintf(want, sizeof(want), "%c", c);
+        } else {
+            snprintf(want, sizeof(want), "%%%02X", c);
+        }
+        key_of(&r, key);
+        assert_key(key, "user", want);
+    }
+    headers_deinit(&r.headers);
+}
+
+/* A long value that would not fit as it is fits hashed. */
+Test(ratekey, a_value_too_long_for_the_room_left_is_hashed_and_fits)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+    char want[2 * RATEKEY_MAX];
+    char prefix[401];
+    char value[301];
+
+    load("{key: user, limiter: l}");
+    request_init(&r, NULL);
+    memset(value, 'a', sizeof(value) - 1);
+    value[sizeof(value) - 1] = '\0';
+    r.who.user = value;
+    key_of(&r, key);
+    cr_assert(strncmp(key, "sluice:", 7) == 0 && strchr(key, '#') != NULL, "%s",
+              key);
+    /* 400 + 20 fixed bytes leave 91: the value's 300 do not fit, its 33
+     * hashed do. */
+    memset(prefix, 'p', sizeof(prefix) - 1);
+    prefix[sizeof(prefix) - 1] = '\0';
+    snprintf(want, sizeof(want), "%s%s", prefix, key + 7);
+    cr_assert(ratekey_build(&rl->tiers[0], &r.who, prefix, "r", key));
+    cr_assert_str_eq(key, want);
+    headers_deinit(&r.headers);
+}
+
+/* An empty user or role names no one; the route key always applies. */
+Test(ratekey, empty_user_or_role_falls_through_to_the_next_tier)
+{
+    struct request r;
+
+    load("{tiers: [{key: user, limiter: l}, {key: role, limiter: l},"
+         " {key: route, limiter: l}]}");
+    request_init(&r, NULL);
+    r.who.user = "";
+    r.who.role = "";
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[2]);
+    r.who.role = "r";
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[1]);
+    r.who.user = "u";
+    cr_assert_eq(ratekey_tier(rl, &r.who), &rl->tiers[0]);
     headers_deinit(&r.headers);
 }
 

@@ -344,3 +344,49 @@ Test(rlheaders, a_policy_built_once_is_the_one_every_decision_sends)
                            "RateLimit: \"api\";r=4;t=3");
     free(policy);
 }
+
+/* Fields of those names already on the list (an empty RateLimit, a
+ * Retry-After that is no number) are replaced, each by one field. */
+Test(rlheaders, fields_already_there_are_replaced_once)
+{
+    struct limiter_def a = limiter("a", LIMIT_FIXED_WINDOW, 1, 1000, 1);
+    struct limit_result r = denied(0, 2500, 0);
+    struct headers h;
+    char buf[512];
+
+    headers_init(&h);
+    headers_add(&h, "X-RateLimit-Limit", "99");
+    headers_add(&h, "RateLimit", "");
+    headers_add(&h, "Retry-After", "soon");
+    headers_add(&h, "X-RateLimit-Limit", "98");
+    rlheaders_add(&h, RL_HEADERS_BOTH, &a, &r);
+    dump(&h, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "RateLimit-Policy: \"a\";q=1;w=1|"
+                          "RateLimit: \"a\";r=0;t=3|"
+                          "X-RateLimit-Limit: 1|"
+                          "X-RateLimit-Remaining: 0|"
+                          "X-RateLimit-Reset: 3|"
+                          "Retry-After: 3");
+    headers_deinit(&h);
+}
+
+/* A limiter's name of any length: the RateLimit item holds it whole. */
+Test(rlheaders, a_long_limiter_name_is_written_whole)
+{
+    char name[301], want[400];
+    struct limiter_def lim;
+    struct limit_result r = denied(2, 1000, 0);
+    struct headers h;
+
+    memset(name, 'n', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    lim = limiter(name, LIMIT_FIXED_WINDOW, 5, 1000, 5);
+    lim.nrules = 3;
+    lim.rules[1] = lim.rules[0];
+    lim.rules[2] = lim.rules[0];
+    headers_init(&h);
+    rlheaders_add(&h, RL_HEADERS_IETF, &lim, &r);
+    snprintf(want, sizeof(want), "\"%s/2\";r=0;t=1", name);
+    cr_assert_str_eq(headers_get(&h, "RateLimit"), want);
+    headers_deinit(&h);
+}

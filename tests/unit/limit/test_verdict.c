@@ -10,6 +10,8 @@
 static struct limiter_def lim_a, lim_b, lim_c;
 static struct tier tier_a, tier_b, tier_c, tier_none;
 static struct rate_limit_conf conf_429, conf_403, conf_dry;
+/* The list the verdict's fields go on. */
+static struct headers fields;
 
 static void
 limiter_init(struct limiter_def *d, const char *name)
@@ -55,9 +57,24 @@ setup(void)
     conf_init(&conf_429, 429, false);
     conf_init(&conf_403, 403, false);
     conf_init(&conf_dry, 429, true);
+    headers_init(&fields);
 }
 
-TestSuite(verdict, .init = setup);
+static void
+teardown(void)
+{
+    headers_deinit(&fields);
+}
+
+TestSuite(verdict, .init = setup, .fini = teardown);
+
+/* verdict_assemble() onto 'fields', emptied first. */
+static void
+assemble(const struct verdict_part *parts, size_t n, struct verdict *v)
+{
+    headers_clear(&fields);
+    verdict_assemble(parts, n, "/x", &fields, v);
+}
 
 /* A part a limiter decided: 'delay_ms' > 0 admits after a hold. */
 static struct verdict_part
@@ -95,12 +112,12 @@ Test(verdict, no_filter_passes_unlimited_and_unlabelled)
 {
     struct verdict v;
 
-    verdict_assemble(NULL, 0, "/x", &v);
+    assemble(NULL, 0, &v);
     cr_assert(!v.deny);
     cr_assert_eq(v.reason, VERDICT_UNLIMITED);
     cr_assert_null(verdict_reason_name(v.reason));
     cr_assert_null(v.limiter);
-    cr_assert_eq(v.headers.n, 0);
+    cr_assert_eq(fields.n, 0);
     verdict_deinit(&v);
 }
 
@@ -109,13 +126,13 @@ Test(verdict, an_admitting_limiter_passes_with_its_fields)
     struct verdict_part p = decided(&conf_429, &tier_a, true, 0, false);
     struct verdict v;
 
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(!v.deny);
     cr_assert_eq(v.delay_ms, 0);
     cr_assert_str_eq(verdict_reason_name(v.reason), "allowed");
     cr_assert_str_eq(v.limiter, "a");
     cr_assert_str_eq(v.tier, "0");
-    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Remaining"), "1");
+    cr_assert_str_eq(headers_get(&fields, "X-RateLimit-Remaining"), "1");
     cr_assert_null(v.body);
     verdict_deinit(&v);
 }
@@ -129,7 +146,7 @@ Test(verdict, the_first_refusal_in_filter_order_answers)
     };
     struct verdict v;
 
-    verdict_assemble(p, 3, "/x", &v);
+    assemble(p, 3, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.status, 429);
     cr_assert_str_eq(verdict_reason_name(v.reason), "denied");
@@ -146,13 +163,13 @@ Test(verdict, a_rule_refusing_with_status_403_is_denied_not_no_key)
     struct verdict_part fb = decided(&conf_403, &tier_a, false, 0, true);
     struct verdict v;
 
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.status, 403);
     cr_assert_eq(v.reason, VERDICT_DENIED);
     cr_assert_str_eq(verdict_reason_name(v.reason), "denied");
     verdict_deinit(&v);
-    verdict_assemble(&fb, 1, "/x", &v);
+    assemble(&fb, 1, &v);
     cr_assert_str_eq(verdict_reason_name(v.reason), "fallback_denied");
     verdict_deinit(&v);
 }
@@ -165,14 +182,14 @@ Test(verdict, no_key_answers_403_and_leaves_the_names_to_other_parts)
     };
     struct verdict v;
 
-    verdict_assemble(p, 2, "/x", &v);
+    assemble(p, 2, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.status, 403);
     cr_assert_str_eq(verdict_reason_name(v.reason), "no_key");
     cr_assert_str_eq(v.limiter, "b");
     cr_assert(strstr(v.body, "no rate-limit key") != NULL, "%s", v.body);
     /* The admitting part still tells its fields. */
-    cr_assert_not_null(headers_get(&v.headers, "RateLimit-Policy"));
+    cr_assert_not_null(headers_get(&fields, "RateLimit-Policy"));
     verdict_deinit(&v);
 }
 
@@ -181,7 +198,7 @@ Test(verdict, no_key_with_empty_key_allow_passes_unlimited)
     struct verdict_part p = undecided(NULL, VERDICT_UNLIMITED);
     struct verdict v;
 
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(!v.deny);
     cr_assert_eq(v.reason, VERDICT_UNLIMITED);
     cr_assert_null(v.tier);
@@ -196,7 +213,7 @@ Test(verdict, redis_policy_deny_answers_503_named_by_its_limiter)
     };
     struct verdict v;
 
-    verdict_assemble(p, 2, "/x", &v);
+    assemble(p, 2, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.status, 503);
     cr_assert_str_eq(verdict_reason_name(v.reason), "policy_denied");
@@ -210,7 +227,7 @@ Test(verdict, a_twin_that_cannot_decide_answers_503_labelled_denied)
     struct verdict_part p = undecided(&tier_a, VERDICT_TWIN_FAILED);
     struct verdict v;
 
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.status, 503);
     cr_assert_eq(v.reason, VERDICT_TWIN_FAILED);
@@ -223,11 +240,11 @@ Test(verdict, redis_policy_allow_passes_without_fields)
     struct verdict_part p = undecided(&tier_a, VERDICT_POLICY_ALLOWED);
     struct verdict v;
 
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(!v.deny);
     cr_assert_str_eq(verdict_reason_name(v.reason), "policy_allowed");
     cr_assert_str_eq(v.limiter, "a");
-    cr_assert_eq(v.headers.n, 0);
+    cr_assert_eq(fields.n, 0);
     verdict_deinit(&v);
 }
 
@@ -240,7 +257,7 @@ Test(verdict, a_pass_is_held_for_the_longest_delay)
     };
     struct verdict v;
 
-    verdict_assemble(p, 3, "/x", &v);
+    assemble(p, 3, &v);
     cr_assert(!v.deny);
     cr_assert_eq(v.delay_ms, 300);
     cr_assert_str_eq(verdict_reason_name(v.reason), "delayed");
@@ -256,7 +273,7 @@ Test(verdict, a_refusal_holds_nothing)
     };
     struct verdict v;
 
-    verdict_assemble(p, 2, "/x", &v);
+    assemble(p, 2, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.delay_ms, 0);
     verdict_deinit(&v);
@@ -270,12 +287,12 @@ Test(verdict, a_dry_run_filter_never_refuses_nor_holds_but_tells)
     };
     struct verdict v;
 
-    verdict_assemble(p, 2, "/x", &v);
+    assemble(p, 2, &v);
     cr_assert(!v.deny);
     cr_assert_eq(v.delay_ms, 0);
     cr_assert(v.dry_run_denied);
     cr_assert_str_eq(verdict_reason_name(v.reason), "dry_run_denied");
-    cr_assert_not_null(headers_get(&v.headers, "Retry-After"));
+    cr_assert_not_null(headers_get(&fields, "Retry-After"));
     verdict_deinit(&v);
 }
 
@@ -287,7 +304,7 @@ Test(verdict, a_dry_run_refusal_outranks_a_delay_in_the_label)
     };
     struct verdict v;
 
-    verdict_assemble(p, 2, "/x", &v);
+    assemble(p, 2, &v);
     cr_assert_eq(v.delay_ms, 100);
     cr_assert_eq(v.reason, VERDICT_DRY_RUN_DENIED);
     verdict_deinit(&v);
@@ -302,7 +319,7 @@ Test(verdict, the_first_deciding_part_names_and_labels_a_pass)
     };
     struct verdict v;
 
-    verdict_assemble(p, 3, "/x", &v);
+    assemble(p, 3, &v);
     cr_assert_str_eq(verdict_reason_name(v.reason), "fallback_allowed");
     cr_assert_str_eq(v.limiter, "b");
     cr_assert_str_eq(v.tier, "1");
@@ -314,7 +331,7 @@ Test(verdict, a_tier_none_alone_is_unlimited_but_names_its_tier)
     struct verdict_part p = undecided(&tier_none, VERDICT_UNLIMITED);
     struct verdict v;
 
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(!v.deny);
     cr_assert_null(verdict_reason_name(v.reason));
     cr_assert_null(v.limiter);
@@ -331,8 +348,8 @@ Test(verdict, fields_of_every_decided_part_go_on_the_response)
     struct verdict v;
     const char *policy;
 
-    verdict_assemble(p, 2, "/x", &v);
-    policy = headers_get(&v.headers, "RateLimit-Policy");
+    assemble(p, 2, &v);
+    policy = headers_get(&fields, "RateLimit-Policy");
     cr_assert_not_null(policy);
     cr_assert(strstr(policy, "\"a\"") != NULL &&
                   strstr(policy, "\"b\"") != NULL,
@@ -374,7 +391,7 @@ Test(verdict, no_key_answers_the_filters_empty_key_status)
     conf.empty_key_status = 401;
     p = undecided(NULL, VERDICT_NO_KEY);
     p.conf = &conf;
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.status, 401);
     cr_assert(strstr(v.body, "\"status\":401") != NULL, "%s", v.body);
@@ -401,27 +418,23 @@ Test(verdict, scg_headers_style_sends_springs_four_fields)
     tier_init(&t, &lim, "0");
     p = decided(&conf, &t, true, 0, false);
     p.res.remaining = 17;
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(!v.deny);
-    cr_assert_eq(v.headers.n, 4);
-    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Remaining"), "17");
-    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Burst-Capacity"),
-                     "20");
-    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Replenish-Rate"),
-                     "10");
-    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Requested-Tokens"),
-                     "3");
+    cr_assert_eq(fields.n, 4);
+    cr_assert_str_eq(headers_get(&fields, "X-RateLimit-Remaining"), "17");
+    cr_assert_str_eq(headers_get(&fields, "X-RateLimit-Burst-Capacity"), "20");
+    cr_assert_str_eq(headers_get(&fields, "X-RateLimit-Replenish-Rate"), "10");
+    cr_assert_str_eq(headers_get(&fields, "X-RateLimit-Requested-Tokens"), "3");
     verdict_deinit(&v);
 
     /* A refusal: the same four, remaining 0, and Retry-After. */
     p = decided(&conf, &t, false, 0, false);
-    verdict_assemble(&p, 1, "/x", &v);
+    assemble(&p, 1, &v);
     cr_assert(v.deny);
     cr_assert_eq(v.status, 429);
-    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Remaining"), "0");
-    cr_assert_str_eq(headers_get(&v.headers, "X-RateLimit-Burst-Capacity"),
-                     "20");
-    cr_assert_not_null(headers_get(&v.headers, "Retry-After"));
-    cr_assert_null(headers_get(&v.headers, "RateLimit-Policy"));
+    cr_assert_str_eq(headers_get(&fields, "X-RateLimit-Remaining"), "0");
+    cr_assert_str_eq(headers_get(&fields, "X-RateLimit-Burst-Capacity"), "20");
+    cr_assert_not_null(headers_get(&fields, "Retry-After"));
+    cr_assert_null(headers_get(&fields, "RateLimit-Policy"));
     verdict_deinit(&v);
 }
