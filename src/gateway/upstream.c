@@ -95,8 +95,10 @@ struct upstream_client {
     struct timeval idle_tv;     /* idle timeout of pooled connections, a
                                    common timeout of 'base' when possible */
     struct event *flush_ev;     /* made active by the first head corked
-                                   in a loop turn: writes them all at its
-                                   end (write_corked()); owned */
+                                   in a loop turn: writes the heads
+                                   corked by then when the events
+                                   already active in the turn have run
+                                   (write_corked()); owned */
     struct uconn **corked;      /* connections whose head waits, in the
                                    order sent; a slot is NULL once its
                                    connection is freed; borrowed */
@@ -205,6 +207,16 @@ upstream_client_new(struct event_base *base, struct evdns_base *dns)
     return c;
 }
 
+/* A head not written yet never will be. */
+static void
+uncork(struct uconn *uc)
+{
+    if (uc->corked > 0) {
+        uc->client->corked[uc->corked - 1] = NULL;
+        uc->corked = 0;
+    }
+}
+
 static void
 conn_free(struct uconn *uc)
 {
@@ -216,10 +228,7 @@ conn_free(struct uconn *uc)
     if (uc->alive != NULL) {
         *uc->alive = false;
     }
-    /* A head not written yet never will be. */
-    if (uc->corked > 0) {
-        uc->client->corked[uc->corked - 1] = NULL;
-    }
+    uncork(uc);
     if (uc->tls) {
         /* Its SSL may outlive it a moment (libevent finalizes later). */
         tls_client_bev_detach(uc->bev);
@@ -374,6 +383,8 @@ pool_release(struct upstream_client *c, struct uconn *uc, unsigned keepalive)
 {
     struct pool *pl = uc->pool;
 
+    /* Only an answer that came unasked could end a request not written. */
+    uncork(uc);
     uc->req = NULL;
     uc->served++;
     if (pl->nidle >= keepalive) {
@@ -635,8 +646,11 @@ write_now(struct uconn *uc, const char *p, size_t len, struct evbuffer *body)
 
 /*
  * Corks the head built in 'uc' (a plain connection, up and idle, and a
- * request without a body): it is written when the loop turn ends, with
- * every other head sent in the turn, one writev() each. An upstream woken
+ * request without a body): it is written by an event made active now,
+ * which runs after the events already active in this loop turn (those
+ * made active later, deferred callbacks among them, may cork again and
+ * flush again in the same turn), with every other head corked by then,
+ * one write each. An upstream woken
  * by the first then finds the others waiting too, instead of being woken
  * (and the worker preempted) once per request; and a request given up in
  * the turn it was sent (its client gone) never reaches the upstream.
@@ -644,6 +658,10 @@ write_now(struct uconn *uc, const char *p, size_t len, struct evbuffer *body)
 static void
 cork(struct upstream_client *c, struct uconn *uc)
 {
+    /* Already waiting: its buffer holds the head, to be written once. */
+    if (uc->corked > 0) {
+        return;
+    }
     c->corked =
         xgrow(c->corked, &c->corked_cap, c->ncorked + 1, sizeof(*c->corked));
     c->corked[c->ncorked++] = uc;
