@@ -75,6 +75,9 @@
  * many are alive at once: one per request waiting for its decision or
  * its response head.
  */
+/* A field list is kept in a pool only while its block of copies and its
+ * slots each take at most this many bytes (a usual request's: 1 KiB). */
+#define POOLED_LIST_BYTES (8 * 1024)
 struct field_pool {
     struct headers v[SPARE_EXCHANGES]; /* owned */
     size_t n;                          /* lists in 'v' */
@@ -308,7 +311,11 @@ pool_give(struct field_pool *pool, struct headers *h)
     if (h->v == NULL && h->mem == NULL) {
         return; /* nothing to keep */
     }
-    if (XMALLOC_REUSE && pool->n < SPARE_EXCHANGES) {
+    /* A list grown by one large request is not kept: up to 64 of them
+       would hold that much memory for good. */
+    if (XMALLOC_REUSE && pool->n < SPARE_EXCHANGES &&
+        h->mem_cap <= POOLED_LIST_BYTES &&
+        h->cap * sizeof(*h->v) <= POOLED_LIST_BYTES) {
         headers_clear(h);
         pool->v[pool->n++] = *h;
     } else {
