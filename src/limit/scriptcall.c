@@ -4,11 +4,11 @@
 
 #include "strbuf.h"
 
-int
-scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
+/* scriptcall_key() of a base of 'base_len' bytes. */
+static int
+put_key(char *buf, size_t size, const char *key_base, size_t base_len,
+        size_t rule)
 {
-    size_t base_len = strlen(key_base);
-
     /* LIMIT_MAX_RULES <= 10: the rule is one digit. */
     _Static_assert(LIMIT_MAX_RULES <= 10, "one digit per rule index");
     if (rule >= LIMIT_MAX_RULES || base_len + 3 > size) {
@@ -21,6 +21,12 @@ scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
     return 0;
 }
 
+int
+scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
+{
+    return put_key(buf, size, key_base, strlen(key_base), rule);
+}
+
 /* Appends the decimal 'v' as the next argument of 'sc'. */
 static void
 push_number(struct scriptcall *sc, uint64_t v)
@@ -29,6 +35,16 @@ push_number(struct scriptcall *sc, uint64_t v)
     size_t i = sc->nargs++;
 
     sc->args[i] = u64_dec(v, sc->argbuf[i]);
+    /* u64_dec() ends the digits where a U64_DEC_MAX buffer ends. */
+    sc->arg_lens[i] = (size_t)(sc->argbuf[i] + U64_DEC_MAX - 1 - sc->args[i]);
+}
+
+/* Appends the string 's' (borrowed) of 'len' bytes as the next argument. */
+static void
+push_string(struct scriptcall *sc, const char *s, size_t len)
+{
+    sc->args[sc->nargs] = s;
+    sc->arg_lens[sc->nargs++] = len;
 }
 
 int
@@ -36,24 +52,28 @@ scriptcall_encode(struct scriptcall *sc, const struct limiter_def *lim,
                   const char *key_base, uint64_t cost, const char *request_id,
                   uint64_t now_ms)
 {
+    size_t base_len;
+
     if (lim->nrules == 0 || lim->nrules > LIMIT_MAX_RULES) {
         return -1;
     }
+    base_len = strlen(key_base);
     sc->nkeys = 0;
     sc->nargs = 0;
     for (size_t i = 0; i < lim->nrules; i++) {
-        if (scriptcall_key(sc->keybuf[i], sizeof(sc->keybuf[i]), key_base, i) !=
-            0) {
+        if (put_key(sc->keybuf[i], sizeof(sc->keybuf[i]), key_base, base_len,
+                    i) != 0) {
             return -1;
         }
-        sc->keys[sc->nkeys++] = sc->keybuf[i];
+        sc->keys[sc->nkeys] = sc->keybuf[i];
+        sc->key_lens[sc->nkeys++] = base_len + 2;
     }
     push_number(sc, now_ms);
     push_number(sc, cost);
     push_number(sc, lim->delay ? 1 : 0);
     push_number(sc, lim->max_delay_ms);
     /* The id is the one argument that is not a number: borrowed as is. */
-    sc->args[sc->nargs++] = request_id;
+    push_string(sc, request_id, strlen(request_id));
     for (size_t i = 0; i < lim->nrules; i++) {
         push_number(sc, lim->rules[i].limit);
         push_number(sc, lim->rules[i].window_ms);
@@ -92,7 +112,11 @@ scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
     if (sc->nargs != SCRIPTCALL_FIXED_ARGS + 3 * sc->nkeys) {
         return -1;
     }
-    sc->args[sc->nargs++] = op == SCRIPTCALL_LEASE_TAKE ? "take" : "return";
+    if (op == SCRIPTCALL_LEASE_TAKE) {
+        push_string(sc, "take", 4);
+    } else {
+        push_string(sc, "return", 6);
+    }
     push_number(sc, units);
     return 0;
 }

@@ -28,6 +28,12 @@ expect_args(const struct scriptcall *sc, const char *const *want, size_t n)
     cr_assert_eq(sc->nargs, n, "%zu arguments, want %zu", sc->nargs, n);
     for (size_t i = 0; i < n; i++) {
         cr_assert_str_eq(sc->args[i], want[i], "ARGV[%zu]", i + 1);
+        cr_assert_eq(sc->arg_lens[i], strlen(want[i]), "length of ARGV[%zu]",
+                     i + 1);
+    }
+    for (size_t i = 0; i < sc->nkeys; i++) {
+        cr_assert_eq(sc->key_lens[i], strlen(sc->keys[i]),
+                     "length of KEYS[%zu]", i + 1);
     }
 }
 
@@ -284,6 +290,46 @@ Test(scriptcall, a_lease_call_appends_the_operation_and_the_units)
     cr_assert_eq(scriptcall_lease(&sc, SCRIPTCALL_LEASE_RETURN, 3), 0);
     cr_assert_str_eq(sc.args[8], "return");
     cr_assert_str_eq(sc.args[9], "3");
+}
+
+/* Asserts that every word of 'sc' carries its own length. */
+static void
+expect_lengths(const struct scriptcall *sc)
+{
+    for (size_t i = 0; i < sc->nkeys; i++) {
+        cr_assert_eq(sc->key_lens[i], strlen(sc->keys[i]),
+                     "length of KEYS[%zu]", i + 1);
+    }
+    for (size_t i = 0; i < sc->nargs; i++) {
+        cr_assert_eq(sc->arg_lens[i], strlen(sc->args[i]),
+                     "length of ARGV[%zu]", i + 1);
+    }
+}
+
+Test(scriptcall, every_word_carries_its_length)
+{
+    struct limit_rule r[LIMIT_MAX_RULES];
+    struct limiter_def d;
+    struct scriptcall sc;
+    char base[SCRIPTCALL_KEY_MAX - 2];
+
+    for (size_t i = 0; i < LIMIT_MAX_RULES; i++) {
+        r[i] = (struct limit_rule){i == 0 ? UINT64_MAX : 9, 10 + i, 100 * i};
+    }
+    d = def(LIMIT_SLIDING_WINDOW, LIMIT_MAX_RULES, r);
+    d.max_delay_ms = 99;
+    memset(base, 'k', sizeof(base) - 1);
+    base[sizeof(base) - 1] = '\0';
+    cr_assert_eq(scriptcall_encode(&sc, &d, base, 0, "req-77", UINT64_MAX), 0);
+    expect_lengths(&sc);
+    cr_assert_eq(sc.key_lens[0], sizeof(base) + 1);
+    d = def(LIMIT_TOKEN_BUCKET, 1, r);
+    cr_assert_eq(scriptcall_encode(&sc, &d, "", 10, "", 1000), 0);
+    cr_assert_eq(scriptcall_lease(&sc, SCRIPTCALL_LEASE_TAKE, 100), 0);
+    expect_lengths(&sc);
+    cr_assert_eq(scriptcall_encode(&sc, &d, "b", 1, "id", 0), 0);
+    cr_assert_eq(scriptcall_lease(&sc, SCRIPTCALL_LEASE_RETURN, 12345), 0);
+    expect_lengths(&sc);
 }
 
 Test(scriptcall, a_lease_reply_carries_the_units_in_the_seventh_integer)
