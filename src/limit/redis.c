@@ -30,6 +30,7 @@
 #include "config.h"
 #include "log.h"
 #include "resolve.h"
+#include "scriptcall.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "strbuf.h"
@@ -37,7 +38,6 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
-#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1221,10 +1221,6 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
 static void
 parse_packed(struct redis_call *call, const redisReply *e)
 {
-    const char *p;
-    char *end;
-    size_t n = 0;
-
     if (e->type == REDIS_REPLY_ERROR) {
         call_answer(call, REDIS_CALL_ERROR, e->str);
         return;
@@ -1233,26 +1229,11 @@ parse_packed(struct redis_call *call, const redisReply *e)
         call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         return;
     }
-    for (p = e->str;; p = end + 1) {
-        if (n == REDIS_MAX_INTS || !(*p == '-' || (*p >= '0' && *p <= '9'))) {
-            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
-            return;
-        }
-        errno = 0;
-        call->ints[n++] = strtoll(p, &end, 10);
-        if (end == p || errno != 0 || (*end != ':' && *end != '\0')) {
-            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
-            return;
-        }
-        if (*end == '\0') {
-            break;
-        }
-    }
-    if ((size_t)(end - e->str) != e->len) {
+    call->nints = scriptcall_unpack(e->str, e->len, call->ints, REDIS_MAX_INTS);
+    if (call->nints == 0) {
         call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         return;
     }
-    call->nints = n;
     call_answer(call, REDIS_CALL_OK, NULL);
 }
 

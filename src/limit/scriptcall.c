@@ -1,5 +1,7 @@
 #include "scriptcall.h"
 
+#include <limits.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "strbuf.h"
@@ -103,6 +105,43 @@ scriptcall_decode(const long long *ints, size_t n, struct limit_result *out)
     out->delay_ms = clamp(ints[4]);
     out->rule = (unsigned)clamp(ints[5]);
     return 0;
+}
+
+size_t
+scriptcall_unpack(const char *s, size_t len, long long *ints, size_t max)
+{
+    const char *p = s, *end = s + len;
+    size_t n = 0;
+
+    /* One field per turn; strtoll() would also skip spaces and take '+',
+     * which a reply never holds, and costs more than the reply's parse. */
+    for (;;) {
+        bool neg = p < end && *p == '-';
+        /* The magnitude's bound: LLONG_MIN has one more than LLONG_MAX. */
+        unsigned long long lim = (unsigned long long)LLONG_MAX + neg, v = 0;
+        const char *digits;
+
+        p += neg;
+        digits = p;
+        for (; p < end && *p >= '0' && *p <= '9'; p++) {
+            unsigned d = (unsigned)(*p - '0');
+
+            if (v > (lim - d) / 10) {
+                return 0;
+            }
+            v = v * 10 + d;
+        }
+        if (p == digits || n == max) {
+            return 0;
+        }
+        ints[n++] = !neg ? (long long)v : v == lim ? LLONG_MIN : -(long long)v;
+        if (p == end) {
+            return n;
+        }
+        if (*p++ != ':') {
+            return 0;
+        }
+    }
 }
 
 int

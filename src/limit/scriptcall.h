@@ -94,6 +94,18 @@ int scriptcall_decode_lease(const long long *ints, size_t n,
                             struct limit_result *out, uint64_t *units);
 
 /*
+ * Reads one call's reply from a batch (lua/README.md, "Batches"): the
+ * 'len' bytes at 's' (borrowed) are integers in decimal joined by ':',
+ * each an optional '-' and one or more digits, within the range of long
+ * long. Writes them to 'ints' (room for 'max'). Returns how many (at
+ * least one), or 0 for anything else: nothing, an empty field, any other
+ * byte (a sign '+', a space, a NUL), a value out of range, or more than
+ * 'max' integers; 'ints' may then be partly written.
+ */
+size_t scriptcall_unpack(const char *s, size_t len, long long *ints,
+                         size_t max);
+
+/*
  * Reads a script's reply, the 'n' integers 'ints' (borrowed), into '*out'.
  * Negative values are taken as 0; integers past the sixth are ignored.
  * Returns 0, or -1 for a malformed reply: fewer than
