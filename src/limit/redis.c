@@ -191,10 +191,6 @@ struct redis_client {
                                          cancelled ones included */
     struct event *flush_ev;           /* sends the queues at the end of
                                          the loop turn; owned */
-    char *cmd;                        /* where a command is written for
-                                         hiredis, which copies it; kept
-                                         at its largest size; owned */
-    size_t cmd_cap;                   /* bytes allocated for cmd */
     bool flush_armed;                 /* flush_ev is active */
     enum conn_state state;            /* of the connection */
     redisAsyncContext *ac;            /* NULL unless CONNECTING,
@@ -919,32 +915,6 @@ put_head(char *p, const struct script_head *h)
 }
 
 /*
- * Room for a command of 'size' bytes, until cmd_done(). A batch's
- * command is some kilobytes, past what malloc() keeps at hand for
- * reuse: allocating one cost more than writing it. Under
- * AddressSanitizer each command has an allocation of its own size.
- */
-static char *
-cmd_room(struct redis_client *c, size_t size)
-{
-    if (!XMALLOC_REUSE) {
-        return xmalloc(size);
-    }
-    if (size > c->cmd_cap) {
-        c->cmd = xgrow(c->cmd, &c->cmd_cap, size, 1);
-    }
-    return c->cmd;
-}
-
-static void
-cmd_done(char *cmd)
-{
-    if (!XMALLOC_REUSE) {
-        free(cmd);
-    }
-}
-
-/*
  * The command goes to hiredis already in RESP (the protocol's array of
  * bulk strings): most of it was written once, by call_new(). hiredis's
  * own formatting from an argv costs more than the rest of the call.
@@ -955,7 +925,7 @@ send_call(struct redis_client *c, struct redis_call *call)
     struct script_head h =
         script_head(c, call->script, call->resent, call->argc);
     size_t size = head_size(&h) + call->tail_len;
-    char *cmd = cmd_room(c, size);
+    char *cmd = xmalloc(size);
     char *p = put_head(cmd, &h);
     int rc;
 
@@ -965,11 +935,11 @@ send_call(struct redis_client *c, struct redis_call *call)
     if (call->asking &&
         redisAsyncFormattedCommand(c->ac, NULL, NULL, ASKING_RESP,
                                    sizeof(ASKING_RESP) - 1) == REDIS_ERR) {
-        cmd_done(cmd);
+        free(cmd);
         return false;
     }
     rc = redisAsyncFormattedCommand(c->ac, on_call_reply, call, cmd, size);
-    cmd_done(cmd);
+    free(cmd);
     if (rc == REDIS_ERR) {
         return false;
     }
@@ -1025,7 +995,7 @@ send_batch(struct redis_client *c, struct redis_batch *b)
     }
     h = script_head(c, b->script, b->resent, argc);
     size += head_size(&h) + num_bulk_size(nkeys);
-    cmd = cmd_room(c, size);
+    cmd = xmalloc(size);
     p = put_head(cmd, &h);
     p = put_num(p, nkeys);
     for (i = 0; i < b->n; i++) {
@@ -1046,7 +1016,7 @@ send_batch(struct redis_client *c, struct redis_batch *b)
     }
     assert(p == cmd + size);
     rc = redisAsyncFormattedCommand(c->ac, on_batch_reply, b, cmd, size);
-    cmd_done(cmd);
+    free(cmd);
     if (rc == REDIS_ERR) {
         return false;
     }
@@ -1664,7 +1634,6 @@ redis_client_free(struct redis_client *c)
     event_free(c->flush_ev);
     free(c->queue);
     free(c->nqueued);
-    free(c->cmd);
     cluster_map_free(c->map);
     free(c->shas);
     free(c->host);
