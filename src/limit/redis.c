@@ -72,6 +72,15 @@
  */
 #define BATCH_MAX 16
 #define BACKOFF_MAX_MS 2000
+/*
+ * Up to this many ended call records are kept per client for the next
+ * calls (XMALLOC_REUSE), those whose words took at most SPARE_TAIL bytes
+ * of RESP: a record is one allocation of about 800 bytes then, and
+ * malloc() and free() of it cost more than the rest of its setting up.
+ * One key of a few dozen bytes and its arguments take about 150.
+ */
+#define SPARE_CALLS 64
+#define SPARE_TAIL 512
 /* Connecting covers the name lookup, TCP and the AUTH / SELECT / SCRIPT
  * LOAD round trip. Nothing waits on it (calls are answered REDIS_CALL_DOWN
  * until the client is ready), so it can be generous; a tight per-command
@@ -115,6 +124,8 @@ struct redis_call {
                                        SHA, or EVAL and the source; in
                                        the record's own allocation */
     size_t tail_len;                /* bytes of 'tail' */
+    bool spare_size;                /* allocated with SPARE_TAIL bytes
+                                       for 'tail': may be kept for reuse */
     bool in_hiredis;                /* hiredis owes on_call_reply */
     bool finished;                  /* answered or cancelled: the caller
                                        is done with it */
@@ -218,6 +229,9 @@ struct redis_client {
     int64_t progress_ms;              /* last reply, or the first send
                                          after an idle spell */
     struct call_list calls;           /* every live record */
+    struct call_list spare;           /* ended records kept for reuse,
+                                         their events assigned; owned */
+    size_t nspare;                    /* records in 'spare' */
     struct redis_stats stats;         /* for /metrics */
     bool freeing;                     /* in redis_client_free() */
     struct rcluster *cluster;         /* cluster mode: the client all
@@ -741,6 +755,12 @@ call_release(struct redis_call *call)
     TAILQ_REMOVE(&call->client->calls, call, link);
     event_del(call->ev);
     free(call->error);
+    if (XMALLOC_REUSE && call->spare_size &&
+        call->client->nspare < SPARE_CALLS) {
+        TAILQ_INSERT_HEAD(&call->client->spare, call, link);
+        call->client->nspare++;
+        return;
+    }
     free(call);
 }
 
@@ -1325,14 +1345,24 @@ call_new(struct redis_client *c, size_t script, const struct redis_words *w,
     for (size_t i = 0; i < nargs; i++) {
         size += bulk_size(word_len(w->args, w->arg_lens, i));
     }
-    call = xmalloc(tail_at + size);
-    memset(call, 0, sizeof(*call));
+    if (size <= SPARE_TAIL && (call = TAILQ_FIRST(&c->spare)) != NULL) {
+        /* Its event is still assigned to it, on this client's base. */
+        TAILQ_REMOVE(&c->spare, call, link);
+        c->nspare--;
+        memset(call, 0, sizeof(*call));
+        call->ev = (struct event *)((char *)call + ev_at);
+        call->spare_size = true;
+    } else {
+        call = xmalloc(tail_at + (size <= SPARE_TAIL ? SPARE_TAIL : size));
+        memset(call, 0, sizeof(*call));
+        call->ev = (struct event *)((char *)call + ev_at);
+        call->spare_size = size <= SPARE_TAIL;
+        event_assign(call->ev, c->base, -1, 0, on_call_event, call);
+    }
     call->client = c;
     call->script = script;
     call->cb = cb;
     call->arg = arg;
-    call->ev = (struct event *)((char *)call + ev_at);
-    event_assign(call->ev, c->base, -1, 0, on_call_event, call);
     call->argc = 3 + nkeys + nargs;
     call->nkeys = nkeys;
     call->nargs = nargs;
@@ -1541,6 +1571,7 @@ client_new(struct event_base *base, const struct redis_conf *conf,
         backoff_seed((uint64_t)(uintptr_t)c ^ (uint64_t)clock_mono_ms() << 20 ^
                      (uint64_t)getpid() << 40);
     TAILQ_INIT(&c->calls);
+    TAILQ_INIT(&c->spare);
     c->batching = true;
     c->queue =
         xcalloc((nscripts > 0 ? nscripts : 1) * BATCH_MAX, sizeof(*c->queue));
@@ -1626,6 +1657,10 @@ redis_client_free(struct redis_client *c)
         TAILQ_REMOVE(&c->calls, call, link);
         event_del(call->ev);
         free(call->error);
+        free(call);
+    }
+    while ((call = TAILQ_FIRST(&c->spare)) != NULL) {
+        TAILQ_REMOVE(&c->spare, call, link);
         free(call);
     }
     event_free(c->connect_timer);
