@@ -126,7 +126,9 @@ scriptcall_unpack(const char *s, size_t len, long long *ints, size_t max)
         for (; p < end && *p >= '0' && *p <= '9'; p++) {
             unsigned d = (unsigned)(*p - '0');
 
-            if (v > (lim - d) / 10) {
+            /* Eighteen digits cannot pass LLONG_MAX: only a longer
+             * number needs the check. */
+            if (p - digits >= 18 && v > (lim - d) / 10) {
                 return 0;
             }
             v = v * 10 + d;
