@@ -861,6 +861,11 @@ put_dec(char *p, uint64_t v)
         *p++ = (char)('0' + v);
         return p;
     }
+    if (v < 100) {
+        p[0] = (char)('0' + v / 10);
+        p[1] = (char)('0' + v % 10);
+        return p + 2;
+    }
     d = u64_dec(v, digits);
     n = (size_t)(digits + U64_DEC_MAX - 1 - d);
     memcpy(p, d, n);
@@ -875,7 +880,7 @@ bulk_size(size_t len)
 }
 
 /* Writes 's' as a RESP bulk string at 'p'; returns the end. */
-static char *
+static inline char *
 put_bulk(char *p, const char *s, size_t len)
 {
     *p++ = '$';
