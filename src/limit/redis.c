@@ -745,15 +745,20 @@ on_connect_timeout(evutil_socket_t fd, short what, void *arg)
  * Calls.
  */
 
-static void
-call_release(struct redis_call *call)
+/* Neither the caller nor hiredis holds the record any more. */
+static bool
+call_done(const struct redis_call *call)
 {
-    if (!call->finished || call->in_hiredis || call->queued ||
-        call->client->freeing) {
-        return;
-    }
+    return call->finished && !call->in_hiredis && !call->queued &&
+           !call->client->freeing;
+}
+
+/* Frees a done record, or keeps it for reuse; its event must be neither
+ * pending nor active. */
+static void
+call_drop(struct redis_call *call)
+{
     TAILQ_REMOVE(&call->client->calls, call, link);
-    event_del(call->ev);
     free(call->error);
     if (XMALLOC_REUSE && call->spare_size &&
         call->client->nspare < SPARE_CALLS) {
@@ -762,6 +767,16 @@ call_release(struct redis_call *call)
         return;
     }
     free(call);
+}
+
+/* Frees or keeps the record if it is done. */
+static void
+call_release(struct redis_call *call)
+{
+    if (call_done(call)) {
+        event_del(call->ev);
+        call_drop(call);
+    }
 }
 
 /* Records the answer; the caller gets it from the event loop. */
@@ -826,8 +841,12 @@ on_call_event(evutil_socket_t fd, short what, void *arg)
     call->error = NULL;
     call->finished = true;
     /* After this the record may be gone (hiredis may still hold it):
-     * only the copies above are used. */
-    call_release(call);
+     * only the copies above are used. Its event has just run, so
+     * libevent deleted it (it is not persistent), and nothing has added
+     * it since: no event_del(). */
+    if (call_done(call)) {
+        call_drop(call);
+    }
     if (timed_out) {
         check_stall(c);
     }
