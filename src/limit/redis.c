@@ -75,9 +75,9 @@
 /*
  * Up to this many ended call records are kept per client for the next
  * calls (XMALLOC_REUSE), those whose words took at most SPARE_TAIL bytes
- * of RESP: a record is one allocation of about 800 bytes then, and
- * malloc() and free() of it cost more than the rest of its setting up.
- * One key of a few dozen bytes and its arguments take about 150.
+ * of RESP: a record is one allocation of under 1 KiB then, and malloc()
+ * and free() of it cost more than the rest of its setting up. One key
+ * of a few dozen bytes and its arguments take about 200.
  */
 #define SPARE_CALLS 64
 #define SPARE_TAIL 512
