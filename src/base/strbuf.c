@@ -65,16 +65,34 @@ strbuf_addf(struct strbuf *b, const char *fmt, ...)
     b->n += (size_t)n;
 }
 
+/* "00" to "99": two digits per division, half the divisions. */
+static const char dec_pairs[201] =
+    "000102030405060708091011121314151617181920212223242526272829"
+    "303132333435363738394041424344454647484950515253545556575859"
+    "606162636465666768697071727374757677787980818283848586878889"
+    "90919293949596979899";
+
 const char *
 u64_dec(unsigned long long v, char *buf)
 {
     char *p = buf + U64_DEC_MAX - 1;
 
     *p = '\0';
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
+    while (v >= 100) {
+        const char *d = dec_pairs + (v % 100) * 2;
+
+        v /= 100;
+        p -= 2;
+        p[0] = d[0];
+        p[1] = d[1];
+    }
+    if (v >= 10) {
+        p -= 2;
+        p[0] = dec_pairs[v * 2];
+        p[1] = dec_pairs[v * 2 + 1];
+    } else {
+        *--p = (char)('0' + v);
+    }
     return p;
 }
 

@@ -467,6 +467,15 @@ budget_ms(const struct ratelimit *rl, const struct part *pt)
                                                     : 0;
 }
 
+/* The words of 'sc' (borrowed, must outlive the result) for the Redis
+ * client, with their lengths. */
+static struct redis_words
+script_words(const struct scriptcall *sc)
+{
+    return (struct redis_words){sc->keys, sc->key_lens, sc->nkeys,
+                                sc->args, sc->arg_lens, sc->nargs};
+}
+
 /*
  * Sends the script call for 'pt'. True if it went out ('pt' is decided
  * in on_script_reply()); false if the failure policy decided it now.
@@ -478,6 +487,7 @@ start_redis(struct ratelimit *rl, struct part *pt)
     const struct lua_script *script = rl->scripts[lim->algorithm];
     uint64_t budget = budget_ms(rl, pt);
     struct scriptcall sc;
+    struct redis_words words;
     char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
 
     _Static_assert(RATEKEY_MAX + 2 <= SCRIPTCALL_KEY_MAX,
@@ -504,9 +514,9 @@ start_redis(struct ratelimit *rl, struct part *pt)
         return false;
     }
     clock_gettime(CLOCK_MONOTONIC, &pt->started);
-    pt->call =
-        redis_client_eval_within(rl->redis, script, sc.keys, sc.nkeys, sc.args,
-                                 sc.nargs, budget, on_script_reply, pt);
+    words = script_words(&sc);
+    pt->call = redis_client_eval_within(rl->redis, script, &words, budget,
+                                        on_script_reply, pt);
     return true;
 }
 
@@ -660,6 +670,7 @@ start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
     const struct lua_script *script = rl->scripts[lim->algorithm];
     uint64_t budget = budget_ms(rl, pt);
     struct scriptcall sc;
+    struct redis_words words;
     char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
     struct take *tk;
 
@@ -697,8 +708,9 @@ start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
     rl->takes_in_flight++;
     /* Those who wait behind it came later than 'pt', first in the queue:
      * its budget is within theirs. */
-    redis_client_eval_within(rl->redis, script, sc.keys, sc.nkeys, sc.args,
-                             sc.nargs, budget, on_take_reply, tk);
+    words = script_words(&sc);
+    redis_client_eval_within(rl->redis, script, &words, budget, on_take_reply,
+                             tk);
     return true;
 }
 

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "log.h"
 #include "resolve.h"
+#include "scriptcall.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "strbuf.h"
@@ -37,7 +38,6 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
-#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +72,15 @@
  */
 #define BATCH_MAX 16
 #define BACKOFF_MAX_MS 2000
+/*
+ * Up to this many ended call records are kept per client for the next
+ * calls (XMALLOC_REUSE), those whose words took at most SPARE_TAIL bytes
+ * of RESP: a record is one allocation of under 1 KiB then, and malloc()
+ * and free() of it cost more than the rest of its setting up. One key
+ * of a few dozen bytes and its arguments take about 200.
+ */
+#define SPARE_CALLS 64
+#define SPARE_TAIL 512
 /* Connecting covers the name lookup, TCP and the AUTH / SELECT / SCRIPT
  * LOAD round trip. Nothing waits on it (calls are answered REDIS_CALL_DOWN
  * until the client is ready), so it can be generous; a tight per-command
@@ -115,6 +124,8 @@ struct redis_call {
                                        SHA, or EVAL and the source; in
                                        the record's own allocation */
     size_t tail_len;                /* bytes of 'tail' */
+    bool spare_size;                /* allocated with SPARE_TAIL bytes
+                                       for 'tail': may be kept for reuse */
     bool in_hiredis;                /* hiredis owes on_call_reply */
     bool finished;                  /* answered or cancelled: the caller
                                        is done with it */
@@ -218,6 +229,9 @@ struct redis_client {
     int64_t progress_ms;              /* last reply, or the first send
                                          after an idle spell */
     struct call_list calls;           /* every live record */
+    struct call_list spare;           /* ended records kept for reuse,
+                                         their events assigned; owned */
+    size_t nspare;                    /* records in 'spare' */
     struct redis_stats stats;         /* for /metrics */
     bool freeing;                     /* in redis_client_free() */
     struct rcluster *cluster;         /* cluster mode: the client all
@@ -731,17 +745,38 @@ on_connect_timeout(evutil_socket_t fd, short what, void *arg)
  * Calls.
  */
 
+/* Neither the caller nor hiredis holds the record any more. */
+static bool
+call_done(const struct redis_call *call)
+{
+    return call->finished && !call->in_hiredis && !call->queued &&
+           !call->client->freeing;
+}
+
+/* Frees a done record, or keeps it for reuse; its event must be neither
+ * pending nor active. */
+static void
+call_drop(struct redis_call *call)
+{
+    TAILQ_REMOVE(&call->client->calls, call, link);
+    free(call->error);
+    if (XMALLOC_REUSE && call->spare_size &&
+        call->client->nspare < SPARE_CALLS) {
+        TAILQ_INSERT_HEAD(&call->client->spare, call, link);
+        call->client->nspare++;
+        return;
+    }
+    free(call);
+}
+
+/* Frees or keeps the record if it is done. */
 static void
 call_release(struct redis_call *call)
 {
-    if (!call->finished || call->in_hiredis || call->queued ||
-        call->client->freeing) {
-        return;
+    if (call_done(call)) {
+        event_del(call->ev);
+        call_drop(call);
     }
-    TAILQ_REMOVE(&call->client->calls, call, link);
-    event_del(call->ev);
-    free(call->error);
-    free(call);
 }
 
 /* Records the answer; the caller gets it from the event loop. */
@@ -806,8 +841,12 @@ on_call_event(evutil_socket_t fd, short what, void *arg)
     call->error = NULL;
     call->finished = true;
     /* After this the record may be gone (hiredis may still hold it):
-     * only the copies above are used. */
-    call_release(call);
+     * only the copies above are used. Its event has just run, so
+     * libevent deleted it (it is not persistent), and nothing has added
+     * it since: no event_del(). */
+    if (call_done(call)) {
+        call_drop(call);
+    }
     if (timed_out) {
         check_stall(c);
     }
@@ -816,26 +855,55 @@ on_call_event(evutil_socket_t fd, short what, void *arg)
     free(error);
 }
 
+/* Digits of 'v' in decimal. */
+static size_t
+dec_len(uint64_t v)
+{
+    size_t n = 1;
+
+    for (; v >= 100; v /= 100) {
+        n += 2;
+    }
+    return n + (v >= 10);
+}
+
+/* Writes 'v' in decimal at 'p'; returns the end. Most are a word's
+ * length, one digit or two. */
+static char *
+put_dec(char *p, uint64_t v)
+{
+    char digits[U64_DEC_MAX];
+    const char *d;
+    size_t n;
+
+    if (v < 10) {
+        *p++ = (char)('0' + v);
+        return p;
+    }
+    if (v < 100) {
+        p[0] = (char)('0' + v / 10);
+        p[1] = (char)('0' + v % 10);
+        return p + 2;
+    }
+    d = u64_dec(v, digits);
+    n = (size_t)(digits + U64_DEC_MAX - 1 - d);
+    memcpy(p, d, n);
+    return p + n;
+}
+
 /* Bytes of 's' (of 'len' bytes) as a RESP bulk string. */
 static size_t
 bulk_size(size_t len)
 {
-    char digits[U64_DEC_MAX];
-
-    return 1 + strlen(u64_dec(len, digits)) + 2 + len + 2;
+    return 1 + dec_len(len) + 2 + len + 2;
 }
 
 /* Writes 's' as a RESP bulk string at 'p'; returns the end. */
-static char *
+static inline char *
 put_bulk(char *p, const char *s, size_t len)
 {
-    char digits[U64_DEC_MAX];
-    const char *n = u64_dec(len, digits);
-    size_t nlen = strlen(n);
-
     *p++ = '$';
-    memcpy(p, n, nlen);
-    p += nlen;
+    p = put_dec(p, len);
     *p++ = '\r';
     *p++ = '\n';
     memcpy(p, s, len);
@@ -849,6 +917,7 @@ put_bulk(char *p, const char *s, size_t len)
  * 'argc' words, then EVALSHA and the SHA, or EVAL and the source. */
 struct script_head {
     const char *word; /* "EVALSHA" or "EVAL"; static */
+    size_t word_len;  /* of word */
     const char *body; /* the SHA or the source; borrowed */
     size_t body_len;  /* of body */
     size_t argc;      /* words of the whole command */
@@ -863,6 +932,7 @@ script_head(const struct redis_client *c, size_t idx, bool resent, size_t argc)
 
     return (struct script_head){
         by_sha ? "EVALSHA" : "EVAL",
+        by_sha ? 7 : 4,
         by_sha ? c->shas[idx] : c->scripts[idx].source,
         by_sha ? SHA1_HEX : c->scripts[idx].len,
         argc,
@@ -873,25 +943,18 @@ script_head(const struct redis_client *c, size_t idx, bool resent, size_t argc)
 static size_t
 head_size(const struct script_head *h)
 {
-    char digits[U64_DEC_MAX];
-
-    return 1 + strlen(u64_dec(h->argc, digits)) + 2 +
-           bulk_size(strlen(h->word)) + bulk_size(h->body_len);
+    return 1 + dec_len(h->argc) + 2 + bulk_size(h->word_len) +
+           bulk_size(h->body_len);
 }
 
 static char *
 put_head(char *p, const struct script_head *h)
 {
-    char digits[U64_DEC_MAX];
-    const char *argc = u64_dec(h->argc, digits);
-    size_t argc_len = strlen(argc);
-
     *p++ = '*';
-    memcpy(p, argc, argc_len);
-    p += argc_len;
+    p = put_dec(p, h->argc);
     *p++ = '\r';
     *p++ = '\n';
-    p = put_bulk(p, h->word, strlen(h->word));
+    p = put_bulk(p, h->word, h->word_len);
     return put_bulk(p, h->body, h->body_len);
 }
 
@@ -935,18 +998,20 @@ send_call(struct redis_client *c, struct redis_call *call)
 static size_t
 num_bulk_size(uint64_t v)
 {
-    char digits[U64_DEC_MAX];
-
-    return bulk_size(strlen(u64_dec(v, digits)));
+    return bulk_size(dec_len(v));
 }
 
 static char *
 put_num(char *p, uint64_t v)
 {
-    char digits[U64_DEC_MAX];
-    const char *d = u64_dec(v, digits);
-
-    return put_bulk(p, d, strlen(d));
+    *p++ = '$';
+    p = put_dec(p, dec_len(v));
+    *p++ = '\r';
+    *p++ = '\n';
+    p = put_dec(p, v);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
 }
 
 /*
@@ -1200,10 +1265,6 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
 static void
 parse_packed(struct redis_call *call, const redisReply *e)
 {
-    const char *p;
-    char *end;
-    size_t n = 0;
-
     if (e->type == REDIS_REPLY_ERROR) {
         call_answer(call, REDIS_CALL_ERROR, e->str);
         return;
@@ -1212,26 +1273,11 @@ parse_packed(struct redis_call *call, const redisReply *e)
         call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         return;
     }
-    for (p = e->str;; p = end + 1) {
-        if (n == REDIS_MAX_INTS || !(*p == '-' || (*p >= '0' && *p <= '9'))) {
-            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
-            return;
-        }
-        errno = 0;
-        call->ints[n++] = strtoll(p, &end, 10);
-        if (end == p || errno != 0 || (*end != ':' && *end != '\0')) {
-            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
-            return;
-        }
-        if (*end == '\0') {
-            break;
-        }
-    }
-    if ((size_t)(end - e->str) != e->len) {
+    call->nints = scriptcall_unpack(e->str, e->len, call->ints, REDIS_MAX_INTS);
+    if (call->nints == 0) {
         call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         return;
     }
-    call->nints = n;
     call_answer(call, REDIS_CALL_OK, NULL);
 }
 
@@ -1298,47 +1344,62 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
     free(b);
 }
 
+/* The length of word 'i' of 'words': from 'lens', else measured. */
+static size_t
+word_len(const char *const *words, const size_t *lens, size_t i)
+{
+    return lens != NULL ? lens[i] : strlen(words[i]);
+}
+
 static struct redis_call *
-call_new(struct redis_client *c, size_t script, const char *const *keys,
-         size_t nkeys, const char *const *args, size_t nargs,
+call_new(struct redis_client *c, size_t script, const struct redis_words *w,
          redis_script_cb *cb, void *arg)
 {
     struct redis_call *call;
-    char digits[U64_DEC_MAX];
-    const char *n = u64_dec(nkeys, digits);
-    size_t size = bulk_size(strlen(n));
+    size_t nkeys = w->nkeys, nargs = w->nargs;
+    size_t size = num_bulk_size(nkeys);
     /* One allocation: the record, its event, then the tail. */
     size_t ev_at = (sizeof(*call) + 15) & ~(size_t)15;
     size_t tail_at = ev_at + event_get_struct_event_size();
     char *p;
 
     for (size_t i = 0; i < nkeys; i++) {
-        size += bulk_size(strlen(keys[i]));
+        size += bulk_size(word_len(w->keys, w->key_lens, i));
     }
     for (size_t i = 0; i < nargs; i++) {
-        size += bulk_size(strlen(args[i]));
+        size += bulk_size(word_len(w->args, w->arg_lens, i));
     }
-    call = xmalloc(tail_at + size);
-    memset(call, 0, sizeof(*call));
+    if (size <= SPARE_TAIL && (call = TAILQ_FIRST(&c->spare)) != NULL) {
+        /* Its event is still assigned to it, on this client's base. */
+        TAILQ_REMOVE(&c->spare, call, link);
+        c->nspare--;
+        memset(call, 0, sizeof(*call));
+        call->ev = (struct event *)((char *)call + ev_at);
+        call->spare_size = true;
+    } else {
+        call = xmalloc(tail_at + (size <= SPARE_TAIL ? SPARE_TAIL : size));
+        memset(call, 0, sizeof(*call));
+        call->ev = (struct event *)((char *)call + ev_at);
+        call->spare_size = size <= SPARE_TAIL;
+        event_assign(call->ev, c->base, -1, 0, on_call_event, call);
+    }
     call->client = c;
     call->script = script;
     call->cb = cb;
     call->arg = arg;
-    call->ev = (struct event *)((char *)call + ev_at);
-    event_assign(call->ev, c->base, -1, 0, on_call_event, call);
     call->argc = 3 + nkeys + nargs;
     call->nkeys = nkeys;
     call->nargs = nargs;
     call->tail = p = (char *)call + tail_at;
     call->tail_len = size;
-    p = put_bulk(p, n, strlen(n));
+    p = put_num(p, nkeys);
     call->keys_at = (size_t)(p - call->tail);
     for (size_t i = 0; i < nkeys; i++) {
-        p = put_bulk(p, keys[i], strlen(keys[i]));
+        p = put_bulk(p, w->keys[i], word_len(w->keys, w->key_lens, i));
     }
     call->args_at = (size_t)(p - call->tail);
     for (size_t i = 0; i < nargs; i++) {
-        p = put_bulk(p, args[i], strlen(args[i]));
+        p = put_bulk(p, w->args[i], word_len(w->args, w->arg_lens, i));
     }
     assert(p == call->tail + size);
     TAILQ_INSERT_TAIL(&c->calls, call, link);
@@ -1361,9 +1422,8 @@ script_index(const struct redis_client *c, const struct lua_script *s)
 
 static struct redis_call *
 eval_on(struct redis_client *c, const struct lua_script *script,
-        const char *const *keys, size_t nkeys, const char *const *args,
-        size_t nargs, bool asking, uint64_t timeout_ms, redis_script_cb *cb,
-        void *arg)
+        const struct redis_words *w, bool asking, uint64_t timeout_ms,
+        redis_script_cb *cb, void *arg)
 {
     size_t idx = script_index(c, script);
     struct redis_call *call;
@@ -1372,8 +1432,7 @@ eval_on(struct redis_client *c, const struct lua_script *script,
     /* Not from a callback that redis_client_free() is running. */
     assert(!c->freeing);
     c->stats.calls++;
-    call = call_new(c, idx < c->nscripts ? idx : 0, keys, nkeys, args, nargs,
-                    cb, arg);
+    call = call_new(c, idx < c->nscripts ? idx : 0, w, cb, arg);
     call->asking = asking;
     if (idx == c->nscripts) {
         call_answer(call, REDIS_CALL_ERROR, "unknown script");
@@ -1429,16 +1488,16 @@ redis_client_eval(struct redis_client *c, const struct lua_script *script,
                   const char *const *args, size_t nargs, redis_script_cb *cb,
                   void *arg)
 {
-    return redis_client_eval_within(c, script, keys, nkeys, args, nargs,
-                                    c->timeout_ms, cb, arg);
+    struct redis_words w = {keys, NULL, nkeys, args, NULL, nargs};
+
+    return redis_client_eval_within(c, script, &w, c->timeout_ms, cb, arg);
 }
 
 struct redis_call *
 redis_client_eval_within(struct redis_client *c,
                          const struct lua_script *script,
-                         const char *const *keys, size_t nkeys,
-                         const char *const *args, size_t nargs,
-                         uint64_t timeout_ms, redis_script_cb *cb, void *arg)
+                         const struct redis_words *w, uint64_t timeout_ms,
+                         redis_script_cb *cb, void *arg)
 {
     struct redis_call *call;
 
@@ -1446,15 +1505,14 @@ redis_client_eval_within(struct redis_client *c,
         timeout_ms = c->timeout_ms;
     }
     if (c->cluster == NULL) {
-        return eval_on(c, script, keys, nkeys, args, nargs, false, timeout_ms,
-                       cb, arg);
+        return eval_on(c, script, w, false, timeout_ms, cb, arg);
     }
     call = xcalloc(1, sizeof(*call));
     call->client = c;
     call->cb = cb;
     call->arg = arg;
-    call->routed = rcluster_eval(c->cluster, script, keys, nkeys, args, nargs,
-                                 timeout_ms, on_routed, call);
+    call->routed = rcluster_eval(c->cluster, script, w->keys, w->nkeys, w->args,
+                                 w->nargs, timeout_ms, on_routed, call);
     return call;
 }
 
@@ -1464,9 +1522,10 @@ redis_client_eval_node(struct redis_client *c, const struct lua_script *script,
                        const char *const *args, size_t nargs, bool asking,
                        uint64_t timeout_ms, redis_script_cb *cb, void *arg)
 {
+    struct redis_words w = {keys, NULL, nkeys, args, NULL, nargs};
+
     assert(c->cluster == NULL);
-    return eval_on(c, script, keys, nkeys, args, nargs, asking, timeout_ms, cb,
-                   arg);
+    return eval_on(c, script, &w, asking, timeout_ms, cb, arg);
 }
 
 void
@@ -1536,6 +1595,7 @@ client_new(struct event_base *base, const struct redis_conf *conf,
         backoff_seed((uint64_t)(uintptr_t)c ^ (uint64_t)clock_mono_ms() << 20 ^
                      (uint64_t)getpid() << 40);
     TAILQ_INIT(&c->calls);
+    TAILQ_INIT(&c->spare);
     c->batching = true;
     c->queue =
         xcalloc((nscripts > 0 ? nscripts : 1) * BATCH_MAX, sizeof(*c->queue));
@@ -1621,6 +1681,10 @@ redis_client_free(struct redis_client *c)
         TAILQ_REMOVE(&c->calls, call, link);
         event_del(call->ev);
         free(call->error);
+        free(call);
+    }
+    while ((call = TAILQ_FIRST(&c->spare)) != NULL) {
+        TAILQ_REMOVE(&c->spare, call, link);
         free(call);
     }
     event_free(c->connect_timer);

@@ -121,14 +121,32 @@ struct redis_call *redis_client_eval(struct redis_client *c,
                                      redis_script_cb *cb, void *arg);
 
 /*
- * redis_client_eval() answered within 'timeout_ms' instead of the
- * configured timeout (never more than it): for a caller that has already
- * spent part of its decision's time.
+ * The words of one script call: its KEYS, then its ARGV, each a
+ * NUL-terminated string. A caller that knows their lengths passes them,
+ * which spares measuring each word.
  */
-struct redis_call *redis_client_eval_within(
-    struct redis_client *c, const struct lua_script *script,
-    const char *const *keys, size_t nkeys, const char *const *args,
-    size_t nargs, uint64_t timeout_ms, redis_script_cb *cb, void *arg);
+struct redis_words {
+    const char *const *keys; /* KEYS[1..nkeys]; borrowed */
+    const size_t *key_lens;  /* the length of each key, or NULL;
+                                borrowed */
+    size_t nkeys;            /* of keys */
+    const char *const *args; /* ARGV[1..nargs]; borrowed */
+    const size_t *arg_lens;  /* the length of each arg, or NULL;
+                                borrowed */
+    size_t nargs;            /* of args */
+};
+
+/*
+ * redis_client_eval() of the words 'w' (borrowed; copied before the call
+ * returns), answered within 'timeout_ms' instead of the configured
+ * timeout (never more than it): for a caller that has already spent part
+ * of its decision's time.
+ */
+struct redis_call *redis_client_eval_within(struct redis_client *c,
+                                            const struct lua_script *script,
+                                            const struct redis_words *w,
+                                            uint64_t timeout_ms,
+                                            redis_script_cb *cb, void *arg);
 
 /*
  * The caller has gone: 'cb' will not run. Whatever hiredis still owes

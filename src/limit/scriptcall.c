@@ -1,14 +1,16 @@
 #include "scriptcall.h"
 
+#include <limits.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "strbuf.h"
 
-int
-scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
+/* scriptcall_key() of a base of 'base_len' bytes. */
+static int
+put_key(char *buf, size_t size, const char *key_base, size_t base_len,
+        size_t rule)
 {
-    size_t base_len = strlen(key_base);
-
     /* LIMIT_MAX_RULES <= 10: the rule is one digit. */
     _Static_assert(LIMIT_MAX_RULES <= 10, "one digit per rule index");
     if (rule >= LIMIT_MAX_RULES || base_len + 3 > size) {
@@ -21,6 +23,12 @@ scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
     return 0;
 }
 
+int
+scriptcall_key(char *buf, size_t size, const char *key_base, size_t rule)
+{
+    return put_key(buf, size, key_base, strlen(key_base), rule);
+}
+
 /* Appends the decimal 'v' as the next argument of 'sc'. */
 static void
 push_number(struct scriptcall *sc, uint64_t v)
@@ -29,6 +37,16 @@ push_number(struct scriptcall *sc, uint64_t v)
     size_t i = sc->nargs++;
 
     sc->args[i] = u64_dec(v, sc->argbuf[i]);
+    /* u64_dec() ends the digits where a U64_DEC_MAX buffer ends. */
+    sc->arg_lens[i] = (size_t)(sc->argbuf[i] + U64_DEC_MAX - 1 - sc->args[i]);
+}
+
+/* Appends the string 's' (borrowed) of 'len' bytes as the next argument. */
+static void
+push_string(struct scriptcall *sc, const char *s, size_t len)
+{
+    sc->args[sc->nargs] = s;
+    sc->arg_lens[sc->nargs++] = len;
 }
 
 int
@@ -36,24 +54,28 @@ scriptcall_encode(struct scriptcall *sc, const struct limiter_def *lim,
                   const char *key_base, uint64_t cost, const char *request_id,
                   uint64_t now_ms)
 {
+    size_t base_len;
+
     if (lim->nrules == 0 || lim->nrules > LIMIT_MAX_RULES) {
         return -1;
     }
+    base_len = strlen(key_base);
     sc->nkeys = 0;
     sc->nargs = 0;
     for (size_t i = 0; i < lim->nrules; i++) {
-        if (scriptcall_key(sc->keybuf[i], sizeof(sc->keybuf[i]), key_base, i) !=
-            0) {
+        if (put_key(sc->keybuf[i], sizeof(sc->keybuf[i]), key_base, base_len,
+                    i) != 0) {
             return -1;
         }
-        sc->keys[sc->nkeys++] = sc->keybuf[i];
+        sc->keys[sc->nkeys] = sc->keybuf[i];
+        sc->key_lens[sc->nkeys++] = base_len + 2;
     }
     push_number(sc, now_ms);
     push_number(sc, cost);
     push_number(sc, lim->delay ? 1 : 0);
     push_number(sc, lim->max_delay_ms);
     /* The id is the one argument that is not a number: borrowed as is. */
-    sc->args[sc->nargs++] = request_id;
+    push_string(sc, request_id, strlen(request_id));
     for (size_t i = 0; i < lim->nrules; i++) {
         push_number(sc, lim->rules[i].limit);
         push_number(sc, lim->rules[i].window_ms);
@@ -85,6 +107,45 @@ scriptcall_decode(const long long *ints, size_t n, struct limit_result *out)
     return 0;
 }
 
+size_t
+scriptcall_unpack(const char *s, size_t len, long long *ints, size_t max)
+{
+    const char *p = s, *end = s + len;
+    size_t n = 0;
+
+    /* One field per turn; strtoll() would also skip spaces and take '+',
+     * which a reply never holds, and costs more than the reply's parse. */
+    for (;;) {
+        bool neg = p < end && *p == '-';
+        /* The magnitude's bound: LLONG_MIN has one more than LLONG_MAX. */
+        unsigned long long lim = (unsigned long long)LLONG_MAX + neg, v = 0;
+        const char *digits;
+
+        p += neg;
+        digits = p;
+        for (; p < end && *p >= '0' && *p <= '9'; p++) {
+            unsigned d = (unsigned)(*p - '0');
+
+            /* Eighteen digits cannot pass LLONG_MAX: only a longer
+             * number needs the check. */
+            if (p - digits >= 18 && v > (lim - d) / 10) {
+                return 0;
+            }
+            v = v * 10 + d;
+        }
+        if (p == digits || n == max) {
+            return 0;
+        }
+        ints[n++] = !neg ? (long long)v : v == lim ? LLONG_MIN : -(long long)v;
+        if (p == end) {
+            return n;
+        }
+        if (*p++ != ':') {
+            return 0;
+        }
+    }
+}
+
 int
 scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
                  uint64_t units)
@@ -92,7 +153,11 @@ scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
     if (sc->nargs != SCRIPTCALL_FIXED_ARGS + 3 * sc->nkeys) {
         return -1;
     }
-    sc->args[sc->nargs++] = op == SCRIPTCALL_LEASE_TAKE ? "take" : "return";
+    if (op == SCRIPTCALL_LEASE_TAKE) {
+        push_string(sc, "take", 4);
+    } else {
+        push_string(sc, "return", 6);
+    }
     push_number(sc, units);
     return 0;
 }

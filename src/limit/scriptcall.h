@@ -38,12 +38,15 @@ enum scriptcall_lease_op {
  * The words of one script call, in caller-provided storage. 'keys' and
  * 'args' point into the struct itself, except args[4], which is the
  * request id passed to scriptcall_encode() (borrowed). So the struct must
- * not be copied, and both must outlive the use of the words.
+ * not be copied, and both must outlive the use of the words. Each word
+ * is NUL-terminated, and its length is kept beside it.
  */
 struct scriptcall {
     const char *keys[LIMIT_MAX_RULES];     /* KEYS[1..nkeys] */
+    size_t key_lens[LIMIT_MAX_RULES];      /* of each key */
     size_t nkeys;                          /* the limiter's nrules */
     const char *args[SCRIPTCALL_MAX_ARGS]; /* ARGV[1..nargs] */
+    size_t arg_lens[SCRIPTCALL_MAX_ARGS];  /* of each arg */
     size_t nargs; /* 5 + 3 * nkeys, + 2 for a lease call */
     char keybuf[LIMIT_MAX_RULES][SCRIPTCALL_KEY_MAX];     /* the keys' text */
     char argbuf[SCRIPTCALL_MAX_ARGS][SCRIPTCALL_ARG_MAX]; /* numbers */
@@ -89,6 +92,18 @@ int scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
  */
 int scriptcall_decode_lease(const long long *ints, size_t n,
                             struct limit_result *out, uint64_t *units);
+
+/*
+ * Reads one call's reply from a batch (lua/README.md, "Batches"): the
+ * 'len' bytes at 's' (borrowed) are integers in decimal joined by ':',
+ * each an optional '-' and one or more digits, within the range of long
+ * long. Writes them to 'ints' (room for 'max'). Returns how many (at
+ * least one), or 0 for anything else: nothing, an empty field, any other
+ * byte (a sign '+', a space, a NUL), a value out of range, or more than
+ * 'max' integers; 'ints' may then be partly written.
+ */
+size_t scriptcall_unpack(const char *s, size_t len, long long *ints,
+                         size_t max);
 
 /*
  * Reads a script's reply, the 'n' integers 'ints' (borrowed), into '*out'.

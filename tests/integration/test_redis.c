@@ -404,6 +404,50 @@ Test(redis, answers_every_call_of_a_pipeline)
     fx_fini(&f);
 }
 
+/*
+ * Ended call records are kept for the next calls, those with short words
+ * only: over rounds of more calls than are kept, with keys short and
+ * long (past what a kept record holds), alone and in batches, every call
+ * still increments its own key, and only it.
+ */
+Test(redis, calls_on_kept_records_send_their_own_words)
+{
+#define REUSE_N 80
+    struct fx f;
+    struct answer a[REUSE_N];
+    struct answers all = {a, REUSE_N};
+    static char key[REUSE_N][800];
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    fx_client(&f);
+    wait_ready(&f);
+    for (size_t i = 0; i < REUSE_N; i++) {
+        size_t len = i % 3 == 0 ? 700 : 4 + i % 5;
+
+        snprintf(key[i], sizeof(key[i]), "{t}%zu:", i);
+        for (size_t j = strlen(key[i]); j < len; j++) {
+            key[i][j] = (char)('a' + (i + j) % 26);
+        }
+    }
+    for (long long round = 1; round <= 4; round++) {
+        for (size_t i = 0; i < REUSE_N; i++) {
+            eval(&f, (i + (size_t)round) % 2 ? INCR_BATCH : INCR_KEY, key[i],
+                 NULL, &a[i]);
+        }
+        cr_assert(run_until(&f, all_answered, &all, 5000));
+        for (size_t i = 0; i < REUSE_N; i++) {
+            cr_assert_eq(a[i].status, REDIS_CALL_OK, "call %zu: %s %s", i,
+                         status_name(a[i].status), a[i].error);
+            cr_assert_eq(a[i].nints, 1);
+            cr_assert_eq(a[i].ints[0], round, "call %zu counted %lld", i,
+                         a[i].ints[0]);
+        }
+    }
+    fx_fini(&f);
+#undef REUSE_N
+}
+
 Test(redis, authenticates_with_a_password)
 {
     struct fx f;

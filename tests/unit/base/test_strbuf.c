@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,39 @@ Test(strbuf, u64_in_decimal)
     s = strbuf_take(&b);
     cr_assert_str_eq(s, "0 429 18446744073709551615");
     free(s);
+}
+
+/* Asserts that u64_dec() writes 'v' as printf does, at the buffer's end. */
+static void
+expect_dec(unsigned long long v)
+{
+    char buf[U64_DEC_MAX], want[32];
+    const char *got = u64_dec(v, buf);
+
+    snprintf(want, sizeof(want), "%llu", v);
+    cr_assert_str_eq(got, want);
+    cr_assert_eq(got + strlen(want), buf + U64_DEC_MAX - 1,
+                 "%llu not at the end of the buffer", v);
+}
+
+Test(strbuf, decimal_digits_at_every_length_edge)
+{
+    unsigned long long p = 1;
+
+    for (unsigned long long v = 0; v < 10000; v++) {
+        expect_dec(v);
+    }
+    for (int k = 1; k <= 19; k++) {
+        p *= 10;
+        expect_dec(p - 1);
+        expect_dec(p);
+        expect_dec(p + 1);
+        expect_dec(p + 99);
+    }
+    expect_dec(18446744073709551615ULL);
+    expect_dec(18446744073709551614ULL);
+    expect_dec(18446744073709551600ULL);
+    expect_dec(9223372036854775808ULL);
 }
 
 Test(strbuf, json_escapes_only_what_it_must)
