@@ -1,7 +1,9 @@
 #include "scriptcall.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strbuf.h"
@@ -110,37 +112,32 @@ scriptcall_decode(const long long *ints, size_t n, struct limit_result *out)
 size_t
 scriptcall_unpack(const char *s, size_t len, long long *ints, size_t max)
 {
-    const char *p = s, *end = s + len;
+    char buf[SCRIPTCALL_PACKED_MAX + 1];
+    const char *p;
+    char *end;
     size_t n = 0;
 
-    /* One field per turn; strtoll() would also skip spaces and take '+',
-     * which a reply never holds, and costs more than the reply's parse. */
-    for (;;) {
-        bool neg = p < end && *p == '-';
-        /* The magnitude's bound: LLONG_MIN has one more than LLONG_MAX. */
-        unsigned long long lim = (unsigned long long)LLONG_MAX + neg, v = 0;
-        const char *digits;
-
-        p += neg;
-        digits = p;
-        for (; p < end && *p >= '0' && *p <= '9'; p++) {
-            unsigned d = (unsigned)(*p - '0');
-
-            /* Eighteen digits cannot pass LLONG_MAX: only a longer
-             * number needs the check. */
-            if (p - digits >= 18 && v > (lim - d) / 10) {
-                return 0;
-            }
-            v = v * 10 + d;
-        }
-        if (p == digits || n == max) {
+    /* strtoll() reads up to a NUL: the reply is copied with one. */
+    if (len == 0 || len > SCRIPTCALL_PACKED_MAX) {
+        return 0;
+    }
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    for (p = buf;; p = end + 1) {
+        /* strtoll() would also skip spaces and take a '+'. */
+        if (n == max || !(*p == '-' || (*p >= '0' && *p <= '9'))) {
             return 0;
         }
-        ints[n++] = !neg ? (long long)v : v == lim ? LLONG_MIN : -(long long)v;
-        if (p == end) {
-            return n;
+        errno = 0;
+        ints[n++] = strtoll(p, &end, 10);
+        if (end == p || errno != 0) {
+            return 0;
         }
-        if (*p++ != ':') {
+        if (*end == '\0') {
+            /* A NUL inside the reply is not its end. */
+            return end == buf + len ? n : 0;
+        }
+        if (*end != ':') {
             return 0;
         }
     }

@@ -93,6 +93,9 @@ int scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
 int scriptcall_decode_lease(const long long *ints, size_t n,
                             struct limit_result *out, uint64_t *units);
 
+/* The longest packed reply scriptcall_unpack() reads. */
+#define SCRIPTCALL_PACKED_MAX 255
+
 /*
  * Reads one call's reply from a batch (lua/README.md, "Batches"): the
  * 'len' bytes at 's' (borrowed) are integers in decimal joined by ':',
@@ -100,7 +103,8 @@ int scriptcall_decode_lease(const long long *ints, size_t n,
  * long. Writes them to 'ints' (room for 'max'). Returns how many (at
  * least one), or 0 for anything else: nothing, an empty field, any other
  * byte (a sign '+', a space, a NUL), a value out of range, or more than
- * 'max' integers; 'ints' may then be partly written.
+ * 'max' integers, or more than SCRIPTCALL_PACKED_MAX bytes (a reply of
+ * seven integers takes at most 146); 'ints' may then be partly written.
  */
 size_t scriptcall_unpack(const char *s, size_t len, long long *ints,
                          size_t max);

@@ -455,6 +455,18 @@ Test(scriptcall, a_malformed_batch_reply_is_refused)
     cr_assert_eq(scriptcall_unpack("12:34", 4, ints, 8), 2);
     cr_assert_eq(ints[1], 3);
     cr_assert_eq(scriptcall_unpack("12:34", 3, ints, 8), 0);
+    /* Longer than any reply: refused, however it is padded. */
+    {
+        char padded[SCRIPTCALL_PACKED_MAX + 2];
+
+        memset(padded, '0', sizeof(padded) - 1);
+        padded[sizeof(padded) - 2] = '7';
+        cr_assert_eq(scriptcall_unpack(padded, SCRIPTCALL_PACKED_MAX, ints, 8),
+                     1);
+        cr_assert_eq(ints[0], 0);
+        cr_assert_eq(
+            scriptcall_unpack(padded, SCRIPTCALL_PACKED_MAX + 1, ints, 8), 0);
+    }
 }
 
 Test(scriptcall, a_batch_reply_unpacks_as_strtoll_read_it)
