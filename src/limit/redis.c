@@ -146,6 +146,10 @@ struct redis_call {
     size_t nints;                   /* of ints */
     char *error;                    /* REDIS_CALL_ERROR: the text; owned */
 };
+/* A packed reply of REDIS_MAX_INTS integers of 20 characters ("-" and 19
+ * digits) and their separators is read whole by scriptcall_unpack(). */
+_Static_assert(REDIS_MAX_INTS * 21 - 1 <= SCRIPTCALL_PACKED_MAX,
+               "a packed reply fits scriptcall_unpack()'s buffer");
 
 TAILQ_HEAD(call_list, redis_call);
 

@@ -151,7 +151,7 @@ struct redis_call *redis_client_eval_within(struct redis_client *c,
 /*
  * The caller has gone: 'cb' will not run. Whatever hiredis still owes
  * for the call is received and dropped. Must not be called once the
- * callback has run.
+ * callback has run: its record may by then be another call's.
  */
 void redis_call_cancel(struct redis_call *call);
 

@@ -103,8 +103,9 @@ int scriptcall_decode_lease(const long long *ints, size_t n,
  * long. Writes them to 'ints' (room for 'max'). Returns how many (at
  * least one), or 0 for anything else: nothing, an empty field, any other
  * byte (a sign '+', a space, a NUL), a value out of range, or more than
- * 'max' integers, or more than SCRIPTCALL_PACKED_MAX bytes (a reply of
- * seven integers takes at most 146); 'ints' may then be partly written.
+ * 'max' integers, or more than SCRIPTCALL_PACKED_MAX bytes (eight
+ * integers of 20 characters, the most a reply holds, take 167); 'ints'
+ * may then be partly written.
  */
 size_t scriptcall_unpack(const char *s, size_t len, long long *ints,
                          size_t max);

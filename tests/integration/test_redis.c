@@ -1331,3 +1331,178 @@ Test(redis, a_batch_in_flight_on_a_killed_connection_is_answered_once)
     wait_ready(&f);
     fx_fini(&f);
 }
+
+/*
+ * A random mix of calls, which the client makes on the records of ended
+ * calls (outside ASan): alone and batched, with short and long keys,
+ * cancelled before or after their answer is ready, made and cancelled
+ * from callbacks (where the record just ended is reused), timed out under
+ * CLIENT PAUSE and answered late, resent after SCRIPT FLUSH. Every call
+ * not cancelled is answered exactly once, with its own argument; a
+ * cancelled one never. The sequence is fixed (SLUICE_MIX_SEED picks
+ * another).
+ */
+#define RV_N 4000
+struct rv_call {
+    struct redis_call *h;     /* while it may still be answered */
+    bool cancelled;           /* redis_call_cancel() was called */
+    bool batch;               /* made with the batching script */
+    int count;                /* answers */
+    enum redis_status status; /* of the last answer */
+    long long got;            /* its second integer */
+    size_t nints;             /* its integers */
+    long long want;           /* the argument sent */
+};
+static struct rv_call rv[RV_N];
+static size_t rv_n;
+static struct fx *rv_f;
+static uint64_t rv_x = 88172645463325252ULL;
+
+static uint64_t
+rv_rand(void)
+{
+    rv_x ^= rv_x << 13;
+    rv_x ^= rv_x >> 7;
+    rv_x ^= rv_x << 17;
+    return rv_x;
+}
+
+static void rv_start(void);
+
+static void
+rv_on_answer(enum redis_status status, const long long *ints, size_t nints,
+             const char *error, void *arg)
+{
+    struct rv_call *c = arg;
+
+    (void)error;
+    c->count++;
+    c->h = NULL;
+    c->status = status;
+    c->nints = nints;
+    if (nints >= 2) {
+        c->got = ints[1];
+    }
+    cr_assert(!c->cancelled, "call %zu answered after cancel",
+              (size_t)(c - rv));
+    /* Chain: a new call from the callback (it may get this record), and
+     * sometimes cancel it at once. */
+    if (rv_n < RV_N && rv_rand() % 3 == 0) {
+        size_t j = rv_n;
+
+        rv_start();
+        if (rv_rand() % 2 == 0 && rv[j].h != NULL) {
+            rv[j].cancelled = true;
+            redis_call_cancel(rv[j].h);
+            rv[j].h = NULL;
+        }
+    }
+}
+
+static void
+rv_start(void)
+{
+    struct rv_call *c = &rv[rv_n];
+    char key[64], arg[32];
+    const char *keys[] = {key};
+    const char *args[] = {arg};
+    size_t klen = rv_rand() % 4 == 0 ? 40 : 4;
+
+    memset(c, 0, sizeof(*c));
+    c->want = (long long)(rv_n + 1000);
+    c->batch = rv_rand() % 2 == 0;
+    snprintf(key, sizeof(key), "{t}%zu:", rv_n);
+    for (size_t j = strlen(key); j < klen; j++) {
+        key[j] = 'k';
+    }
+    if (strlen(key) < klen) {
+        key[klen] = '\0';
+    }
+    snprintf(arg, sizeof(arg), "%lld", c->want);
+    rv_n++;
+    c->h = redis_client_eval(rv_f->c, c->batch ? ECHO_BATCH : ECHO_KEYS, keys,
+                             1, args, 1, rv_on_answer, c);
+}
+
+static bool
+rv_done(void *arg)
+{
+    (void)arg;
+    for (size_t i = 0; i < rv_n; i++) {
+        if (!rv[i].cancelled && rv[i].count == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+Test(redis, kept_call_records_answer_their_own_calls_under_a_random_mix)
+{
+    struct fx f;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    f.conf.timeout_ms = 60;
+    fx_client(&f);
+    wait_ready(&f);
+    rv_f = &f;
+    if (getenv("SLUICE_MIX_SEED") != NULL) {
+        rv_x = strtoull(getenv("SLUICE_MIX_SEED"), NULL, 10) | 1;
+    }
+    while (rv_n < RV_N - 100) {
+        uint64_t r = rv_rand() % 100;
+
+        if (r < 60) {
+            rv_start();
+        } else if (r < 80) {
+            /* A random call, if it is still live. */
+            size_t i = rv_n > 0 ? rv_rand() % rv_n : 0;
+
+            if (rv_n == 0) {
+                continue;
+            }
+
+            if (rv[i].h != NULL && !rv[i].cancelled) {
+                rv[i].cancelled = true;
+                redis_call_cancel(rv[i].h);
+                rv[i].h = NULL;
+            }
+        } else if (r < 97) {
+            event_base_loop(f.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        } else if (r < 98) {
+            event_base_loop(f.base, EVLOOP_ONCE);
+        } else if (r < 99) {
+            SYNC(&f, "CLIENT", "PAUSE", "80");
+        } else {
+            SYNC(&f, "SCRIPT", "FLUSH");
+        }
+    }
+    cr_assert(run_until(&f, rv_done, NULL, 10000));
+    run_for(&f, 300);
+    {
+        size_t ok = 0, to = 0, other = 0;
+
+        for (size_t i = 0; i < rv_n; i++) {
+            if (rv[i].cancelled) {
+                cr_assert_eq(rv[i].count, 0, "cancelled %zu answered", i);
+                continue;
+            }
+            cr_assert_eq(rv[i].count, 1, "call %zu answered %d times", i,
+                         rv[i].count);
+            if (rv[i].status == REDIS_CALL_OK) {
+                ok++;
+                cr_assert_eq(rv[i].got, rv[i].want,
+                             "call %zu got %lld, want %lld", i, rv[i].got,
+                             rv[i].want);
+            } else if (rv[i].status == REDIS_CALL_TIMEOUT) {
+                to++;
+            } else {
+                other++;
+            }
+        }
+        cr_log_info("ok %zu timeout %zu other %zu of %zu", ok, to, other, rv_n);
+        cr_assert_gt(ok, 100);
+        cr_assert_gt(to, 0);
+    }
+    fx_fini(&f);
+}
