@@ -377,16 +377,17 @@ pool_take(struct pool *pl)
     return NULL;
 }
 
-/* Gives a connection whose response is complete back to its pool. */
+/* Gives a connection back to its pool: its response is complete, or its
+ * request was given up before a byte of it was written. */
 static void
 pool_release(struct upstream_client *c, struct uconn *uc, unsigned keepalive)
 {
     struct pool *pl = uc->pool;
 
-    /* Only an answer that came unasked could end a request not written. */
+    /* A request given up before its head was written leaves the
+       connection as it was: idle (upstream_cancel()). */
     uncork(uc);
     uc->req = NULL;
-    uc->served++;
     if (pl->nidle >= keepalive) {
         conn_free(uc);
         return;
@@ -757,9 +758,16 @@ upstream_send(struct upstream_client *c, const struct upstream_request *r,
 void
 upstream_cancel(struct upstream_req *rq)
 {
+    struct uconn *uc = rq->conn;
+
     if (rq->in_callback) {
         rq->cancelled = true;
         return;
+    }
+    /* Nothing of it written yet (corked): its connection stays good. */
+    if (uc != NULL && uc->corked > 0) {
+        rq->conn = NULL;
+        pool_release(rq->client, uc, rq->keepalive);
     }
     req_free(rq);
 }
@@ -902,6 +910,7 @@ req_complete(struct upstream_req *rq, bool keep_alive, bool stray)
             /* The idle connection is watched for the upstream's close. */
             conn_reading(uc, true);
         }
+        uc->served++;
         pool_release(rq->client, uc, rq->keepalive);
     } else {
         conn_free(uc);

@@ -114,8 +114,9 @@ struct upstream_req *upstream_send(struct upstream_client *c,
 
 /*
  * Abandons 'req': no callback runs after this, and its connection is
- * closed (a response cut short cannot be pooled). Safe from inside the
- * request's own callbacks.
+ * closed (a response cut short cannot be pooled), unless nothing of the
+ * request was written yet (see upstream_send()): that connection goes
+ * back to its pool. Safe from inside the request's own callbacks.
  */
 void upstream_cancel(struct upstream_req *req);
 
