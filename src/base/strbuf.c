@@ -96,13 +96,46 @@ u64_dec(unsigned long long v, char *buf)
     return p;
 }
 
+const char *
+u64_dec_n(unsigned long long v, char *buf, size_t *len)
+{
+    const char *digits = u64_dec(v, buf);
+
+    /* u64_dec() ends the digits where the buffer ends. */
+    *len = (size_t)(buf + U64_DEC_MAX - 1 - digits);
+    return digits;
+}
+
+char *
+u64_put(char *at, unsigned long long v)
+{
+    char buf[U64_DEC_MAX];
+    const char *digits;
+    size_t n;
+
+    /* Most are short: a RESP length, a count. */
+    if (v < 10) {
+        *at = (char)('0' + v);
+        return at + 1;
+    }
+    if (v < 100) {
+        at[0] = dec_pairs[v * 2];
+        at[1] = dec_pairs[v * 2 + 1];
+        return at + 2;
+    }
+    digits = u64_dec_n(v, buf, &n);
+    memcpy(at, digits, n);
+    return at + n;
+}
+
 void
 strbuf_add_u64(struct strbuf *b, unsigned long long v)
 {
     char buf[U64_DEC_MAX];
-    const char *digits = u64_dec(v, buf);
+    size_t n;
+    const char *digits = u64_dec_n(v, buf, &n);
 
-    strbuf_add(b, digits, (size_t)(buf + U64_DEC_MAX - 1 - digits));
+    strbuf_add(b, digits, n);
 }
 
 void

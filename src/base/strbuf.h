@@ -31,6 +31,11 @@ void strbuf_addf(struct strbuf *b, const char *fmt, ...)
 /* 'v' in decimal, without printf: written at the end of 'buf' (of
  * U64_DEC_MAX bytes); returns where the digits begin. */
 const char *u64_dec(unsigned long long v, char *buf);
+/* u64_dec(), with the number of digits in '*len'. */
+const char *u64_dec_n(unsigned long long v, char *buf, size_t *len);
+/* 'v' in decimal at 'at' (room for U64_DEC_MAX - 1 bytes), no NUL;
+ * returns where the digits end. */
+char *u64_put(char *at, unsigned long long v);
 
 /* 'v' in decimal, without printf. */
 void strbuf_add_u64(struct strbuf *b, unsigned long long v);

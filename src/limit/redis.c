@@ -871,30 +871,6 @@ dec_len(uint64_t v)
     return n + (v >= 10);
 }
 
-/* Writes 'v' in decimal at 'p'; returns the end. Most are a word's
- * length, one digit or two. */
-static char *
-put_dec(char *p, uint64_t v)
-{
-    char digits[U64_DEC_MAX];
-    const char *d;
-    size_t n;
-
-    if (v < 10) {
-        *p++ = (char)('0' + v);
-        return p;
-    }
-    if (v < 100) {
-        p[0] = (char)('0' + v / 10);
-        p[1] = (char)('0' + v % 10);
-        return p + 2;
-    }
-    d = u64_dec(v, digits);
-    n = (size_t)(digits + U64_DEC_MAX - 1 - d);
-    memcpy(p, d, n);
-    return p + n;
-}
-
 /* Bytes of 's' (of 'len' bytes) as a RESP bulk string. */
 static size_t
 bulk_size(size_t len)
@@ -907,7 +883,7 @@ static inline char *
 put_bulk(char *p, const char *s, size_t len)
 {
     *p++ = '$';
-    p = put_dec(p, len);
+    p = u64_put(p, len);
     *p++ = '\r';
     *p++ = '\n';
     memcpy(p, s, len);
@@ -955,7 +931,7 @@ static char *
 put_head(char *p, const struct script_head *h)
 {
     *p++ = '*';
-    p = put_dec(p, h->argc);
+    p = u64_put(p, h->argc);
     *p++ = '\r';
     *p++ = '\n';
     p = put_bulk(p, h->word, h->word_len);
@@ -1009,10 +985,10 @@ static char *
 put_num(char *p, uint64_t v)
 {
     *p++ = '$';
-    p = put_dec(p, dec_len(v));
+    p = u64_put(p, dec_len(v));
     *p++ = '\r';
     *p++ = '\n';
-    p = put_dec(p, v);
+    p = u64_put(p, v);
     *p++ = '\r';
     *p++ = '\n';
     return p;

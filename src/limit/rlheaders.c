@@ -113,8 +113,7 @@ struct dec {
 static void
 dec_set(struct dec *d, uint64_t v)
 {
-    d->p = u64_dec(v, d->buf);
-    d->n = (size_t)(d->buf + U64_DEC_MAX - 1 - d->p);
+    d->p = u64_dec_n(v, d->buf, &d->n);
 }
 
 /* put_field() of a number. */
@@ -196,15 +195,6 @@ put(char *at, const char *s, size_t len)
     return at + len;
 }
 
-static char *
-put_u64(char *at, uint64_t v)
-{
-    char num[U64_DEC_MAX];
-    const char *digits = u64_dec(v, num);
-
-    return put(at, digits, (size_t)(num + U64_DEC_MAX - 1 - digits));
-}
-
 /* A RateLimit item whose limiter's name is this long or shorter is
  * written on the stack. */
 #define STATE_NAME_MAX 160
@@ -228,7 +218,7 @@ add_ietf(struct headers *h, bool fresh, const struct limiter_def *lim,
     at = put(at, lim->name, name_len);
     if (rule > 0) {
         at = put(at, "/", 1);
-        at = put_u64(at, rule);
+        at = u64_put(at, rule);
     }
     at = put(at, "\";r=", 4);
     at = put(at, rem->p, rem->n);

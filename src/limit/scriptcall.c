@@ -38,9 +38,7 @@ push_number(struct scriptcall *sc, uint64_t v)
     _Static_assert(SCRIPTCALL_ARG_MAX >= U64_DEC_MAX, "any number fits");
     size_t i = sc->nargs++;
 
-    sc->args[i] = u64_dec(v, sc->argbuf[i]);
-    /* u64_dec() ends the digits where a U64_DEC_MAX buffer ends. */
-    sc->arg_lens[i] = (size_t)(sc->argbuf[i] + U64_DEC_MAX - 1 - sc->args[i]);
+    sc->args[i] = u64_dec_n(v, sc->argbuf[i], &sc->arg_lens[i]);
 }
 
 /* Appends the string 's' (borrowed) of 'len' bytes as the next argument. */

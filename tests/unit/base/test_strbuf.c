@@ -32,6 +32,17 @@ expect_dec(unsigned long long v)
     cr_assert_str_eq(got, want);
     cr_assert_eq(got + strlen(want), buf + U64_DEC_MAX - 1,
                  "%llu not at the end of the buffer", v);
+    {
+        char put[U64_DEC_MAX + 1];
+        size_t n;
+
+        cr_assert_eq(u64_dec_n(v, buf, &n), got);
+        cr_assert_eq(n, strlen(want), "%llu: length %zu", v, n);
+        memset(put, 'x', sizeof(put));
+        cr_assert_eq(u64_put(put, v), put + n, "%llu: u64_put() end", v);
+        cr_assert(memcmp(put, want, n) == 0 && put[n] == 'x',
+                  "%llu: u64_put() wrote %.*s", v, (int)n, put);
+    }
 }
 
 Test(strbuf, decimal_digits_at_every_length_edge)
