@@ -70,18 +70,21 @@
  * arrive in one loop turn (none under ASan: xmalloc.h). */
 #define SPARE_EXCHANGES 64
 
-/*
- * Emptied field lists whose memory later ones reuse, for lists of which
- * many are alive at once: one per request waiting for its decision or
- * its response head.
- */
 /* A field list is kept in a pool only while its block of copies and its
  * slots each take at most this many bytes (a usual request's: 1 KiB). */
 #define POOLED_LIST_BYTES (8 * 1024)
+
+/*
+ * Emptied field lists whose memory later ones reuse: a request's lists
+ * then allocate nothing in the common case. Many are alive at once: one
+ * per request waiting for its decision or its response head.
+ */
 struct field_pool {
     struct headers v[SPARE_EXCHANGES]; /* owned */
     size_t n;                          /* lists in 'v' */
 };
+
+static void pool_free(struct field_pool *pool);
 
 struct proxy {
     struct event_base *base;       /* borrowed */
@@ -93,8 +96,8 @@ struct proxy {
     struct accesslog *log;         /* borrowed: the access log */
     size_t in_flight;              /* length of 'live' */
     bool draining;                 /* responses close their connections */
-    struct headers in_spare;       /* an empty list whose memory the next
-                                      request's fields reuse; owned */
+    struct field_pool in_spare;    /* the lists of a request's fields
+                                      that were given back */
     struct field_pool fwd_spare;   /* the lists of fields sent upstream
                                       that were given back */
     struct jwtcache *tokens;       /* verified tokens; owned */
@@ -223,13 +226,9 @@ proxy_free(struct proxy *p)
     if (p == NULL) {
         return;
     }
-    headers_deinit(&p->in_spare);
-    for (size_t i = 0; i < p->fwd_spare.n; i++) {
-        headers_deinit(&p->fwd_spare.v[i]);
-    }
-    for (size_t i = 0; i < p->rl_spare.n; i++) {
-        headers_deinit(&p->rl_spare.v[i]);
-    }
+    pool_free(&p->in_spare);
+    pool_free(&p->fwd_spare);
+    pool_free(&p->rl_spare);
     upstream_client_free(p->up);
     jwtcache_free(p->tokens);
     while (p->spare_ex != NULL) {
@@ -268,30 +267,6 @@ proxy_idle(const struct proxy *p)
 
 /* ---- field lists ---- */
 
-/*
- * An empty list in '*h', with the memory of the one last given back to
- * 'spare': a request's lists then allocate nothing in the common case.
- */
-static void
-fields_take(struct headers *spare, struct headers *h)
-{
-    *h = *spare;
-    headers_init(spare);
-}
-
-/* 'h' is done with: kept (emptied) in 'spare' if that is free. */
-static void
-fields_give(struct headers *spare, struct headers *h)
-{
-    if (spare->v == NULL && spare->mem == NULL) {
-        headers_clear(h);
-        *spare = *h;
-        headers_init(h);
-    } else {
-        headers_deinit(h);
-    }
-}
-
 /* An empty list in '*h', with the memory of one given back to 'pool'. */
 static void
 pool_take(struct field_pool *pool, struct headers *h)
@@ -322,6 +297,14 @@ pool_give(struct field_pool *pool, struct headers *h)
         headers_deinit(h);
     }
     headers_init(h);
+}
+
+static void
+pool_free(struct field_pool *pool)
+{
+    for (size_t i = 0; i < pool->n; i++) {
+        headers_deinit(&pool->v[i]);
+    }
 }
 
 /* ---- the end of an exchange ---- */
@@ -1438,27 +1421,27 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         peer.family = AF_INET;
     }
     netaddr_format(&peer, addr, sizeof(addr));
-    fields_take(&p->in_spare, &in);
+    pool_take(&p->in_spare, &in);
     evreq_headers(&in, creq);
     if (refused_or_reply(p, creq, cc, &in, addr, t0, wall)) {
-        fields_give(&p->in_spare, &in);
+        pool_give(&p->in_spare, &in);
         return;
     }
     if (evreq_head_bytes(creq) > sc->max_header_bytes) {
-        fields_give(&p->in_spare, &in);
+        pool_give(&p->in_spare, &in);
         early_reply(p, creq, 431,
                     "request header fields exceed server.max_header_bytes",
                     addr, t0, wall);
         return;
     }
     if (raw_path == NULL || raw_path[0] == '\0') {
-        fields_give(&p->in_spare, &in);
+        pool_give(&p->in_spare, &in);
         early_reply(p, creq, 400, "request target has no path", addr, t0, wall);
         return;
     }
     st = path_normalize(raw_path, strlen(raw_path), &path);
     if (st != PATH_OK) {
-        fields_give(&p->in_spare, &in);
+        pool_give(&p->in_spare, &in);
         early_reply(p, creq, 400, path_status_str(st), addr, t0, wall);
         return;
     }
@@ -1482,7 +1465,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
             ? jwt_or_reply(p, cfg, creq, &in, addr, t0, wall, &claims)
             : identity_or_reply(p, cfg, creq, &in, trusted, addr, t0, wall,
                                 &id)) {
-        fields_give(&p->in_spare, &in);
+        pool_give(&p->in_spare, &in);
         free(xff);
         free(path);
         return;
@@ -1505,7 +1488,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     view.draw = p->draws += 0x9e3779b97f4a7c15ULL;
     route = router_match(cfg->routes, cfg->nroutes, &view, &vars);
     if (route == NULL) {
-        fields_give(&p->in_spare, &in);
+        pool_give(&p->in_spare, &in);
         claims_unref(claims);
         free(xff);
         free(path);
@@ -1520,7 +1503,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         ex->user = xstrdup(id.user);
     }
     if (route_answered(ex, &in, query)) {
-        fields_give(&p->in_spare, &in);
+        pool_give(&p->in_spare, &in);
         claims_unref(claims);
         free(xff);
         free(path);
@@ -1570,7 +1553,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     fr.role_header = cfg->identity.role_header;
     fr.who = &id;
     forward_request_headers(&ex->fwd, &fr);
-    fields_give(&p->in_spare, &out.headers);
+    pool_give(&p->in_spare, &out.headers);
     claims_unref(claims); /* 'user' and 'role' are copied by now */
     free(xff);
     if (out.path != path) {
