@@ -135,6 +135,15 @@ read_head(int fd)
     cr_assert_fail("no end to the request head");
 }
 
+/* Reads one request head on 'fd' and answers it with RESPONSE. */
+static void
+answer(int fd)
+{
+    read_head(fd);
+    cr_assert_eq(write(fd, RESPONSE, sizeof(RESPONSE) - 1),
+                 (ssize_t)(sizeof(RESPONSE) - 1));
+}
+
 /*
  * A client with one connection in its pool: one request sent, accepted,
  * read and answered in full.
@@ -171,9 +180,7 @@ setup(struct fixture *f)
             event_base_loop(f->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
         }
     }
-    read_head(f->peer);
-    cr_assert_eq(write(f->peer, RESPONSE, sizeof(RESPONSE) - 1),
-                 (ssize_t)(sizeof(RESPONSE) - 1));
+    answer(f->peer);
     loop_until_ended(f, 1);
     cr_assert_eq(f->done, 1, "the first request failed");
 }
@@ -232,9 +239,7 @@ Test(upstream, a_head_sent_in_a_turn_is_written_when_the_turn_ends)
     cr_assert_not_null(t.req);
     cr_assert_eq(t.in_turn, -1, "the head was written inside the turn");
     cr_assert(upstream_reused(t.req), "the pooled connection went unused");
-    read_head(f.peer);
-    cr_assert_eq(write(f.peer, RESPONSE, sizeof(RESPONSE) - 1),
-                 (ssize_t)(sizeof(RESPONSE) - 1));
+    answer(f.peer);
     loop_until_ended(&f, 2);
     cr_assert_eq(f.done, 2);
     teardown(&f);
@@ -261,9 +266,7 @@ Test(upstream, a_request_given_up_in_its_turn_never_reaches_the_upstream)
     cr_assert(upstream_reused(next), "the connection was not pooled again");
     /* Sent outside a turn: written when the loop runs next. */
     event_base_loop(f.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-    read_head(f.peer);
-    cr_assert_eq(write(f.peer, RESPONSE, sizeof(RESPONSE) - 1),
-                 (ssize_t)(sizeof(RESPONSE) - 1));
+    answer(f.peer);
     loop_until_ended(&f, 2);
     cr_assert_eq(f.done, 2);
     teardown(&f);
