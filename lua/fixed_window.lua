@@ -18,13 +18,10 @@ local LEASE = false
 local function evaluate(rule, a)
     local L, W, now, c, key = rule.L, rule.W, a.now, a.cost, rule.key
     local k = floordiv(now, W)
-    local st = get(key)
     local n = 0
-    if st then
-        local w, m = string.match(st, '^(%d+):(%d+)$')
-        if w and tonumber(w) == k then
-            n = tonumber(m)
-        end
+    local w, m = get(key, '^(%d+):(%d+)$')
+    if w == k then
+        n = m
     end
     local reset = (k + 1) * W - now
     local r = {
@@ -35,11 +32,15 @@ local function evaluate(rule, a)
         rem_now = math.max(0, L - n),
         reset_now = reset,
         retry = reset,
+        k = k,
+        n = n,
     }
-    r.commit = function()
-        store(key, string.format('%d:%d', k, n + c), reset)
-    end
     return r
+end
+
+-- Writes what evaluate() found, once every rule admits.
+local function commit(rule, a, r)
+    store(rule.key, r.reset_after, r.k, r.n + a.cost)
 end
 
 --#include lib/decide.lua

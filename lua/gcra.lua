@@ -21,18 +21,11 @@ local LEASE = true
 
 -- The distance d (1/L ms ticks) of a rule's tat ahead of 'now'; 0 if none.
 local function backlog(rule, now)
-    local st = get(rule.key)
     local d = 0
-    local t, f
-    if st then
-        t, f = string.match(st, '^(%d+):(%d+)$')
-    end
-    if t then
-        local tat = tonumber(t)
-        -- tat < now makes (tat - now) * L + f negative, as 0 <= f < L.
-        if tat >= now then
-            d = (tat - now) * rule.L + tonumber(f)
-        end
+    local tat, f = get(rule.key, '^(%d+):(%d+)$')
+    -- tat < now makes (tat - now) * L + f negative, as 0 <= f < L.
+    if tat and tat >= now then
+        d = (tat - now) * rule.L + f
     end
     return d
 end
@@ -40,8 +33,7 @@ end
 -- Writes tat = now + nd / L ms with its fraction.
 local function store_tat(rule, now, nd)
     local q = floordiv(nd, rule.L)
-    store(rule.key, string.format('%d:%d', now + q, nd - q * rule.L),
-          ceildiv(nd, rule.L))
+    store(rule.key, ceildiv(nd, rule.L), now + q, nd - q * rule.L)
 end
 
 local function evaluate(rule, a)
@@ -61,11 +53,14 @@ local function evaluate(rule, a)
         rem_now = math.max(0, floordiv(full - d, W)),
         reset_now = ceildiv(d, L),
         retry = wait - a.maxd,
+        nd = nd,
     }
-    r.commit = function()
-        store_tat(rule, now, nd)
-    end
     return r
+end
+
+-- Writes what evaluate() found, once every rule admits.
+local function commit(rule, a, r)
+    store_tat(rule, a.now, r.nd)
 end
 
 -- A lease's unused units move tat back by units * W / L ms, never to

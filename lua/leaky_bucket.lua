@@ -22,15 +22,11 @@ local LEASE = false
 local function evaluate(rule, a)
     local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
     local full, need = B * W, a.cost * rule.W
-    local st = get(key)
     local V = 0
-    local v, t
-    if st then
-        v, t = string.match(st, '^(%d+):(%d+)$')
-    end
+    local v, t = get(key, '^(%d+):(%d+)$')
     if v then
-        V = tonumber(v)
-        local elapsed = math.max(0, now - tonumber(t))
+        V = v
+        local elapsed = math.max(0, now - t)
         -- Compared first so that elapsed * L never grows past the water.
         if elapsed >= ceildiv(V, L) then
             V = 0
@@ -62,11 +58,14 @@ local function evaluate(rule, a)
         rem_now = math.max(0, floordiv(full - V, W)),
         reset_now = ceildiv(V, L),
         retry = retry,
+        after = after,
     }
-    r.commit = function()
-        store(key, string.format('%d:%d', after, now), r.reset_after)
-    end
     return r
+end
+
+-- Writes what evaluate() found, once every rule admits.
+local function commit(rule, a, r)
+    store(rule.key, r.reset_after, r.after, a.now)
 end
 
 --#include lib/decide.lua

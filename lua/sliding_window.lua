@@ -48,23 +48,27 @@ local function evaluate(rule, a)
         local m = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
         r.retry = tonumber(m[2]) + W - now
     end
-    r.commit = function()
-        local prefix = str(now) .. ':' .. a.reqid .. ':'
-        local score = str(now)
-        local i = 1
-        while i <= c do
-            local args = {}
-            local last = math.min(c, i + ZADD_SLICE - 1)
-            for j = i, last do
-                args[#args + 1] = score
-                args[#args + 1] = prefix .. str(j)
-            end
-            redis.call('ZADD', key, unpack(args))
-            i = last + 1
-        end
-        redis.call('PEXPIRE', key, str(math.max(1, reset_after)))
-    end
     return r
+end
+
+-- Writes what evaluate() found, once every rule admits: one member per
+-- unit, and the key's TTL.
+local function commit(rule, a, r)
+    local now, c, key = a.now, a.cost, rule.key
+    local prefix = str(now) .. ':' .. a.reqid .. ':'
+    local score = str(now)
+    local i = 1
+    while i <= c do
+        local args = {}
+        local last = math.min(c, i + ZADD_SLICE - 1)
+        for j = i, last do
+            args[#args + 1] = score
+            args[#args + 1] = prefix .. str(j)
+        end
+        redis.call('ZADD', key, unpack(args))
+        i = last + 1
+    end
+    redis.call('PEXPIRE', key, str(math.max(1, r.reset_after)))
 end
 
 --#include lib/decide.lua

@@ -21,19 +21,12 @@ local function evaluate(rule, a)
     local L, W, now, c, key = rule.L, rule.W, a.now, a.cost, rule.key
     local k = floordiv(now, W)
     local e = now - k * W
-    local st = get(key)
     local cur, prev = 0, 0
-    local w, cu, pr
-    if st then
-        w, cu, pr = string.match(st, '^(%d+):(%d+):(%d+)$')
-    end
-    if w then
-        w = tonumber(w)
-        if w == k then
-            cur, prev = tonumber(cu), tonumber(pr)
-        elseif w == k - 1 then
-            cur, prev = 0, tonumber(cu)
-        end
+    local w, cu, pr = get(key, '^(%d+):(%d+):(%d+)$')
+    if w == k then
+        cur, prev = cu, pr
+    elseif w == k - 1 then
+        cur, prev = 0, cu
     end
     local used = prev * (W - e) + cur * W
     local function reset_of(cu, pr)
@@ -66,10 +59,13 @@ local function evaluate(rule, a)
             r.retry = (W - e) + e2
         end
     end
-    r.commit = function()
-        store(key, string.format('%d:%d:%d', k, cur + c, prev), 2 * W - e)
-    end
+    r.k, r.e, r.cur, r.prev = k, e, cur, prev
     return r
+end
+
+-- Writes what evaluate() found, once every rule admits.
+local function commit(rule, a, r)
+    store(rule.key, 2 * rule.W - r.e, r.k, r.cur + a.cost, r.prev)
 end
 
 --#include lib/decide.lua

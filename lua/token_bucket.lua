@@ -24,15 +24,11 @@ local LEASE = true
 local function level(rule, now)
     local L, W, B = rule.L, rule.W, rule.B
     local full = B * W
-    local st = get(rule.key)
     local S = full
-    local s, t
-    if st then
-        s, t = string.match(st, '^(%-?%d+):(%d+)$')
-    end
+    local s, t = get(rule.key, '^(%-?%d+):(%d+)$')
     if s then
-        S = tonumber(s)
-        local elapsed = math.max(0, now - tonumber(t))
+        S = s
+        local elapsed = math.max(0, now - t)
         -- Compared first so that elapsed * L never grows past the bucket.
         if elapsed >= ceildiv(full - S, L) then
             S = full
@@ -44,7 +40,7 @@ local function level(rule, now)
 end
 
 local function evaluate(rule, a)
-    local L, W, B, now, key = rule.L, rule.W, rule.B, a.now, rule.key
+    local L, W, B, now = rule.L, rule.W, rule.B, a.now
     local full, need = B * W, a.cost * rule.W
     local S = level(rule, now)
     local wait = 0
@@ -60,11 +56,14 @@ local function evaluate(rule, a)
         rem_now = math.max(0, floordiv(S, W)),
         reset_now = ceildiv(full - S, L),
         retry = wait - a.maxd,
+        after = after,
     }
-    r.commit = function()
-        store(key, string.format('%d:%d', after, now), r.reset_after)
-    end
     return r
+end
+
+-- Writes what evaluate() found, once every rule admits.
+local function commit(rule, a, r)
+    store(rule.key, r.reset_after, r.after, a.now)
 end
 
 -- A lease's unused units go back into the bucket, which never holds more
@@ -76,7 +75,7 @@ local function restore(rule, a, units)
     if S >= full then
         del(key)
     else
-        store(key, string.format('%d:%d', S, now), ceildiv(full - S, L))
+        store(key, ceildiv(full - S, L), S, now)
     end
     return math.max(0, floordiv(S, W)), ceildiv(full - S, L)
 end

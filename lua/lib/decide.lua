@@ -2,14 +2,34 @@
 -- every rule, write only if all admit, and build the reply record
 -- (src/algo.h, "Combining"); then run one call, or each call of a batch.
 -- Put in place of "--#include lib/decide.lua" by cmake/embed_lua.cmake;
--- it expects parse() and evaluate() above it, and restore() too where
--- LEASE is true.
+-- it expects parse(), evaluate() and commit() above it, and restore()
+-- too where LEASE is true. evaluate(rule, a) reads a rule's state and
+-- returns what the rule decides, without writing; commit(rule, a, r)
+-- writes the state that evaluate() returned as r.
 -- All-or-nothing: every rule is evaluated before anything is written, and
 -- states are written only if every rule admits (algo.h, "Combining").
 -- A lease take (lua/README.md, "Leases") grants at most this share of
 -- the units the tightest rule has left, so that the lease shrinks as the
 -- bucket nears empty, down to the cost itself.
 local LEASE_SHARE = 4
+
+-- Every rule's evaluation, in res[1..#a.rules] (one table for the whole
+-- run: entries past the call's rules are stale), and whether they all
+-- admit.
+local res = {}
+local function evaluate_all(a)
+    local rules, ok = a.rules, true
+    for i = 1, #rules do
+        local r = evaluate(rules[i], a)
+        res[i] = r
+        ok = ok and r.ok
+    end
+    return ok
+end
+
+-- One call: its error reply (a table), or its reply's integers as
+-- values: allowed, remaining, retry_after_ms, reset_ms, delay_ms, rule,
+-- and for a lease, the units granted (algo.h, "Combining").
 local function decide()
     local a, err = parse()
     if not a then
@@ -27,21 +47,14 @@ local function decide()
                 reset = rs
             end
         end
-        return {1, remaining, 0, reset, 0, rule, a.units}
+        return 1, remaining, 0, reset, 0, rule, a.units
     end
-    local function evaluate_all()
-        local res, ok = {}, true
-        for i = 1, #a.rules do
-            res[i] = evaluate(a.rules[i], a)
-            ok = ok and res[i].ok
-        end
-        return res, ok
-    end
-    local res, allowed = evaluate_all()
+    local n = #a.rules
+    local allowed = evaluate_all(a)
     if allowed and a.op == 'take' then
         -- Units reserved from the future (delay mode) are never leased.
         local avail, waits = nil, false
-        for i = 1, #res do
+        for i = 1, n do
             waits = waits or res[i].wait > 0
             if avail == nil or res[i].rem_now < avail then
                 avail = res[i].rem_now
@@ -53,12 +66,12 @@ local function decide()
             if g > a.cost then
                 -- g <= avail: every rule still admits, with no wait.
                 a.cost = g
-                res, allowed = evaluate_all()
+                allowed = evaluate_all(a)
             end
         end
     end
     local remaining, rule, reset, delay = nil, 0, 0, 0
-    for i = 1, #res do
+    for i = 1, n do
         local r = res[i]
         local rem = allowed and r.rem_after or r.rem_now
         local rs = allowed and r.reset_after or r.reset_now
@@ -73,24 +86,19 @@ local function decide()
         end
     end
     if allowed then
-        for i = 1, #res do
-            res[i].commit()
+        for i = 1, n do
+            commit(a.rules[i], a, res[i])
         end
-        if a.op == 'take' then
-            return {1, remaining, 0, reset, delay, rule, a.cost}
-        end
-        return {1, remaining, 0, reset, delay, rule}
+        return 1, remaining, 0, reset, delay, rule,
+               a.op == 'take' and a.cost or nil
     end
     local retry = -1
-    for i = 1, #res do
+    for i = 1, n do
         if not res[i].ok and res[i].retry > retry then
             retry, rule = res[i].retry, i - 1
         end
     end
-    if a.op == 'take' then
-        return {0, remaining, retry, reset, 0, rule, 0}
-    end
-    return {0, remaining, retry, reset, 0, rule}
+    return 0, remaining, retry, reset, 0, rule, a.op == 'take' and 0 or nil
 end
 
 -- The calls of a batch (lua/README.md, "Batches"): ARGV[1] is "batch",
@@ -102,12 +110,16 @@ end
 -- shape is checked whole before any call runs: a malformed batch writes
 -- nothing.
 local function decide_packed()
-    local r = decide()
-    if r.err then
-        return r
+    local allowed, remaining, retry, reset, delay, rule, units = decide()
+    if type(allowed) == 'table' then
+        return allowed
     end
-    return string.format(#r == 6 and '%d:%d:%d:%d:%d:%d'
-                         or '%d:%d:%d:%d:%d:%d:%d', unpack(r))
+    if units then
+        return string.format('%d:%d:%d:%d:%d:%d:%d', allowed, remaining,
+                             retry, reset, delay, rule, units)
+    end
+    return string.format('%d:%d:%d:%d:%d:%d', allowed, remaining, retry,
+                         reset, delay, rule)
 end
 
 local function batch()
@@ -117,6 +129,8 @@ local function batch()
         return redis.error_reply('ERR sluice: batch: ARGV[2] must be the '
             .. 'number of calls, >= 1')
     end
+    -- Four slots per call: key offset, key count, argument offset,
+    -- argument count.
     local calls, k, at = {}, 1, 3
     for i = 1, n do
         local nk, na = int(args[at] or ''), int(args[at + 1] or '')
@@ -126,7 +140,9 @@ local function batch()
                 .. ' (ARGV[' .. at .. ']) names more keys or arguments '
                 .. 'than the batch holds')
         end
-        calls[i] = {k - 1, nk, at + 1, na}
+        local c = 4 * i
+        calls[c - 3], calls[c - 2], calls[c - 1], calls[c] = k - 1, nk,
+                                                             at + 1, na
         k, at = k + nk, at + 2 + na
     end
     if k ~= #keys + 1 or at ~= #args + 1 then
@@ -136,8 +152,8 @@ local function batch()
     end
     local out = {}
     for i = 1, n do
-        local c = calls[i]
-        K0, NK, A0, NA = c[1], c[2], c[3], c[4]
+        local c = 4 * i
+        K0, NK, A0, NA = calls[c - 3], calls[c - 2], calls[c - 1], calls[c]
         -- A command that fails (a key of another type) fails its own
         -- call only.
         local mark = begin()
@@ -159,7 +175,12 @@ local out
 if ARGV[1] == 'batch' then
     out = batch()
 else
-    out = decide()
+    -- A table constructor ends at the first nil: six integers, or seven
+    -- for a lease.
+    out = {decide()}
+    if type(out[1]) == 'table' then
+        out = out[1]
+    end
 end
 flush()
 return out

@@ -74,7 +74,45 @@ local function rule_error(i, at, msg)
         .. msg
 end
 
+-- The previous call parse() accepted, and where its words are: the calls
+-- of a batch usually repeat their keys and rules, and a call whose keys
+-- and arguments are the previous call's word for word, but for its
+-- request id, is parsed to the same result.
+local last, last_k0, last_a0
+
+local function repeats_last()
+    local nk, na = NK, NA
+    if not last or nk ~= #last.rules or na ~= last.na then
+        return false
+    end
+    local KEYS, ARGV, k0, a0, lk0, la0 = KEYS, ARGV, K0, A0, last_k0, last_a0
+    for i = 1, nk do
+        if KEYS[k0 + i] ~= KEYS[lk0 + i] then
+            return false
+        end
+    end
+    for i = 1, na do
+        if i ~= 5 and ARGV[a0 + i] ~= ARGV[la0 + i] then
+            return false
+        end
+    end
+    return true
+end
+
+-- The call's arguments as a table (now, cost, delay, maxd, reqid, rules,
+-- and op, units for a lease), or nil and what is wrong with them. The
+-- table is the caller's until the next parse(), which may return it
+-- again with another request id.
 local function parse()
+    if repeats_last() then
+        local reqid = ARGV[A0 + 5]
+        if reqid == '' then
+            return nil, 'request id (ARGV[5]) is empty'
+        end
+        -- A lease take may have raised the cost of the previous call.
+        last.cost, last.reqid = int(ARGV[A0 + 2]), reqid
+        return last
+    end
     local KEYS, ARGV, k0, a0 = KEYS, ARGV, K0, A0
     local nkeys = NK
     if nkeys < 1 or nkeys > 8 then
@@ -196,72 +234,103 @@ local function parse()
         end
         a.now = redis_now
     end
+    a.na, last, last_k0, last_a0 = NA, a, K0, A0
     return a
 end
 
--- A rule's state, one string of integers joined by ':', as this run of
--- the script last left it: read from Redis at most once (get()), and
--- written back at most once, with the TTL of its last write, when the
--- run ends (flush()). The calls of a batch on one key then share one GET
--- and one SET, and leave exactly what they would have left one by one:
--- Redis runs a script alone, and expires no key while it runs.
-local state, state_ttl, dirty = {}, {}, {}
--- While a call of a batch runs: what its writes replaced, so that a call
--- that fails midway leaves nothing of its own (undo()).
-local journal
+-- A rule's state, two or three integers that Redis holds as one string
+-- joined by ':', as this run of the script last left them: read from
+-- Redis and parsed at most once (get()), and written back at most once,
+-- with the TTL of its last write, when the run ends (flush()). The calls
+-- of a batch on one key then share one GET and one SET, and leave exactly
+-- what they would have left one by one: Redis runs a script alone, and
+-- expires no key while it runs. The integers stay numbers in between, so
+-- a batch formats and parses each state once, not once per call.
+-- s1[key] is false when the key has no state (none, deleted, or a value
+-- that does not parse); s3[key] is nil for a state of two integers.
+local s1, s2, s3, state_ttl, dirty = {}, {}, {}, {}, {}
+-- While a call of a batch runs: what its writes replaced, five slots per
+-- write (key, s1, s2, s3, TTL), so that a call that fails midway leaves
+-- nothing of its own (undo()). 'journal' is false outside a batch.
+local journal, journal_n = false, 0
 
--- The state of 'key', or nil.
-local function get(key)
-    local v = state[key]
-    if v == nil then
-        v = redis.call('GET', key)
-        state[key] = v
+-- The integers of 'key''s state, read with 'pattern' (two or three
+-- captures of digits), or nil when it has none or its value does not
+-- match. A script passes the same pattern for every key it reads.
+local function get(key, pattern)
+    local x = s1[key]
+    if x == nil then
+        local v = redis.call('GET', key)
+        local a, b, c
+        if v then
+            a, b, c = string.match(v, pattern)
+        end
+        if a then
+            x, s2[key], s3[key] = tonumber(a), tonumber(b), c and tonumber(c)
+        else
+            x = false
+        end
+        s1[key] = x
     end
-    return v or nil
+    if x then
+        return x, s2[key], s3[key]
+    end
+    return nil
 end
 
--- Writes 'value' with a TTL of 'ttl' ms (at least 1 ms: PX 0 is an error).
-local function store(key, value, ttl)
+-- Writes the integers a, b (and c, for a state of three) as 'key''s
+-- state with a TTL of 'ttl' ms (at least 1 ms: PX 0 is an error).
+-- Every value an algorithm writes matches the pattern it reads with.
+local function store(key, ttl, a, b, c)
     if journal then
-        journal[#journal + 1] = {key, state[key], state_ttl[key]}
+        local n = journal_n
+        journal[n + 1], journal[n + 2], journal[n + 3] = key, s1[key], s2[key]
+        journal[n + 4], journal[n + 5] = s3[key], state_ttl[key]
+        journal_n = n + 5
     end
     if state_ttl[key] == nil then
         dirty[#dirty + 1] = key
     end
-    state[key] = value
-    state_ttl[key] = ttl
+    s1[key], s2[key], s3[key], state_ttl[key] = a, b, c, ttl
 end
 
 -- No state: the same as a full bucket.
 local function del(key)
-    store(key, false, 0)
+    store(key, 0, false)
 end
 
 -- Starts a journal of the writes of one call of a batch.
 local function begin()
-    journal = {}
+    journal, journal_n = journal or {}, 0
     return #dirty
 end
 
 -- Takes back the writes since begin() returned 'mark': the call failed.
 local function undo(mark)
-    for i = #journal, 1, -1 do
-        local j = journal[i]
-        state[j[1]], state_ttl[j[1]] = j[2], j[3]
+    for n = journal_n - 4, 1, -5 do
+        local key = journal[n]
+        s1[key], s2[key], s3[key] = journal[n + 1], journal[n + 2],
+                                    journal[n + 3]
+        state_ttl[key] = journal[n + 4]
     end
     for i = #dirty, mark + 1, -1 do
         dirty[i] = nil
     end
-    journal = nil
+    journal_n = 0
 end
 
 -- Writes back every state the run changed: SET ... PX, or DEL.
 local function flush()
     for i = 1, #dirty do
         local key = dirty[i]
-        if state[key] then
-            redis.call('SET', key, state[key], 'PX',
-                       str(math.max(1, state_ttl[key])))
+        if s1[key] then
+            local v
+            if s3[key] then
+                v = string.format('%d:%d:%d', s1[key], s2[key], s3[key])
+            else
+                v = string.format('%d:%d', s1[key], s2[key])
+            end
+            redis.call('SET', key, v, 'PX', str(math.max(1, state_ttl[key])))
         else
             redis.call('DEL', key)
         end

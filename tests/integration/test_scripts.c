@@ -1482,44 +1482,77 @@ Test(scripts, a_batch_decides_as_its_calls_would_one_by_one)
     }
 }
 
-Test(scripts, lease_calls_in_a_batch_answer_as_they_would_alone)
+Test(scripts, a_batch_of_repeated_calls_decides_as_they_would_one_by_one)
 {
-    /* A take, a plain call, a return and a take again: seven integers
-     * for the lease calls, six for the plain one. */
-    static const struct {
-        int op;
-        uint64_t cost, units;
-    } seq[] = {
-        {SCRIPTCALL_LEASE_TAKE, 1, 8},
-        {NO_LEASE, 2, 0},
-        {SCRIPTCALL_LEASE_RETURN, 1, 3},
-        {SCRIPTCALL_LEASE_TAKE, 2, 6},
-    };
-    enum { N = sizeof(seq) / sizeof(seq[0]) };
+    /* Runs of calls that repeat the previous call word for word but for
+     * the request id, which the scripts parse once: the counts must still
+     * add up, and each request id must still be its own (sliding_window's
+     * members carry it). */
+    static const uint64_t costs[] = {1, 1, 1, 2, 2, 1, 1, 1};
+    enum { N = sizeof(costs) / sizeof(costs[0]) };
+    struct limit_rule rules[2] = {{5, 10000, 5}, {8, 60000, 8}};
+
+    for (size_t a = 0; a < NALGOS; a++) {
+        const char *algo = all_algos[a];
+        struct lim one = mk(algo, "repeat-one", 2, rules);
+        struct lim many = mk(algo, "repeat-many", 2, rules);
+        struct batch *b = calloc(1, sizeof(*b));
+        struct rec want[N];
+        redisReply *r;
+
+        for (size_t i = 0; i < N; i++) {
+            want[i] = decide(&one, T0 + 5, costs[i]);
+            batch_add(b, &many, T0 + 5, costs[i]);
+        }
+        r = batch_run(algo, b, true);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algo,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+        cr_assert_eq(r->elements, N);
+        for (size_t i = 0; i < N; i++) {
+            assert_rec_at(__LINE__, algo, batch_rec(r, i, algo), want[i]);
+        }
+        freeReplyObject(r);
+        assert_rec_at(__LINE__, algo, decide(&many, T0 + 700, 1),
+                      decide(&one, T0 + 700, 1));
+        free(b);
+    }
+}
+
+struct lease_step {
+    int op;
+    uint64_t cost, units;
+};
+
+/* Runs 'seq' call by call on one key and as one batch on another, for
+ * token_bucket and gcra, and checks that each call answers the same. */
+static void
+assert_lease_batch_answers_as_alone(const struct lease_step *seq, size_t n)
+{
     static const char *const algos[] = {"token_bucket", "gcra"};
 
+    cr_assert_leq(n, 16);
     for (size_t a = 0; a < 2; a++) {
         struct lim one = mk1(algos[a], "lease-one", 10, 1000, 40);
         struct lim many = mk1(algos[a], "lease-many", 10, 1000, 40);
         struct batch *b = calloc(1, sizeof(*b));
-        char want[N][96];
+        char want[16][96];
         redisReply *r;
 
-        for (size_t i = 0; i < N; i++) {
+        for (size_t i = 0; i < n; i++) {
             struct scriptcall sc;
             const char *words[LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS];
             char reqid[32];
-            size_t n = 0, used = 0;
+            size_t nw = 0, used = 0;
 
             encode_call(&sc, &one, T0 + 5, seq[i].cost, seq[i].op, seq[i].units,
                         reqid, sizeof(reqid));
             for (size_t k = 0; k < sc.nkeys; k++) {
-                words[n++] = sc.keys[k];
+                words[nw++] = sc.keys[k];
             }
             for (size_t k = 0; k < sc.nargs; k++) {
-                words[n++] = sc.args[k];
+                words[nw++] = sc.args[k];
             }
-            r = eval_keys(algos[a], (int)sc.nkeys, words, n, true);
+            r = eval_keys(algos[a], (int)sc.nkeys, words, nw, true);
             cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algos[a],
                          r->type == REDIS_REPLY_ERROR ? r->str : "?");
             cr_assert_eq(r->elements, seq[i].op == NO_LEASE ? 6u : 7u);
@@ -1536,8 +1569,8 @@ Test(scripts, lease_calls_in_a_batch_answer_as_they_would_alone)
         r = batch_run(algos[a], b, true);
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algos[a],
                      r->type == REDIS_REPLY_ERROR ? r->str : "?");
-        cr_assert_eq(r->elements, N);
-        for (size_t i = 0; i < N; i++) {
+        cr_assert_eq(r->elements, n);
+        for (size_t i = 0; i < n; i++) {
             cr_assert_eq(r->element[i]->type, REDIS_REPLY_STRING);
             cr_assert_str_eq(r->element[i]->str, want[i], "%s: call %zu",
                              algos[a], i);
@@ -1545,6 +1578,36 @@ Test(scripts, lease_calls_in_a_batch_answer_as_they_would_alone)
         freeReplyObject(r);
         free(b);
     }
+}
+
+Test(scripts, lease_calls_in_a_batch_answer_as_they_would_alone)
+{
+    /* A take, a plain call, a return and a take again: seven integers
+     * for the lease calls, six for the plain one. */
+    static const struct lease_step seq[] = {
+        {SCRIPTCALL_LEASE_TAKE, 1, 8},
+        {NO_LEASE, 2, 0},
+        {SCRIPTCALL_LEASE_RETURN, 1, 3},
+        {SCRIPTCALL_LEASE_TAKE, 2, 6},
+    };
+
+    assert_lease_batch_answers_as_alone(seq, sizeof(seq) / sizeof(seq[0]));
+}
+
+Test(scripts, repeated_lease_takes_in_a_batch_are_granted_as_alone)
+{
+    /* The same take again and again: each grant raises the call's cost
+     * to the units granted, and a repeat starts from its own cost. The
+     * grants shrink as the bucket empties (8, 8, 6, 4, 3, ...). */
+    static const struct lease_step seq[] = {
+        {SCRIPTCALL_LEASE_TAKE, 1, 8},   {SCRIPTCALL_LEASE_TAKE, 1, 8},
+        {SCRIPTCALL_LEASE_TAKE, 1, 8},   {SCRIPTCALL_LEASE_TAKE, 1, 8},
+        {SCRIPTCALL_LEASE_TAKE, 1, 8},   {SCRIPTCALL_LEASE_TAKE, 1, 8},
+        {SCRIPTCALL_LEASE_TAKE, 1, 8},   {SCRIPTCALL_LEASE_TAKE, 1, 8},
+        {SCRIPTCALL_LEASE_RETURN, 1, 3}, {SCRIPTCALL_LEASE_RETURN, 1, 3},
+    };
+
+    assert_lease_batch_answers_as_alone(seq, sizeof(seq) / sizeof(seq[0]));
 }
 
 /* Calls of 'cmd' since the last CONFIG RESETSTAT (0 if none). */
@@ -1689,6 +1752,48 @@ Test(scripts, a_call_failing_midway_in_a_batch_writes_nothing_of_its_own)
                          "%s: the failed return gave rule 1 its units", algo);
         free(before);
         free(after);
+        free(b);
+    }
+}
+
+Test(scripts, a_failed_call_keeps_what_an_earlier_call_of_its_batch_wrote)
+{
+    /* Call 1 writes rule 1's key; call 2, a return on both rules, writes
+     * it again and then fails on rule 2. Taking call 2 back must leave
+     * call 1's state whole, and the batch must write it. */
+    struct limit_rule rules[2] = {{10, 1000, 40}, {10, 1000, 40}};
+
+    for (size_t a = 0; a < 2; a++) {
+        const char *algo = a == 0 ? "token_bucket" : "gcra";
+        struct lim l = mk(algo, "kept", 2, rules);
+        struct lim first = mk1(algo, "kept", 10, 1000, 40); /* l's key 1 */
+        struct lim twin = mk1(algo, "kept-twin", 10, 1000, 40);
+        struct batch *b = calloc(1, sizeof(*b));
+        char *got, *want;
+        redisReply *r;
+
+        cr_assert_str_eq(first.keys[0], l.keys[0]);
+        cr_assert_eq(decide(&l, T0, 5).allowed, 1);
+        cr_assert_eq(decide(&twin, T0, 5).allowed, 1);
+        r = redisCommand(rc, "DEL %s", l.keys[1]);
+        freeReplyObject(r);
+        r = redisCommand(rc, "RPUSH %s x", l.keys[1]);
+        freeReplyObject(r);
+        batch_add(b, &first, T0, 1);
+        batch_add_call(b, &l, T0, 1, SCRIPTCALL_LEASE_RETURN, 3);
+        r = batch_run(algo, b, true);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", algo);
+        cr_assert_eq(r->elements, 2);
+        cr_assert_eq(r->element[0]->type, REDIS_REPLY_STRING, "%s", algo);
+        cr_assert_eq(r->element[1]->type, REDIS_REPLY_ERROR, "%s", algo);
+        freeReplyObject(r);
+        cr_assert_eq(decide(&twin, T0, 1).allowed, 1);
+        got = get_text(l.keys[0]);
+        want = get_text(twin.keys[0]);
+        cr_assert_str_eq(got, want, "%s: call 1's write was not kept whole",
+                         algo);
+        free(got);
+        free(want);
         free(b);
     }
 }
