@@ -254,9 +254,17 @@ local s1, s2, s3, state_ttl, dirty = {}, {}, {}, {}, {}
 -- nothing of its own (undo()). 'journal' is false outside a batch.
 local journal, journal_n = false, 0
 
+-- Every integer a script writes stays within 2^50: at most 16 digits,
+-- after a minus sign if any.
+local function fits(s)
+    return s == nil or #s <= 16 or #s == 17 and string.byte(s) == 45
+end
+
 -- The integers of 'key''s state, read with 'pattern' (two or three
--- captures of digits), or nil when it has none or its value does not
--- match. A script passes the same pattern for every key it reads.
+-- captures of digits), or nil when it has none, or its value does not
+-- match, or holds an integer longer than any the scripts write (kept as
+-- a number, it would not read back as the text it formats to). A script
+-- passes the same pattern for every key it reads.
 local function get(key, pattern)
     local x = s1[key]
     if x == nil then
@@ -265,7 +273,7 @@ local function get(key, pattern)
         if v then
             a, b, c = string.match(v, pattern)
         end
-        if a then
+        if a and fits(a) and fits(b) and fits(c) then
             x, s2[key], s3[key] = tonumber(a), tonumber(b), c and tonumber(c)
         else
             x = false

@@ -914,9 +914,28 @@ Test(scripts, a_state_that_does_not_parse_counts_as_none)
         {"token_bucket", "s"}, {"leaky_bucket", "v"},
         {"gcra", "t"},
     };
+    /* The last ones hold integers no script writes (each stays within
+     * 2^50): longer than 16 digits, and past what a double holds. */
     static const char *const junk[] = {
-        "",        "x",       "1",      "1:",       ":1",      "1:2:3:4",
-        "1.5:2:0", "1e3:2:0", " 1:2:0", "-1:-2:-3", "0x1:1:1", "1::2",
+        "",
+        "x",
+        "1",
+        "1:",
+        ":1",
+        "1:2:3:4",
+        "1.5:2:0",
+        "1e3:2:0",
+        " 1:2:0",
+        "-1:-2:-3",
+        "0x1:1:1",
+        "1::2",
+        "99999999999999999999:0",
+        "0:99999999999999999999",
+        "99999999999999999999:0:0",
+        "0:99999999999999999999:0",
+        "0:0:99999999999999999999",
+        "-99999999999999999999:0",
+        "10000000000000000:1",
     };
     char scope[32];
 
@@ -1760,18 +1779,22 @@ Test(scripts, a_failed_call_keeps_what_an_earlier_call_of_its_batch_wrote)
 {
     /* Call 1 writes rule 1's key; call 2, a return on both rules, writes
      * it again and then fails on rule 2. Taking call 2 back must leave
-     * call 1's state whole, and the batch must write it. */
-    struct limit_rule rules[2] = {{10, 1000, 40}, {10, 1000, 40}};
+     * call 1's state and TTL whole, and the batch must write them. The
+     * TTLs are real time: a unit is 6 s of them, so the 3 units of the
+     * return would add 18 s, and the test's own run counts for little. */
+    struct limit_rule rules[2] = {{10, 60000, 40}, {10, 60000, 40}};
 
     for (size_t a = 0; a < 2; a++) {
         const char *algo = a == 0 ? "token_bucket" : "gcra";
         struct lim l = mk(algo, "kept", 2, rules);
-        struct lim first = mk1(algo, "kept", 10, 1000, 40); /* l's key 1 */
-        struct lim twin = mk1(algo, "kept-twin", 10, 1000, 40);
+        struct lim first = mk1(algo, "kept", 10, 60000, 40); /* l's key 1 */
+        struct lim twin = mk1(algo, "kept-twin", 10, 60000, 40);
         struct batch *b = calloc(1, sizeof(*b));
+        long long ttl_got, ttl_want;
         char *got, *want;
         redisReply *r;
 
+        l.keep_ttl = first.keep_ttl = twin.keep_ttl = true;
         cr_assert_str_eq(first.keys[0], l.keys[0]);
         cr_assert_eq(decide(&l, T0, 5).allowed, 1);
         cr_assert_eq(decide(&twin, T0, 5).allowed, 1);
@@ -1781,7 +1804,7 @@ Test(scripts, a_failed_call_keeps_what_an_earlier_call_of_its_batch_wrote)
         freeReplyObject(r);
         batch_add(b, &first, T0, 1);
         batch_add_call(b, &l, T0, 1, SCRIPTCALL_LEASE_RETURN, 3);
-        r = batch_run(algo, b, true);
+        r = batch_run(algo, b, false);
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", algo);
         cr_assert_eq(r->elements, 2);
         cr_assert_eq(r->element[0]->type, REDIS_REPLY_STRING, "%s", algo);
@@ -1792,6 +1815,10 @@ Test(scripts, a_failed_call_keeps_what_an_earlier_call_of_its_batch_wrote)
         want = get_text(twin.keys[0]);
         cr_assert_str_eq(got, want, "%s: call 1's write was not kept whole",
                          algo);
+        ttl_got = cmd_int("PTTL %s", l.keys[0]);
+        ttl_want = cmd_int("PTTL %s", twin.keys[0]);
+        cr_assert(ttl_want > 30000 && llabs(ttl_got - ttl_want) < 5000,
+                  "%s: PTTL %lld, want about %lld", algo, ttl_got, ttl_want);
         free(got);
         free(want);
         free(b);
