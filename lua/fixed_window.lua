@@ -3,7 +3,7 @@
 fixed_window.lua - sluice rate limiter, fixed window: at most L units in
 each aligned window [k*W, (k+1)*W) of W ms.
 
-Semantics exactly as src/algo.h states them (the C twin's contract; a
+Semantics exactly as src/limit/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 State per rule: the string "<w>:<n>" (w = window number k, n = units
 admitted in it), read with GET and written only on admission with

@@ -4,7 +4,7 @@ gcra.lua - sluice rate limiter, GCRA (generic cell rate algorithm): one
 unit every W / L ms, with up to B units at once; decides exactly like
 token_bucket but stores one point in time instead of a level.
 
-Semantics exactly as src/algo.h states them (the C twin's contract; a
+Semantics exactly as src/limit/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 The theoretical arrival time is tat = t + f / L ms (0 <= f < L), so the
 emission interval W / L keeps its fraction. Distances are counted in 1/L ms

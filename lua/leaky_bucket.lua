@@ -3,7 +3,7 @@
 leaky_bucket.lua - sluice rate limiter, leaky bucket: holds at most B
 units of water, leaks L units per W ms; a request pours in cost units.
 
-Semantics exactly as src/algo.h states them (the C twin's contract; a
+Semantics exactly as src/limit/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 The water V is kept in unit-milliseconds (u units = u * W) and leaks L per
 elapsed millisecond of Redis time, so no fraction of a leak is lost. Deny

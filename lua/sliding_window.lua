@@ -3,7 +3,7 @@
 sliding_window.lua - sluice rate limiter, sliding log: at most L units in
 any W ms, counted exactly.
 
-Semantics exactly as src/algo.h states them (the C twin's contract; a
+Semantics exactly as src/limit/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 State per rule: a sorted set with one member per admitted unit, score =
 admission time in ms, member "<now>:<request id>:<1..cost>", so two

@@ -4,7 +4,7 @@ sliding_window_counter.lua - sluice rate limiter, sliding window counter:
 the count of the current aligned window plus the previous window's count
 weighted by the share of it still inside the sliding window; O(1) memory.
 
-Semantics exactly as src/algo.h states them (the C twin's contract; a
+Semantics exactly as src/limit/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 The weighting is kept scaled by W (used = prev * (W - e) + cur * W), so no
 fraction is rounded. State per rule: the string "<w>:<cur>:<prev>" (w =

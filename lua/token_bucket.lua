@@ -3,7 +3,7 @@
 token_bucket.lua - sluice rate limiter, token bucket: holds at most B
 units, refills L units per W ms; a request takes cost units.
 
-Semantics exactly as src/algo.h states them (the C twin's contract; a
+Semantics exactly as src/limit/algo.h states them (the C twin's contract; a
 differential test compares the two); arguments and reply: lua/README.md.
 The level S is kept in unit-milliseconds (u units = u * W) and refills L
 per elapsed millisecond, so no partial refill is ever thrown away and the

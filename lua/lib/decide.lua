@@ -1,6 +1,6 @@
 -- decide.lua - the second half every rate-limit script shares: evaluate
 -- every rule, write only if all admit, and build the reply record
--- (src/algo.h, "Combining"); then run one call, or each call of a batch.
+-- (src/limit/algo.h, "Combining"); then run one call, or each call of a batch.
 -- Put in place of "--#include lib/decide.lua" by cmake/embed_lua.cmake;
 -- it expects parse(), evaluate() and commit() above it, and restore()
 -- too where LEASE is true. evaluate(rule, a) reads a rule's state and
@@ -175,8 +175,8 @@ local out
 if ARGV[1] == 'batch' then
     out = batch()
 else
-    -- A table constructor ends at the first nil: six integers, or seven
-    -- for a lease.
+    -- Six integers, or seven for a lease: Redis's reply stops at the
+    -- first nil of the table.
     out = {decide()}
     if type(out[1]) == 'table' then
         out = out[1]

@@ -1,6 +1,6 @@
 -- prelude.lua - the first half every rate-limit script shares: argument
--- parsing and validation, exact integer helpers, state writes. Not a
--- script of its own: cmake/embed_lua.cmake puts it in place of the line
+-- parsing and validation, exact integer helpers, state reads and writes.
+-- Not a script of its own: cmake/embed_lua.cmake puts it in place of the line
 -- "--#include lib/prelude.lua" of each script in lua/.
 -- Every argument and every product the algorithms form stays at or below
 -- 2^50, so arithmetic on Lua's doubles is exact integer arithmetic.
