@@ -127,6 +127,23 @@ evreq_add_date(struct evhttp_request *req)
     }
 }
 
+/* The most plaintext one TLS record carries (RFC 8446 5.1). */
+#define TLS_RECORD_MAX 16384
+
+void
+evreq_coalesce(struct evhttp_connection *conn)
+{
+    struct evbuffer *out;
+
+    if (conn == NULL) {
+        return;
+    }
+    out = bufferevent_get_output(evhttp_connection_get_bufferevent(conn));
+    if (evbuffer_get_length(out) <= TLS_RECORD_MAX) {
+        evbuffer_pullup(out, -1);
+    }
+}
+
 void
 evreq_flush(struct evhttp_connection *conn)
 {

@@ -76,6 +76,17 @@ const char *evreq_date_now(void);
  */
 void evreq_flush(struct evhttp_connection *conn);
 
+/*
+ * Joins what the output buffer of 'conn' holds into one piece when it is
+ * at most 16 KiB, the plaintext of one TLS record. For TLS connections:
+ * OpenSSL's bufferevent makes one record, and one write(), of each piece
+ * it finds in its output, and a reply is two pieces at least, its head
+ * and its body. Call it once the reply is all in the output, in the same
+ * loop turn: the bufferevent writes on its next write event. Copies at
+ * most 16 KiB; NULL is a no-op.
+ */
+void evreq_coalesce(struct evhttp_connection *conn);
+
 /* The answer to 'req' says "Connection: close", and evhttp closes after. */
 void evreq_close_after_reply(struct evhttp_request *req);
 

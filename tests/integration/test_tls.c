@@ -782,6 +782,59 @@ Test(tls, keep_alive_requests_on_the_listener_do_not_wait_for_acks)
     free(tls);
 }
 
+/* Records of application data that a tconn has received since the
+ * count was last zeroed: its SSL reports each record's header to
+ * on_tls_record() (TLS 1.2, where a record's type is in the clear). */
+static int tls_records_in;
+
+static void
+on_tls_record(int write_p, int version, int content_type, const void *buf,
+              size_t len, SSL *ssl, void *arg)
+{
+    (void)version;
+    (void)ssl;
+    (void)arg;
+    if (!write_p && content_type == SSL3_RT_HEADER && len >= 1 &&
+        ((const unsigned char *)buf)[0] == SSL3_RT_APPLICATION_DATA) {
+        tls_records_in++;
+    }
+}
+
+Test(tls, a_reply_on_the_listener_comes_in_one_tls_record)
+{
+    /* OpenSSL's bufferevent makes a record, and a write, of each piece of
+     * its output: a reply's head and body were two records. A proxied
+     * reply, and the gateway's own (a 404), each come in one. */
+    struct proc echo;
+    struct tconn c;
+    struct gw g;
+    uint16_t ep;
+    char *tls = listener_conf("srv"), *routes;
+
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: x\n    uri: http://127.0.0.1:%u\n"
+                          "    predicates: [ 'Path=/x/**' ]\n",
+                          (unsigned)ep);
+    gw_start(&g, tls, "", routes);
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_2_VERSION));
+    SSL_set_msg_callback(c.ssl, on_tls_record);
+    for (int i = 0; i < 3; i++) {
+        tls_records_in = 0;
+        cr_assert_eq(tconn_get(&c, "/x/a"), 200);
+        cr_assert_eq(tls_records_in, 1, "reply %d came in %d records", i,
+                     tls_records_in);
+    }
+    tls_records_in = 0;
+    cr_assert_eq(tconn_get(&c, "/elsewhere"), 404);
+    cr_assert_eq(tls_records_in, 1, "the 404 came in %d records",
+                 tls_records_in);
+    tconn_close(&c);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(routes);
+    free(tls);
+}
+
 /*
  * One worker, max_connections: 1, both listeners: a kept-alive plain
  * connection fills the worker's share, so a TLS client waits in the
