@@ -481,6 +481,19 @@ conn_closed(struct clientconn *cc)
     if (cb != NULL) {
         cb(cc, arg);
     }
+    /*
+     * A reply whose end waited (clientconn_end_reply()) on a connection
+     * that failed: evhttp has detached its request, as it does any
+     * request whose reply has begun and not ended, and left it to be
+     * ended, which frees it. One still attached goes with the connection.
+     */
+    if (cc->tail_req != NULL &&
+        evhttp_request_get_connection(cc->tail_req) == NULL) {
+        struct evhttp_request *req = cc->tail_req;
+
+        cc->tail_req = NULL;
+        evhttp_send_reply_end(req);
+    }
     record_free(cc);
 }
 
@@ -499,7 +512,8 @@ conn_close(struct clientconn *cc)
            leave the record behind. */
         cs->closing = NULL;
         cc->evcon = NULL;
-        cc->reading = NULL; /* went with the bufferevent */
+        cc->reading = NULL;  /* went with the bufferevent */
+        cc->tail_req = NULL; /* went with the connection */
         conn_closed(cc);
     }
 }

@@ -97,8 +97,10 @@ bool clientconn_tls(const struct clientconn *cc);
  * its write callback; one left over from an earlier write would make
  * evhttp take an end called with bytes still queued for done, stop
  * writing and strand them. So the end waits until the output is empty
- * and a loop turn has passed. If the connection closes first, evhttp
- * frees 'req' and nothing is called.
+ * and a loop turn has passed. If the connection fails first, evhttp
+ * detaches 'req' (its reply has begun and not ended) and the close ends
+ * it, which frees it; if the gateway closes the connection, evhttp frees
+ * 'req' with it. Nothing is called either way.
  */
 void clientconn_end_reply(struct clientconn *cc, struct evhttp_request *req);
 
