@@ -1449,6 +1449,23 @@ batch_rec(const redisReply *r, size_t i, const char *algo)
                         (long long)res.delay_ms,       (long long)res.rule};
 }
 
+/* Runs batch 'b' of 'algo' (its keys persisted) and checks that call i
+ * answers want[i], for each of the 'n' calls. */
+static void
+assert_batch_decides(const char *algo, const struct batch *b,
+                     const struct rec *want, size_t n)
+{
+    redisReply *r = batch_run(algo, b, true);
+
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algo,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    cr_assert_eq(r->elements, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_rec_at(__LINE__, algo, batch_rec(r, i, algo), want[i]);
+    }
+    freeReplyObject(r);
+}
+
 Test(scripts, a_batch_decides_as_its_calls_would_one_by_one)
 {
     /* Two keys of one limiter, interleaved, with costs that exhaust them:
@@ -1462,7 +1479,6 @@ Test(scripts, a_batch_decides_as_its_calls_would_one_by_one)
         struct lim one[2], many[2];
         struct batch *b = calloc(1, sizeof(*b));
         struct rec want[N];
-        redisReply *r;
 
         for (int k = 0; k < 2; k++) {
             char scope[32];
@@ -1476,14 +1492,7 @@ Test(scripts, a_batch_decides_as_its_calls_would_one_by_one)
             want[i] = decide(&one[i % 2], T0 + 5, costs[i]);
             batch_add(b, &many[i % 2], T0 + 5, costs[i]);
         }
-        r = batch_run(algo, b, true);
-        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algo,
-                     r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-        cr_assert_eq(r->elements, N);
-        for (size_t i = 0; i < N; i++) {
-            assert_rec_at(__LINE__, algo, batch_rec(r, i, algo), want[i]);
-        }
-        freeReplyObject(r);
+        assert_batch_decides(algo, b, want, N);
         if (strcmp(algo, "sliding_window") != 0) {
             for (int k = 0; k < 2; k++) {
                 cr_assert_eq(state_field(&one[k], is_bucket(algo) ? "t" : "w"),
@@ -1517,20 +1526,12 @@ Test(scripts, a_batch_of_repeated_calls_decides_as_they_would_one_by_one)
         struct lim many = mk(algo, "repeat-many", 2, rules);
         struct batch *b = calloc(1, sizeof(*b));
         struct rec want[N];
-        redisReply *r;
 
         for (size_t i = 0; i < N; i++) {
             want[i] = decide(&one, T0 + 5, costs[i]);
             batch_add(b, &many, T0 + 5, costs[i]);
         }
-        r = batch_run(algo, b, true);
-        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algo,
-                     r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-        cr_assert_eq(r->elements, N);
-        for (size_t i = 0; i < N; i++) {
-            assert_rec_at(__LINE__, algo, batch_rec(r, i, algo), want[i]);
-        }
-        freeReplyObject(r);
+        assert_batch_decides(algo, b, want, N);
         assert_rec_at(__LINE__, algo, decide(&many, T0 + 700, 1),
                       decide(&one, T0 + 700, 1));
         free(b);
