@@ -158,6 +158,22 @@ gw_start(struct gw *g, const char *tls, const char *sections,
     free(listener);
 }
 
+/*
+ * Starts an echo, its port in '*ep', and in front of it a gateway whose
+ * one route, "all", takes every request there; 'tls' as gw_start().
+ */
+static void
+gw_start_echo(struct gw *g, const char *tls, struct proc *echo, uint16_t *ep)
+{
+    char *routes;
+
+    echo_start(echo, ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)*ep);
+    gw_start(g, tls, "", routes);
+    free(routes);
+}
+
 static void
 gw_stop(struct gw *g)
 {
@@ -619,12 +635,9 @@ Test(tls, the_listener_answers_curl_with_the_ca_as_https)
     struct http_response r;
     struct gw g;
     uint16_t ep;
-    char *tls = listener_conf("srv"), *routes, *u, *xfp;
+    char *tls = listener_conf("srv"), *u, *xfp;
 
-    echo_start(&echo, &ep);
-    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
-                          (unsigned)ep);
-    gw_start(&g, tls, "", routes);
+    gw_start_echo(&g, tls, &echo, &ep);
     u = harness_strf("https://localhost:%u/hello", (unsigned)g.tport);
     cr_assert_eq(http_get(&r, u, 10000), 0, "curl error %d", r.err);
     cr_assert_eq(r.status, 200);
@@ -655,7 +668,6 @@ Test(tls, the_listener_answers_curl_with_the_ca_as_https)
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
     free(u);
-    free(routes);
     free(tls);
 }
 
@@ -713,12 +725,9 @@ Test(tls, clients_leaving_while_their_replies_wait_to_be_written)
     struct linger rst = {1, 0};
     struct gw g;
     uint16_t ep;
-    char *tls = listener_conf("srv"), *routes;
+    char *tls = listener_conf("srv");
 
-    echo_start(&echo, &ep);
-    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
-                          (unsigned)ep);
-    gw_start(&g, tls, "", routes);
+    gw_start_echo(&g, tls, &echo, &ep);
     for (unsigned i = 0; i < 24; i++) {
         /* A size of its own: the access log tells its exchange's end. */
         unsigned size = sizes[i % 3] + i;
@@ -747,7 +756,6 @@ Test(tls, clients_leaving_while_their_replies_wait_to_be_written)
               "the gateway kept a connection");
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
-    free(routes);
     free(tls);
 }
 
@@ -757,12 +765,9 @@ Test(tls, a_client_leaving_over_tls_while_the_upstream_is_slow_is_seen)
     struct http_response r;
     struct gw g;
     uint16_t ep;
-    char *tls = listener_conf("srv"), *routes, *u;
+    char *tls = listener_conf("srv"), *u;
 
-    echo_start(&echo, &ep);
-    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
-                          (unsigned)ep);
-    gw_start(&g, tls, "", routes);
+    gw_start_echo(&g, tls, &echo, &ep);
     /* The client gives up after 1 s; the upstream would take 20 s. */
     u = harness_strf("https://localhost:%u/x?sleep_ms=20000",
                      (unsigned)g.tport);
@@ -777,7 +782,6 @@ Test(tls, a_client_leaving_over_tls_while_the_upstream_is_slow_is_seen)
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
     free(u);
-    free(routes);
     free(tls);
 }
 
@@ -796,12 +800,9 @@ Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
     const unsigned char *proto;
     unsigned len;
     long failed;
-    char *tls = listener_conf("srv"), *routes;
+    char *tls = listener_conf("srv");
 
-    echo_start(&echo, &ep);
-    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
-                          (unsigned)ep);
-    gw_start(&g, tls, "", routes);
+    gw_start_echo(&g, tls, &echo, &ep);
     /* The start-up probe of the port hung up mid-handshake: a failure,
      * counted once the gateway has seen it go. */
     cr_assert(harness_wait_until(probe_counted, &g, 5000));
@@ -837,7 +838,6 @@ Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
     tconn_alpn = "\x08http/1.1";
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
-    free(routes);
     free(tls);
 }
 
@@ -848,12 +848,9 @@ Test(tls, keep_alive_requests_on_the_listener_do_not_wait_for_acks)
     struct gw g;
     uint16_t ep;
     int64_t t0, ms;
-    char *tls = listener_conf("srv"), *routes;
+    char *tls = listener_conf("srv");
 
-    echo_start(&echo, &ep);
-    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
-                          (unsigned)ep);
-    gw_start(&g, tls, "", routes);
+    gw_start_echo(&g, tls, &echo, &ep);
     cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
     t0 = harness_now_ms();
     for (int i = 0; i < 200; i++) {
@@ -866,7 +863,6 @@ Test(tls, keep_alive_requests_on_the_listener_do_not_wait_for_acks)
     tconn_close(&c);
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
-    free(routes);
     free(tls);
 }
 
@@ -1054,16 +1050,13 @@ Test(tls, reload_takes_a_new_certificate_without_dropping_a_connection)
     struct http_response r;
     struct gw g;
     uint16_t ep;
-    char *tls, *routes, *first, *second, *third;
+    char *tls, *first, *second, *third;
 
     /* The listener reads live.pem and live.key, which the test replaces. */
     pki_copy("srv.pem", "live.pem");
     pki_copy("srv.key", "live.key");
     tls = listener_conf("live");
-    echo_start(&echo, &ep);
-    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
-                          (unsigned)ep);
-    gw_start(&g, tls, "", routes);
+    gw_start_echo(&g, tls, &echo, &ep);
     cr_assert(tconn_open(&old, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
     cr_assert_eq(tconn_get(&old, "/before"), 200);
     first = tconn_serial(&old);
@@ -1097,7 +1090,6 @@ Test(tls, reload_takes_a_new_certificate_without_dropping_a_connection)
     free(first);
     free(second);
     free(third);
-    free(routes);
     free(tls);
 }
 
