@@ -360,11 +360,17 @@ evreq_send_reply(struct evhttp_request *req, int status,
     bool has_date = false;
 
     if (text == NULL || !evreq_own_head(req)) {
+        /* evhttp frees the request, never the connection, in the call,
+           and writes on the next write event: the answer waits whole. */
+        struct evhttp_connection *conn =
+            text == NULL ? evhttp_request_get_connection(req) : NULL;
+
         for (size_t i = 0; i < nfields; i++) {
             evhttp_add_header(out, fields->v[i].name, fields->v[i].value);
         }
         evreq_add_date(req);
         evhttp_send_reply(req, status, problem_reason(status), body);
+        evreq_coalesce(conn);
         return;
     }
     evreq_head_begin(text, req, status, problem_reason(status));

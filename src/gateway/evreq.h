@@ -164,7 +164,9 @@ bool evreq_write_out(struct evhttp_request *req, struct evbuffer *buf,
  * written as evreq_head_send() does, through 'text' and 'spare', for a
  * request evreq_own_head() accepts; by evhttp otherwise, and when 'text'
  * is NULL (a TLS connection: nothing but OpenSSL may write to its
- * socket). Nothing of 'req' after the call: evhttp may free it inside.
+ * socket; the answer queued is then joined into one piece,
+ * evreq_coalesce()). Nothing of 'req' after the call: evhttp may free
+ * it inside.
  */
 void evreq_send_reply(struct evhttp_request *req, int status,
                       const struct headers *fields, struct evbuffer *body,

@@ -457,10 +457,6 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evreq_send_reply(creq, status, refusal, reply,
                          tls_cc != NULL ? NULL : &p->head_text, p->head_spare);
         evbuffer_free(reply);
-        if (tls_cc != NULL) {
-            /* evhttp has queued the reply whole: one TLS record. */
-            evreq_coalesce(cconn);
-        }
         break;
     case END_COMPLETE:
         if (held) {
@@ -1163,9 +1159,6 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
 {
     const char *method = evreq_method_name(evhttp_request_get_command(creq));
     struct evbuffer *body = evreq_problem_body(creq, status, detail);
-    /* evhttp frees the request, never the connection, in the call. */
-    struct evhttp_connection *tls_conn =
-        p->handling_tls ? evhttp_request_get_connection(creq) : NULL;
 
     evreq_reply_prepare(creq, body);
     record(p, creq, method, NULL, client, status, evbuffer_get_length(body),
@@ -1173,7 +1166,6 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
     evreq_send_reply(creq, status, NULL, body,
                      p->handling_tls ? NULL : &p->head_text, p->head_spare);
     evbuffer_free(body);
-    evreq_coalesce(tls_conn);
 }
 
 /*
