@@ -744,6 +744,55 @@ say "         connections: $CONNS; REPS=$REPS repetitions, interleaved (repetiti
 
 RESULTS=$tmp/results
 : >"$RESULTS"
+CPU_RESULTS=$tmp/cpu
+: >"$CPU_RESULTS"
+
+# serving_pids ROW: the processes that serve ROW's requests (nginx's
+# workers, HAProxy, a sluice with all its threads, the bare evhttp).
+serving_pids() {
+    case $1 in
+    direct) children "${PID[backend]}" ;;
+    nginx | limit_req | lua | lua_flood | nginx_tls_up | nginx_tls_in) children "${PID[nginx]}" ;;
+    nginx_2w) children "${PID[nginx2]}" ;;
+    haproxy) echo "${PID[haproxy]}" ;;
+    sluice_2w) echo "${PID[sluice2]}" ;;
+    sluice_jwt | sluice_jwt_nc | sluice_cluster) echo "${PID[$1]}" ;;
+    evhttp) echo "${PID[evhttp]}" ;;
+    *) echo "${PID[sluice1]}" ;;
+    esac
+}
+# redis_pids: every Redis server the benchmark started.
+redis_pids() {
+    local name
+    for name in "${!PID[@]}"; do
+        case $name in redis | cluster[0-9]) echo "${PID[$name]}" ;; esac
+    done
+}
+# sched_snap GROUP PID...: one line per thread of each PID: GROUP, thread
+# id, nanoseconds run on a CPU and nanoseconds spent runnable, waiting for
+# one (/proc/PID/task/TID/schedstat).
+sched_snap() {
+    local group=$1 pid t; shift
+    for pid in "$@"; do
+        for t in /proc/"$pid"/task/*; do
+            [ -r "$t/schedstat" ] || continue
+            printf '%s %s ' "$group" "${t##*/}"
+            cut -d' ' -f1,2 "$t/schedstat" 2>/dev/null || echo "0 0"
+        done
+    done
+}
+# cpu_snap ROW: the row's serving threads, Redis's and the backend's,
+# and the machine's idle time (USER_HZ ticks, all CPUs), at this moment.
+cpu_snap() {
+    # shellcheck disable=SC2046 # one argument per process
+    sched_snap proxy $(serving_pids "$1")
+    # shellcheck disable=SC2046
+    sched_snap redis $(redis_pids)
+    # shellcheck disable=SC2046
+    [ "$1" = direct ] || sched_snap backend $(children "${PID[backend]}")
+    awk '/^cpu / { print "idle 0", ($5 + $6) * 1e9 / '"$(getconf CLK_TCK)"', 0 }' /proc/stat
+    echo "wall 0 $(date +%s%N) 0"
+}
 
 # run_row ROW CONNS REP: one warm-up and one measured wrk run.
 run_row() {
@@ -751,8 +800,10 @@ run_row() {
     wrk_header "$row"
     fg_run wrk wrk -t1 -c"$c" -d"$WARMUP" "${HDR[@]}" "${URL[$row]}" >"$out.warmup" 2>&1 ||
         { fail "${LABEL[$row]} warm-up, $c connections: wrk exited $?"; return; }
+    cpu_snap "$row" >"$out.cpu0"
     fg_run wrk wrk -t1 -c"$c" -d"$DURATION" --latency -s "$ROOT/bench/report.lua" "${HDR[@]}" "${URL[$row]}" >"$out" 2>&1
     rc=$?
+    cpu_snap "$row" >"$out.cpu1"
     line=$(sed -n 's/^BENCH //p' "$out")
     req=$(field requests "$line")
     if [ $rc -ne 0 ] || [ -z "$req" ] || [ "$req" -eq 0 ]; then
@@ -767,6 +818,19 @@ run_row() {
     printf '%s %s %s %s %s %s %s %s %s\n' "$row" "$c" "$rep" "$req" \
         "$(field duration_us "$line")" "$(field non2xx "$line")" "$errs" \
         "$(field p50_us "$line")" "$(field p99_us "$line")" >>"$RESULTS"
+    # row conns rep requests wall_ns, then run and wait ns per group
+    awk -v head="$row $c $rep $req" '
+        FNR == NR { run0[$1, $2] = $3; wait0[$1, $2] = $4; next }
+        {
+            k = $1; if (!(k in run)) order[++n] = k
+            run[k] += $3 - run0[$1, $2]; wait[k] += $4 - wait0[$1, $2]
+        }
+        END {
+            printf "%s %.0f %.0f", head, run["wall"], run["idle"]
+            split("proxy redis backend", g, " ")
+            for (i = 1; i <= 3; i++) printf " %.0f %.0f", run[g[i]], wait[g[i]]
+            printf "\n"
+        }' "$out.cpu0" "$out.cpu1" >>"$CPU_RESULTS"
     note "rep $rep/$REPS, $c conns, ${LABEL[$row]}: $(awk -v r="$req" -v d="$(field duration_us "$line")" 'BEGIN { printf "%.0f", r / (d / 1e6) }') req/s"
 }
 
@@ -861,6 +925,71 @@ ratio_line "  sluice 2 workers / sluice" sluice_2w sluice
 ratio_line "  nginx proxy 2 workers / nginx proxy" nginx_2w nginx
 ratio_line "  bare evhttp (no proxying) / nginx proxy" evhttp nginx
 ratio_line "  sluice / bare evhttp" sluice evhttp
+
+# CPU per request over the timed runs, medians over the repetitions:
+# row conns proxy_us proxy_waiting_% redis_us backend_us machine_idle_%
+cpu_summary() {
+    awk -v ncpu="$(nproc)" '
+    function median(a, n,    i, j, t) {
+        for (i = 2; i <= n; i++)
+            for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+                t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+            }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    $4 > 0 && $5 > 0 {
+        k = $1 " " $2; n = ++cnt[k]
+        px[k, n] = $7 / 1e3 / $4; pw[k, n] = 100 * $8 / $5
+        rd[k, n] = $9 / 1e3 / $4; bk[k, n] = $11 / 1e3 / $4
+        id[k, n] = 100 * $6 / ($5 * ncpu)
+    }
+    END {
+        for (k in cnt) {
+            n = cnt[k]
+            for (i = 1; i <= n; i++) { a[i] = px[k, i]; b[i] = pw[k, i]; c[i] = rd[k, i]; d[i] = bk[k, i]; e[i] = id[k, i] }
+            printf "%s %.1f %.0f %.1f %.1f %.0f\n", k, median(a, n), median(b, n), median(c, n), median(d, n), median(e, n)
+        }
+    }' "$CPU_RESULTS"
+}
+declare -A CPU_PX CPU_WAIT CPU_RD CPU_BK CPU_IDLE
+while read -r row c px pw rd bk id; do
+    CPU_PX[$row,$c]=$px; CPU_WAIT[$row,$c]=$pw; CPU_RD[$row,$c]=$rd
+    CPU_BK[$row,$c]=$bk; CPU_IDLE[$row,$c]=$id
+done < <(cpu_summary)
+
+say ""
+say "== CPU per request over the timed runs: median of $REPS runs (/proc/PID/task/*/schedstat)"
+say "   proxy = the row's serving process, all its threads; waiting = time its threads were runnable"
+say "   but not running, as a share of the run (another process had the CPU); Redis = every Redis"
+say "   server of the benchmark; backend = its nginx worker; idle = the machine's idle share"
+say ""
+printf '%-2s %-22s %5s  %10s %8s %10s %12s %10s %6s\n' "#" "row" "conns" "proxy us" "waiting" "Redis us" "proxy+Redis" "backend us" "idle"
+for c in $CONNS; do
+    for row in "${ROW_LIST[@]}"; do
+        k=$row,$c
+        [ -n "${CPU_PX[$k]:-}" ] || continue
+        printf '%-2s %-22s %5s  %10s %7s%% %10s %12s %10s %5s%%\n' "${NUM[$row]}" "${LABEL[$row]}" "$c" \
+            "${CPU_PX[$k]}" "${CPU_WAIT[$k]}" "${CPU_RD[$k]}" \
+            "$(awk -v a="${CPU_PX[$k]}" -v b="${CPU_RD[$k]}" 'BEGIN { printf "%.1f", a + b }')" \
+            "${CPU_BK[$k]}" "${CPU_IDLE[$k]}"
+    done
+done
+# cpu_ratio_line LABEL A B: B's proxy + Redis CPU per request over A's.
+cpu_ratio_line() {
+    local label=$1 a=$2 b=$3 c out=""
+    want "$a" && want "$b" || return 0
+    for c in $CONNS; do
+        out="$out$(printf '%8s' "$(awk -v a="${CPU_PX[$a,$c]:-}" -v ar="${CPU_RD[$a,$c]:-}" \
+            -v b="${CPU_PX[$b,$c]:-}" -v br="${CPU_RD[$b,$c]:-}" '
+            BEGIN { if (a == "" || b == "" || a + ar <= 0) print "-"; else printf "%.2f", (b + br) / (a + ar) }')")"
+    done
+    printf '%-48s%s\n' "$label" "$out"
+}
+say ""
+printf '%-48s' "CPU per request, proxy + Redis, at connections:"; for c in $CONNS; do printf '%8s' "$c"; done; printf '\n'
+cpu_ratio_line "  nginx+lua+redis / sluice redis" sluice_redis lua
+cpu_ratio_line "  nginx+lua+redis flood / sluice flood" sluice_flood lua_flood
+cpu_ratio_line "  nginx proxy / sluice" sluice nginx
 
 # Footnotes: rows that should never refuse but answered non-2xx, socket
 # errors, and sluice decisions that were not Redis's (failure policy).
