@@ -772,14 +772,12 @@ redis_pids() {
 # id, nanoseconds run on a CPU and nanoseconds spent runnable, waiting for
 # one (/proc/PID/task/TID/schedstat).
 sched_snap() {
-    local group=$1 pid t; shift
+    local group=$1 pid f files=(); shift
     for pid in "$@"; do
-        for t in /proc/"$pid"/task/*; do
-            [ -r "$t/schedstat" ] || continue
-            printf '%s %s ' "$group" "${t##*/}"
-            cut -d' ' -f1,2 "$t/schedstat" 2>/dev/null || echo "0 0"
-        done
+        for f in /proc/"$pid"/task/*/schedstat; do [ -r "$f" ] && files+=("$f"); done
     done
+    [ ${#files[@]} -gt 0 ] || return 0
+    awk -v g="$group" '{ split(FILENAME, p, "/"); print g, p[5], $1, $2 }' "${files[@]}" 2>/dev/null
 }
 # cpu_snap ROW: the row's serving threads, Redis's and the backend's,
 # and the machine's idle time (USER_HZ ticks, all CPUs), at this moment.
