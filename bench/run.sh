@@ -213,7 +213,7 @@ field() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 # ratio A B: A / B with two decimals, "-" when either is missing.
 ratio() {
-    if [ -z "${1:-}" ] || [ -z "${2:-}" ]; then printf -- '-'; return; fi
+    case "${1:--} ${2:--}" in -\ * | *\ -) printf -- '-'; return ;; esac
     awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'
 }
 
@@ -770,17 +770,26 @@ redis_pids() {
 }
 # sched_snap GROUP PID...: one line per thread of each PID: GROUP, thread
 # id, nanoseconds run on a CPU and nanoseconds spent runnable, waiting for
-# one (/proc/PID/task/TID/schedstat).
+# one (/proc/PID/task/TID/schedstat). A thread gone meanwhile is skipped.
 sched_snap() {
     local group=$1 pid f files=(); shift
     for pid in "$@"; do
         for f in /proc/"$pid"/task/*/schedstat; do [ -r "$f" ] && files+=("$f"); done
     done
     [ ${#files[@]} -gt 0 ] || return 0
-    awk -v g="$group" '{ split(FILENAME, p, "/"); print g, p[5], $1, $2 }' "${files[@]}" 2>/dev/null
+    # Files read with getline: a missing one is skipped, not fatal (mawk).
+    awk -v g="$group" 'BEGIN {
+        for (i = 1; i < ARGC; i++) {
+            if ((getline line < ARGV[i]) > 0) {
+                split(ARGV[i], path, "/"); split(line, v, " ")
+                print g, path[5], v[1], v[2]
+            }
+            close(ARGV[i])
+        }
+    }' "${files[@]}"
 }
 # cpu_snap ROW: the row's serving threads, Redis's and the backend's,
-# and the machine's idle time (USER_HZ ticks, all CPUs), at this moment.
+# the machine's idle time (all online CPUs) and the clock, in ns.
 cpu_snap() {
     # shellcheck disable=SC2046 # one argument per process
     sched_snap proxy $(serving_pids "$1")
@@ -788,9 +797,11 @@ cpu_snap() {
     sched_snap redis $(redis_pids)
     # shellcheck disable=SC2046
     [ "$1" = direct ] || sched_snap backend $(children "${PID[backend]}")
-    awk '/^cpu / { print "idle 0", ($5 + $6) * 1e9 / '"$(getconf CLK_TCK)"', 0 }' /proc/stat
+    awk -v hz="$(getconf CLK_TCK)" '/^cpu / { printf "idle 0 %.0f 0\n", ($5 + $6) * 1e9 / hz }' /proc/stat
     echo "wall 0 $(date +%s%N) 0"
 }
+# The CPUs /proc/stat's idle time is summed over.
+ONLINE_CPUS=$(grep -c '^cpu[0-9]' /proc/stat)
 
 # run_row ROW CONNS REP: one warm-up and one measured wrk run.
 run_row() {
@@ -816,17 +827,20 @@ run_row() {
     printf '%s %s %s %s %s %s %s %s %s\n' "$row" "$c" "$rep" "$req" \
         "$(field duration_us "$line")" "$(field non2xx "$line")" "$errs" \
         "$(field p50_us "$line")" "$(field p99_us "$line")" >>"$RESULTS"
-    # row conns rep requests wall_ns, then run and wait ns per group
+    # row conns rep requests wall_ns idle_ns, then run and wait ns of
+    # each group's threads seen before and after the run, or "- -"
     awk -v head="$row $c $rep $req" '
         FNR == NR { run0[$1, $2] = $3; wait0[$1, $2] = $4; next }
-        {
-            k = $1; if (!(k in run)) order[++n] = k
-            run[k] += $3 - run0[$1, $2]; wait[k] += $4 - wait0[$1, $2]
+        ($1, $2) in run0 {
+            seen[$1] = 1
+            run[$1] += $3 - run0[$1, $2]; wait[$1] += $4 - wait0[$1, $2]
         }
         END {
             printf "%s %.0f %.0f", head, run["wall"], run["idle"]
             split("proxy redis backend", g, " ")
-            for (i = 1; i <= 3; i++) printf " %.0f %.0f", run[g[i]], wait[g[i]]
+            for (i = 1; i <= 3; i++)
+                if (g[i] in seen) printf " %.0f %.0f", run[g[i]], wait[g[i]]
+                else printf " - -"
             printf "\n"
         }' "$out.cpu0" "$out.cpu1" >>"$CPU_RESULTS"
     note "rep $rep/$REPS, $c conns, ${LABEL[$row]}: $(awk -v r="$req" -v d="$(field duration_us "$line")" 'BEGIN { printf "%.0f", r / (d / 1e6) }') req/s"
@@ -925,9 +939,10 @@ ratio_line "  bare evhttp (no proxying) / nginx proxy" evhttp nginx
 ratio_line "  sluice / bare evhttp" sluice evhttp
 
 # CPU per request over the timed runs, medians over the repetitions:
-# row conns proxy_us proxy_waiting_% redis_us backend_us machine_idle_%
+# row conns proxy_us proxy_waiting_% redis_us backend_us machine_idle_%,
+# "-" for a group with no thread seen.
 cpu_summary() {
-    awk -v ncpu="$(nproc)" '
+    awk -v ncpu="$ONLINE_CPUS" '
     function median(a, n,    i, j, t) {
         for (i = 2; i <= n; i++)
             for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
@@ -935,18 +950,24 @@ cpu_summary() {
             }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
+    # put(NAME, VALUE): one repetition'"'"'s figure, unless it is missing
+    function put(m, v) { if (v != "-") { n = ++cnt[k, m]; val[k, m, n] = v } }
+    function med(m, fmt,    i, a) {
+        if (!((k, m) in cnt)) return "-"
+        for (i = 1; i <= cnt[k, m]; i++) a[i] = val[k, m, i]
+        return sprintf(fmt, median(a, cnt[k, m]))
+    }
     $4 > 0 && $5 > 0 {
-        k = $1 " " $2; n = ++cnt[k]
-        px[k, n] = $7 / 1e3 / $4; pw[k, n] = 100 * $8 / $5
-        rd[k, n] = $9 / 1e3 / $4; bk[k, n] = $11 / 1e3 / $4
-        id[k, n] = 100 * $6 / ($5 * ncpu)
+        k = $1 " " $2; keys[k] = 1
+        put("px", $7 == "-" ? "-" : $7 / 1e3 / $4)
+        put("pw", $8 == "-" ? "-" : 100 * $8 / $5)
+        put("rd", $9 == "-" ? "-" : $9 / 1e3 / $4)
+        put("bk", $11 == "-" ? "-" : $11 / 1e3 / $4)
+        put("id", 100 * $6 / ($5 * ncpu))
     }
     END {
-        for (k in cnt) {
-            n = cnt[k]
-            for (i = 1; i <= n; i++) { a[i] = px[k, i]; b[i] = pw[k, i]; c[i] = rd[k, i]; d[i] = bk[k, i]; e[i] = id[k, i] }
-            printf "%s %.1f %.0f %.1f %.1f %.0f\n", k, median(a, n), median(b, n), median(c, n), median(d, n), median(e, n)
-        }
+        for (k in keys)
+            print k, med("px", "%.1f"), med("pw", "%.0f"), med("rd", "%.1f"), med("bk", "%.1f"), med("id", "%.0f")
     }' "$CPU_RESULTS"
 }
 declare -A CPU_PX CPU_WAIT CPU_RD CPU_BK CPU_IDLE
@@ -954,6 +975,12 @@ while read -r row c px pw rd bk id; do
     CPU_PX[$row,$c]=$px; CPU_WAIT[$row,$c]=$pw; CPU_RD[$row,$c]=$rd
     CPU_BK[$row,$c]=$bk; CPU_IDLE[$row,$c]=$id
 done < <(cpu_summary)
+
+pct() { if [ "$1" = - ]; then echo -; else echo "$1%"; fi; }
+# cpu_sum PROXY REDIS: the two together; "-" without the proxy's figure.
+cpu_sum() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-") print "-"; else printf "%.1f", a + (b == "-" ? 0 : b) }'
+}
 
 say ""
 say "== CPU per request over the timed runs: median of $REPS runs (/proc/PID/task/*/schedstat)"
@@ -966,10 +993,10 @@ for c in $CONNS; do
     for row in "${ROW_LIST[@]}"; do
         k=$row,$c
         [ -n "${CPU_PX[$k]:-}" ] || continue
-        printf '%-2s %-22s %5s  %10s %7s%% %10s %12s %10s %5s%%\n' "${NUM[$row]}" "${LABEL[$row]}" "$c" \
-            "${CPU_PX[$k]}" "${CPU_WAIT[$k]}" "${CPU_RD[$k]}" \
-            "$(awk -v a="${CPU_PX[$k]}" -v b="${CPU_RD[$k]}" 'BEGIN { printf "%.1f", a + b }')" \
-            "${CPU_BK[$k]}" "${CPU_IDLE[$k]}"
+        printf '%-2s %-22s %5s  %10s %8s %10s %12s %10s %6s\n' "${NUM[$row]}" "${LABEL[$row]}" "$c" \
+            "${CPU_PX[$k]}" "$(pct "${CPU_WAIT[$k]}")" "${CPU_RD[$k]}" \
+            "$(cpu_sum "${CPU_PX[$k]}" "${CPU_RD[$k]}")" \
+            "${CPU_BK[$k]}" "$(pct "${CPU_IDLE[$k]}")"
     done
 done
 # cpu_ratio_line LABEL A B: B's proxy + Redis CPU per request over A's.
@@ -977,9 +1004,8 @@ cpu_ratio_line() {
     local label=$1 a=$2 b=$3 c out=""
     want "$a" && want "$b" || return 0
     for c in $CONNS; do
-        out="$out$(printf '%8s' "$(awk -v a="${CPU_PX[$a,$c]:-}" -v ar="${CPU_RD[$a,$c]:-}" \
-            -v b="${CPU_PX[$b,$c]:-}" -v br="${CPU_RD[$b,$c]:-}" '
-            BEGIN { if (a == "" || b == "" || a + ar <= 0) print "-"; else printf "%.2f", (b + br) / (a + ar) }')")"
+        out="$out$(printf '%8s' "$(ratio "$(cpu_sum "${CPU_PX[$b,$c]:--}" "${CPU_RD[$b,$c]:--}")" \
+            "$(cpu_sum "${CPU_PX[$a,$c]:--}" "${CPU_RD[$a,$c]:--}")")")"
     done
     printf '%-48s%s\n' "$label" "$out"
 }
