@@ -910,15 +910,20 @@ for c in $CONNS; do
     done
 done
 
-# ratio_line LABEL A B: the ratio of rows A and B at every connection count.
-ratio_line() {
-    local label=$1 a=$2 b=$3 c out=""
+# ratio_row LABEL A B FIGURE: row A's figure over row B's at every
+# connection count; FIGURE ROW CONNS prints a row's figure ("" or "-"
+# when it has none).
+ratio_row() {
+    local label=$1 a=$2 b=$3 figure=$4 c out=""
     want "$a" && want "$b" || return 0
     for c in $CONNS; do
-        out="$out$(printf '%8s' "$(ratio "${MED[$a,$c]:-}" "${MED[$b,$c]:-}")")"
+        out="$out$(printf '%8s' "$(ratio "$("$figure" "$a" "$c")" "$("$figure" "$b" "$c")")")"
     done
     printf '%-48s%s\n' "$label" "$out"
 }
+median_rps() { printf '%s' "${MED[$1,$2]:-}"; }
+# ratio_line LABEL A B: the ratio of rows A and B's median req/s.
+ratio_line() { ratio_row "$1" "$2" "$3" median_rps; }
 say ""
 printf '%-48s' "Ratios of median req/s, at connections:"; for c in $CONNS; do printf '%8s' "$c"; done; printf '\n'
 ratio_line "  sluice / nginx proxy" sluice nginx
@@ -999,21 +1004,13 @@ for c in $CONNS; do
             "${CPU_BK[$k]}" "$(pct "${CPU_IDLE[$k]}")"
     done
 done
-# cpu_ratio_line LABEL A B: B's proxy + Redis CPU per request over A's.
-cpu_ratio_line() {
-    local label=$1 a=$2 b=$3 c out=""
-    want "$a" && want "$b" || return 0
-    for c in $CONNS; do
-        out="$out$(printf '%8s' "$(ratio "$(cpu_sum "${CPU_PX[$b,$c]:--}" "${CPU_RD[$b,$c]:--}")" \
-            "$(cpu_sum "${CPU_PX[$a,$c]:--}" "${CPU_RD[$a,$c]:--}")")")"
-    done
-    printf '%-48s%s\n' "$label" "$out"
-}
+# The proxy's and Redis's CPU per request of a row, together.
+cpu_per_request() { cpu_sum "${CPU_PX[$1,$2]:--}" "${CPU_RD[$1,$2]:--}"; }
 say ""
 printf '%-48s' "CPU per request, proxy + Redis, at connections:"; for c in $CONNS; do printf '%8s' "$c"; done; printf '\n'
-cpu_ratio_line "  nginx+lua+redis / sluice redis" sluice_redis lua
-cpu_ratio_line "  nginx+lua+redis flood / sluice flood" sluice_flood lua_flood
-cpu_ratio_line "  nginx proxy / sluice" sluice nginx
+ratio_row "  nginx+lua+redis / sluice redis" lua sluice_redis cpu_per_request
+ratio_row "  nginx+lua+redis flood / sluice flood" lua_flood sluice_flood cpu_per_request
+ratio_row "  nginx proxy / sluice" nginx sluice cpu_per_request
 
 # Footnotes: rows that should never refuse but answered non-2xx, socket
 # errors, and sluice decisions that were not Redis's (failure policy).
