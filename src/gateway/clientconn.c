@@ -38,6 +38,11 @@
  * start of a pipelined next request fits; a flood stops being read.
  */
 #define ANSWERING_INPUT_MAX (64 * 1024)
+/*
+ * How often the connection of a client that sent more while its request
+ * waits is asked whether the client is still there (on_leave_poll()).
+ */
+#define LEAVE_POLL_MS 100
 /* Alignment of the leave watch stored after a record (any object's). */
 #define EVENT_ALIGN _Alignof(max_align_t)
 
@@ -77,9 +82,8 @@ struct clientconn {
                                           after the record, in its
                                           allocation; set up on first use */
     bool leave_ready;                  /* 'leave' is assigned */
-    bool leave_closed;                 /* 'leave' is assigned as a one-shot
-                                          EV_CLOSED watch: TLS, or a plain
-                                          connection whose client sent more
+    bool leave_polling;                /* 'leave' is assigned as the poll
+                                          timer: the client sent more
                                           while its request waits */
     bool leave_armed;                  /* 'leave' is added */
     bool leave_skip;                   /* its next firing may be for bytes
@@ -569,7 +573,7 @@ static void leave_disarm(struct clientconn *cc);
 static void
 leave_arm(struct clientconn *cc)
 {
-    if (cc->leave_closed && !cc->tls) {
+    if (cc->leave_polling) {
         /* Back to the read watch after a pipelined request. */
         leave_disarm(cc);
         cc->leave_ready = false;
@@ -583,13 +587,10 @@ leave_arm(struct clientconn *cc)
         if (fd < 0) {
             return;
         }
-        /* TLS: the socket carries records, not the next request, so a
-         * peek tells nothing; the kernel's half-close flag does. */
-        event_assign(cc->leave, cc->cs->base, fd,
-                     cc->tls ? EV_CLOSED : EV_READ | EV_PERSIST, on_leave_ready,
-                     cc);
+        event_assign(cc->leave, cc->cs->base, fd, EV_READ | EV_PERSIST,
+                     on_leave_ready, cc);
         cc->leave_ready = true;
-        cc->leave_closed = cc->tls;
+        cc->leave_polling = false;
     }
     event_add(cc->leave, NULL);
     cc->leave_armed = true;
@@ -604,30 +605,69 @@ leave_disarm(struct clientconn *cc)
     }
 }
 
+/* The client is gone: 'cb' is told, once. */
+static void
+leave_seen(struct clientconn *cc)
+{
+    clientconn_leave_cb cb = cc->leave_cb;
+    void *cb_arg = cc->leave_arg;
+
+    leave_disarm(cc);
+    cc->leave_cb = NULL;
+    cc->leave_arg = NULL;
+    cb(cc, cb_arg); /* may close the connection, and free 'cc' */
+}
+
 /*
- * The socket is readable (plain) or half-closed (TLS). With no watcher,
- * evhttp reads it itself (the next request, a request body) and this is a
- * no-op: a plain watch stays armed from one request to the next, so that
- * neither it nor the descriptor's registration changes per request. It
- * goes when nothing would read the socket (readiness would then repeat
- * every loop turn), or while an answer is written (evhttp may have
- * stopped reading at the input bound); the next head arms it again.
+ * The poll of a client that sent more while its request waits: the
+ * kernel's view of the connection, every LEAVE_POLL_MS. Established is
+ * still there; a FIN (close-wait) or a reset (closed) is a leave.
+ */
+static void
+on_leave_poll(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconn *cc = arg;
+    struct timeval tv = clock_tv(LEAVE_POLL_MS);
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+
+    (void)fd;
+    (void)what;
+    cc->leave_armed = false;
+    if (cc->leave_cb == NULL) {
+        return; /* the reply has begun: the next head arms the read watch */
+    }
+    fd = bufferevent_getfd(cc->bev);
+    if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+        ti.tcpi_state == TCP_ESTABLISHED) {
+        evtimer_add(cc->leave, &tv);
+        cc->leave_armed = true;
+        return;
+    }
+    leave_seen(cc);
+}
+
+/*
+ * The socket is readable. With no watcher, evhttp reads it itself (the
+ * next request, a request body) and this is a no-op: the watch stays
+ * armed from one request to the next, so that neither it nor the
+ * descriptor's registration changes per request. It goes when nothing
+ * would read the socket (readiness would then repeat every loop turn), or
+ * while an answer is written (evhttp may have stopped reading at the input
+ * bound); the next head arms it again.
  */
 static void
 on_leave_ready(evutil_socket_t fd, short what, void *arg)
 {
     struct clientconn *cc = arg;
-    clientconn_leave_cb cb = cc->leave_cb;
-    void *cb_arg = cc->leave_arg;
     bool skip = cc->leave_skip;
+    struct timeval tv = clock_tv(LEAVE_POLL_MS);
     char byte;
+    ssize_t n;
 
     (void)what;
     cc->leave_skip = false;
-    if (cc->leave_closed) {
-        cc->leave_armed = false; /* not persistent: it has fired */
-    }
-    if (cb == NULL) {
+    if (cc->leave_cb == NULL) {
         if (cc->state == CONN_ANSWERING ||
             (bufferevent_get_enabled(cc->bev) & EV_READ) == 0) {
             leave_disarm(cc);
@@ -642,36 +682,31 @@ on_leave_ready(evutil_socket_t fd, short what, void *arg)
          */
         return;
     }
-    if (!cc->leave_closed) {
-        ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-
-        if (n > 0) {
-            /*
-             * The client sent more while it waits: a pipelined request,
-             * which evhttp reads once this answer is done. Until then
-             * nothing reads the socket, so a read watch would wake every
-             * turn: the kernel's half-close flag watches instead (an
-             * epoll_ctl, for pipelining clients only), until the next
-             * head arms the read watch again.
-             */
-            leave_disarm(cc);
-            event_assign(cc->leave, cc->cs->base, fd, EV_CLOSED, on_leave_ready,
-                         cc);
-            cc->leave_closed = true;
-            event_add(cc->leave, NULL);
-            cc->leave_armed = true;
-            return;
-        }
-        if (n < 0 &&
-            (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            return;
-        }
+    n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) {
+        /*
+         * The client sent more while it waits: a pipelined request (over
+         * TLS, any record: a close_notify is one too), which evhttp reads
+         * once this answer is done. Until then nothing reads the socket,
+         * so a read watch would wake every turn, and no event of the
+         * descriptor may stay: libevent 2.1 reports a socket error (a
+         * reset) to read and write events only, so an EV_CLOSED watch
+         * missed it, and the error woke the loop at every turn. The
+         * descriptor leaves the loop, and a timer asks the kernel
+         * instead, until the next head arms the read watch again.
+         */
+        leave_disarm(cc);
+        event_assign(cc->leave, cc->cs->base, -1, 0, on_leave_poll, cc);
+        cc->leave_polling = true;
+        evtimer_add(cc->leave, &tv);
+        cc->leave_armed = true;
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        return;
     }
     /* End of file or an error: the client is gone. */
-    leave_disarm(cc);
-    cc->leave_cb = NULL;
-    cc->leave_arg = NULL;
-    cb(cc, cb_arg); /* may close the connection, and free 'cc' */
+    leave_seen(cc);
 }
 
 /*
@@ -684,10 +719,8 @@ head_end(struct clientconn *cc)
 {
     cc->state = CONN_BODY;
     deadline_disarm(cc);
-    if (!cc->tls) {
-        leave_arm(cc);
-        cc->leave_skip = true;
-    }
+    leave_arm(cc);
+    cc->leave_skip = true;
 }
 
 /*
@@ -814,12 +847,9 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
-    /* A plain watch stays for the next request (on_leave_ready()). */
+    /* The watch stays for the next request (on_leave_ready()). */
     cc->leave_cb = NULL;
     cc->leave_arg = NULL;
-    if (cc->tls) {
-        leave_disarm(cc);
-    }
     bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
     if (cc->stream_tv) {
         bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv,
@@ -890,10 +920,8 @@ clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
     cc->leave_arg = cb != NULL ? arg : NULL;
     if (cb != NULL) {
         leave_arm(cc);
-    } else if (cc->tls) {
-        leave_disarm(cc);
     }
-    /* A plain watch stays, for the next request (on_leave_ready()). */
+    /* The watch stays, for the next request (on_leave_ready()). */
 }
 
 bool

@@ -139,18 +139,20 @@ void *clientconn_watch_arg(const struct clientconn *cc, clientconn_close_cb cb);
  * clears it; call that once the reply has begun, or before answering.
  * The reply's end clears it too. 'cb' may close the connection.
  *
- * On a plain connection the watch is a read event on the socket, armed
- * at the end of a request head, before evhttp stops reading, and left
- * armed while evhttp reads the connection itself (it then ignores what
- * it sees): the descriptor stays registered for reading throughout, and
- * a request costs no epoll_ctl and no event_add for it. When the socket
- * turns readable while 'cb' waits, a peek tells: end of file or an error
- * is a leave; data is a pipelined next request, which evhttp reads after
- * this reply, and for the rest of this request the kernel's half-close
- * flag (a one-shot EV_CLOSED event, one epoll_ctl) watches instead,
- * until the next head arms the read watch again. Over TLS the socket
- * carries records, so the watch is the kernel's half-close flag
- * (EV_CLOSED), added and removed with 'cb'.
+ * The watch is a read event on the socket, armed at the end of a
+ * request head, before evhttp stops reading, and left armed while evhttp
+ * reads the connection itself (it then ignores what it sees): the
+ * descriptor stays registered for reading throughout, and a request
+ * costs no epoll_ctl and no event_add for it. When the socket turns
+ * readable while 'cb' waits, a peek tells: end of file or an error is a
+ * leave; data is more from the client (a pipelined next request, or over
+ * TLS any record, a close_notify among them), which evhttp reads after
+ * this reply. For the rest of this request the descriptor then has no
+ * event in the loop, and a timer asks the kernel every 100 ms whether
+ * the connection is still established (TCP_INFO): a FIN or a reset is a
+ * leave. (libevent 2.1 reports a socket error to read and write events
+ * only: a watch of the half-close flag, EV_CLOSED, misses a reset.) The
+ * next head arms the read watch again.
  */
 typedef void (*clientconn_leave_cb)(struct clientconn *cc, void *arg);
 void clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb,

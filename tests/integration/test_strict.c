@@ -2113,7 +2113,7 @@ Test(strict, request_pipelined_while_a_head_is_held_is_answered_after_it)
  * the request, long before the wait ends.
  */
 static void
-assert_leave_seen(const char *what, bool delayed, bool pipelined)
+assert_leave_seen(const char *what, bool delayed, bool pipelined, bool reset)
 {
     static const struct script held[] = {
         {.target = "/held",
@@ -2159,6 +2159,13 @@ assert_leave_seen(const char *what, bool delayed, bool pipelined)
          * data there, not the leave. */
         raw_send(&c, second, strlen(second));
     }
+    if (reset) {
+        /* A reset is a socket error, which libevent 2.1 reports to read
+         * and write events only, never to an EV_CLOSED one. */
+        struct linger rst = {1, 0};
+
+        setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+    }
     /* Sent before the close, the request is read before the end of
      * file: the gateway has it either way. */
     raw_close(&c);
@@ -2179,22 +2186,40 @@ assert_leave_seen(const char *what, bool delayed, bool pipelined)
 
 Test(strict, client_leaving_while_the_upstream_holds_its_request_is_seen)
 {
-    assert_leave_seen("a held upstream response", false, false);
+    assert_leave_seen("a held upstream response", false, false, false);
 }
 
 Test(strict, client_leaving_while_delay_mode_holds_its_request_is_seen)
 {
-    assert_leave_seen("a request held in delay mode", true, false);
+    assert_leave_seen("a request held in delay mode", true, false, false);
 }
 
 Test(strict, client_leaving_after_pipelining_a_request_is_seen)
 {
     assert_leave_seen("a held upstream response, a request pipelined", false,
-                      true);
+                      true, false);
 }
 
 Test(strict, client_leaving_after_pipelining_in_delay_mode_is_seen)
 {
     assert_leave_seen("a request held in delay mode, another pipelined", true,
-                      true);
+                      true, false);
+}
+
+Test(strict, client_resetting_while_the_upstream_holds_its_request_is_seen)
+{
+    assert_leave_seen("a held upstream response, a reset", false, false, true);
+}
+
+Test(strict, client_resetting_after_pipelining_a_request_is_seen)
+{
+    assert_leave_seen("a held upstream response, a request pipelined, a reset",
+                      false, true, true);
+}
+
+Test(strict, client_resetting_after_pipelining_in_delay_mode_is_seen)
+{
+    assert_leave_seen("a request held in delay mode, another pipelined, a "
+                      "reset",
+                      true, true, true);
 }

@@ -791,6 +791,70 @@ probe_counted(void *arg)
     return metric(arg, HS("client", "failed")) >= 1;
 }
 
+/* For harness_wait_until(): the echo at 'port' saw at least 'requests'
+ * requests, or 'aborted' clients leave (whichever is not 0). */
+struct echo_count {
+    uint16_t port; /* the echo's */
+    long requests; /* at least this many seen, or 0 */
+    long aborted;  /* at least this many left, or 0 */
+};
+
+static bool
+echo_counted(void *arg)
+{
+    const struct echo_count *n = arg;
+    struct echo_stats s;
+
+    return echo_stats(n->port, &s) == 0 && s.requests >= n->requests &&
+           s.aborted >= n->aborted;
+}
+
+Test(tls, a_client_resetting_while_its_request_waits_is_seen)
+{
+    /*
+     * While its request waits on a slow upstream, the client resets the
+     * connection: first straight away, then after one more record (a
+     * pipelined request, which nothing reads until the reply). libevent
+     * 2.1 delivers a socket error to read and write events only, never to
+     * an EV_CLOSED one: a watch of the half-close flag alone missed the
+     * reset, kept the upstream request, and the loop woke for the error
+     * at every turn, a core busy until the upstream answered.
+     */
+    static const char slow[] = "GET /x?sleep_ms=20000 HTTP/1.1\r\n"
+                               "Host: localhost\r\n\r\n";
+    static const char next[] = "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    struct linger rst = {1, 0};
+    struct proc echo;
+    struct gw g;
+    uint16_t ep;
+    char *tls = listener_conf("srv");
+
+    gw_start_echo(&g, tls, &echo, &ep);
+    for (long i = 1; i <= 2; i++) {
+        struct echo_count arrived = {ep, i, 0}, left = {ep, 0, i};
+        struct tconn c;
+
+        cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+        cr_assert_gt(SSL_write(c.ssl, slow, (int)strlen(slow)), 0);
+        cr_assert(harness_wait_until(echo_counted, &arrived, 5000),
+                  "request %ld did not reach the upstream", i);
+        if (i == 2) {
+            cr_assert_gt(SSL_write(c.ssl, next, (int)strlen(next)), 0);
+        }
+        setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+        tconn_close(&c);
+        cr_assert(harness_wait_until(echo_counted, &left, 5000),
+                  "%s: the gateway kept the upstream request after its "
+                  "client reset the connection",
+                  i == 1 ? "a reset" : "a pipelined request, then a reset");
+    }
+    cr_assert(harness_wait_until(logged_499, &g.p, 5000),
+              "the access log did not record the clients leaving");
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(tls);
+}
+
 Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
 {
     struct proc echo;
