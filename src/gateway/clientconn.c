@@ -619,9 +619,12 @@ leave_seen(struct clientconn *cc)
 }
 
 /*
- * The poll of a client that sent more while its request waits: the
- * kernel's view of the connection, every LEAVE_POLL_MS. Established is
- * still there; a FIN (close-wait) or a reset (closed) is a leave.
+ * The poll of a connection that no event of the loop watches (see
+ * leave_poll()): the kernel's view of it, every LEAVE_POLL_MS.
+ * Established is still there; a FIN (close-wait) or a reset (closed) is
+ * the client gone. While its request waits, 'leave_cb' is told; once the
+ * reply has begun, the connection is closed, as evhttp closes it when it
+ * reads the end itself.
  */
 static void
 on_leave_poll(evutil_socket_t fd, short what, void *arg)
@@ -634,8 +637,8 @@ on_leave_poll(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     cc->leave_armed = false;
-    if (cc->leave_cb == NULL) {
-        return; /* the reply has begun: the next head arms the read watch */
+    if (cc->leave_cb == NULL && cc->state != CONN_ANSWERING) {
+        return; /* the answer is done: the next head arms the read watch */
     }
     fd = bufferevent_getfd(cc->bev);
     if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
@@ -644,7 +647,40 @@ on_leave_poll(evutil_socket_t fd, short what, void *arg)
         cc->leave_armed = true;
         return;
     }
-    leave_seen(cc);
+    if (cc->leave_cb != NULL) {
+        leave_seen(cc);
+        return;
+    }
+    log_debug("clientconn: the client of descriptor %d left during its "
+              "answer; closing",
+              (int)fd);
+    conn_close(cc); /* frees 'cc' */
+}
+
+/*
+ * The descriptor has no event of its own left that would see the client
+ * go, and must have none: the client sent more than is read now (while
+ * its request waits, or past ANSWERING_INPUT_MAX during the answer), so
+ * the socket stays readable, and a read watch would wake every turn.
+ * libevent 2.1 reports a socket error (a reset) to read and write events
+ * only: an EV_CLOSED watch missed it, and the error woke the loop at
+ * every turn. So no event of the descriptor stays, and a timer asks the
+ * kernel instead (on_leave_poll()), until the next head arms the read
+ * watch again.
+ */
+static void
+leave_poll(struct clientconn *cc)
+{
+    struct timeval tv = clock_tv(LEAVE_POLL_MS);
+
+    if (cc->leave_polling && cc->leave_armed) {
+        return;
+    }
+    leave_disarm(cc);
+    event_assign(cc->leave, cc->cs->base, -1, 0, on_leave_poll, cc);
+    cc->leave_polling = true;
+    evtimer_add(cc->leave, &tv);
+    cc->leave_armed = true;
 }
 
 /*
@@ -661,7 +697,6 @@ on_leave_ready(evutil_socket_t fd, short what, void *arg)
 {
     struct clientconn *cc = arg;
     bool skip = cc->leave_skip;
-    struct timeval tv = clock_tv(LEAVE_POLL_MS);
     char byte;
     ssize_t n;
 
@@ -684,22 +719,10 @@ on_leave_ready(evutil_socket_t fd, short what, void *arg)
     }
     n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n > 0) {
-        /*
-         * The client sent more while it waits: a pipelined request (over
+        /* The client sent more while it waits: a pipelined request (over
          * TLS, any record: a close_notify is one too), which evhttp reads
-         * once this answer is done. Until then nothing reads the socket,
-         * so a read watch would wake every turn, and no event of the
-         * descriptor may stay: libevent 2.1 reports a socket error (a
-         * reset) to read and write events only, so an EV_CLOSED watch
-         * missed it, and the error woke the loop at every turn. The
-         * descriptor leaves the loop, and a timer asks the kernel
-         * instead, until the next head arms the read watch again.
-         */
-        leave_disarm(cc);
-        event_assign(cc->leave, cc->cs->base, -1, 0, on_leave_poll, cc);
-        cc->leave_polling = true;
-        evtimer_add(cc->leave, &tv);
-        cc->leave_armed = true;
+         * once this answer is done. */
+        leave_poll(cc);
         return;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -821,8 +844,16 @@ on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
     struct clientconn *cc = arg;
     size_t len = evbuffer_get_length(buf);
 
-    if (info->n_added == 0 ||
-        (cc->state != CONN_WAITING && cc->state != CONN_HEAD)) {
+    if (info->n_added == 0) {
+        return;
+    }
+    if (cc->state == CONN_ANSWERING && len >= ANSWERING_INPUT_MAX) {
+        /* evhttp stops reading at the bound: nothing else would see the
+         * client go while the reply waits for the upstream. */
+        leave_poll(cc);
+        return;
+    }
+    if (cc->state != CONN_WAITING && cc->state != CONN_HEAD) {
         return;
     }
     if (cc->pending && attach_or_drop(cc) == NULL) {

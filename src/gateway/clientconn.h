@@ -153,6 +153,11 @@ void *clientconn_watch_arg(const struct clientconn *cc, clientconn_close_cb cb);
  * leave. (libevent 2.1 reports a socket error to read and write events
  * only: a watch of the half-close flag, EV_CLOSED, misses a reset.) The
  * next head arms the read watch again.
+ *
+ * Once the reply has begun, evhttp reads the connection and sees the
+ * client go, up to the 64 KiB it holds for a connection while answering.
+ * A client that sends more than that is polled the same way until the
+ * answer is done, and its connection closed if it goes.
  */
 typedef void (*clientconn_leave_cb)(struct clientconn *cc, void *arg);
 void clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb,

@@ -2206,6 +2206,47 @@ Test(strict, client_leaving_after_pipelining_in_delay_mode_is_seen)
                       true, false);
 }
 
+Test(strict, client_leaving_mid_response_after_filling_its_input_is_seen)
+{
+    /*
+     * The response has begun and the upstream is quiet; the client sends
+     * more than the gateway holds for a connection while it answers
+     * (64 KiB), so evhttp stops reading it, and then resets. With the
+     * output written and reading stopped, no event watched the socket:
+     * the leave went unseen until the upstream sent more or its response
+     * timeout (60 s by default) passed.
+     */
+    static const struct script stall[] = {
+        {.target = "/stall",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", 0,
+                     false},
+                    {0, "world", 0, true}}},
+    };
+    static const char req[] = "GET /stall HTTP/1.1\r\nHost: x\r\n\r\n";
+    struct linger rst = {1, 0};
+    struct stack st;
+    struct raw_conn c;
+    char *junk = malloc(70 * 1024);
+
+    memset(junk, 'x', 70 * 1024);
+    stack_start_with(&st, stall, 1, "");
+    raw_open(&c, st.gw_port);
+    raw_send(&c, req, strlen(req));
+    cr_assert(raw_wait_for(&c, "hello"),
+              "the response's first bytes never came; got:\n%s", c.data);
+    raw_send(&c, junk, 70 * 1024);
+    setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+    raw_close(&c);
+    cr_assert(harness_wait_until(gateway_logged_499, &st.gw, IO_TIMEOUT_MS),
+              "the client's leave was not noticed mid-response; gateway "
+              "log:\n%s",
+              proc_log(&st.gw));
+    upstream_open_gate(&st.up);
+    assert_still_serves(&st, "a client that left mid-response");
+    stack_stop(&st);
+    free(junk);
+}
+
 Test(strict, client_resetting_while_the_upstream_holds_its_request_is_seen)
 {
     assert_leave_seen("a held upstream response, a reset", false, false, true);
