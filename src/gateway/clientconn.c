@@ -39,8 +39,9 @@
  */
 #define ANSWERING_INPUT_MAX (64 * 1024)
 /*
- * How often the connection of a client that sent more while its request
- * waits is asked whether the client is still there (on_leave_poll()).
+ * How often the connection of a client that sent more than is read (while
+ * its request waits, or past ANSWERING_INPUT_MAX during the answer) is
+ * asked whether the client is still there (on_leave_poll()).
  */
 #define LEAVE_POLL_MS 100
 /* Alignment of the leave watch stored after a record (any object's). */
@@ -84,7 +85,7 @@ struct clientconn {
     bool leave_ready;                  /* 'leave' is assigned */
     bool leave_polling;                /* 'leave' is assigned as the poll
                                           timer: the client sent more
-                                          while its request waits */
+                                          than is read (leave_poll()) */
     bool leave_armed;                  /* 'leave' is added */
     bool leave_skip;                   /* its next firing may be for bytes
                                           evhttp has read since: ignore it */
@@ -637,8 +638,12 @@ on_leave_poll(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     cc->leave_armed = false;
-    if (cc->leave_cb == NULL && cc->state != CONN_ANSWERING) {
-        return; /* the answer is done: the next head arms the read watch */
+    if (cc->leave_cb == NULL && (cc->state != CONN_ANSWERING ||
+                                 evbuffer_get_length(bufferevent_get_input(
+                                     cc->bev)) < ANSWERING_INPUT_MAX)) {
+        /* The reply has begun and evhttp reads the client again, or the
+         * answer is done: the next head arms the read watch. */
+        return;
     }
     fd = bufferevent_getfd(cc->bev);
     if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
@@ -878,9 +883,19 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
-    /* The watch stays for the next request (on_leave_ready()). */
+    /* A plain watch stays for the next request (on_leave_ready()). */
     cc->leave_cb = NULL;
     cc->leave_arg = NULL;
+    if (cc->tls) {
+        /*
+         * Between requests OpenSSL's bufferevent may stop watching a
+         * readable socket (a read that must first write: set_rbow() in
+         * libevent 2.1) while reading stays enabled: a watch of ours
+         * would then wake every turn. No epoll_ctl: evhttp's read keeps
+         * the descriptor's registration as it is.
+         */
+        leave_disarm(cc);
+    }
     bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
     if (cc->stream_tv) {
         bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv,
