@@ -886,7 +886,15 @@ on_reply_done(struct evhttp_request *req, void *arg)
     /* A plain watch stays for the next request (on_leave_ready()). */
     cc->leave_cb = NULL;
     cc->leave_arg = NULL;
+    bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
     if (cc->tls) {
+        /*
+         * What a pipelining client sent past the answer's input bound may
+         * wait inside OpenSSL (tls_take_pending()): into the input with
+         * it, which evhttp reads for the next request once this callback
+         * returns. Scanned below, as any input of the answer's time.
+         */
+        tls_take_pending(cc->bev);
         /*
          * Between requests OpenSSL's bufferevent may stop watching a
          * readable socket (a read that must first write: set_rbow() in
@@ -896,7 +904,6 @@ on_reply_done(struct evhttp_request *req, void *arg)
          */
         leave_disarm(cc);
     }
-    bufferevent_setwatermark(cc->bev, EV_READ, 0, 0);
     if (cc->stream_tv) {
         bufferevent_set_timeouts(cc->bev, &cc->cs->client_tv,
                                  &cc->cs->client_tv);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
@@ -409,6 +410,33 @@ tls_resumed(struct bufferevent *bev)
     SSL *ssl = bufferevent_openssl_get_ssl(bev);
 
     return ssl != NULL && SSL_session_reused(ssl) == 1;
+}
+
+size_t
+tls_take_pending(struct bufferevent *bev)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t moved = 0;
+    int n;
+
+    while (ssl != NULL && (n = SSL_pending(ssl)) > 0) {
+        struct evbuffer_iovec v;
+        int r;
+
+        if (evbuffer_reserve_space(in, n, &v, 1) != 1) {
+            break;
+        }
+        /* Bytes of a record already decrypted: SSL_read() does no I/O. */
+        r = SSL_read(ssl, v.iov_base, n);
+        if (r <= 0) {
+            break;
+        }
+        v.iov_len = (size_t)r;
+        evbuffer_commit_space(in, &v, 1);
+        moved += (size_t)r;
+    }
+    return moved;
 }
 
 /* ---- the set of a config ---- */

@@ -89,6 +89,15 @@ enum tls_failure tls_client_failure(struct bufferevent *bev, char *why,
 bool tls_resumed(struct bufferevent *bev);
 
 /*
+ * Moves the plaintext OpenSSL holds for 'bev' (decrypted, not yet read:
+ * SSL_pending()) to the end of its input buffer, with no I/O; returns the
+ * bytes moved. libevent 2.1's OpenSSL bufferevent leaves such bytes behind
+ * when it stops reading at its high watermark, and does not look for them
+ * when it reads again: only new bytes on the socket would bring them.
+ */
+size_t tls_take_pending(struct bufferevent *bev);
+
+/*
  * A server-side TLS bufferevent for one accepted connection, with no
  * descriptor yet (evhttp sets it): TLS 1.2 and 1.3 only, ALPN
  * http/1.1. Closing frees the SSL and the socket. NULL on failure.

@@ -855,6 +855,73 @@ Test(tls, a_client_resetting_while_its_request_waits_is_seen)
     free(tls);
 }
 
+Test(tls, a_client_pipelining_past_the_input_bound_gets_every_answer)
+{
+    /*
+     * While a long response streams, the client pipelines 100 more
+     * requests of about 1 KiB each: more than the 64 KiB a connection
+     * holds while it is answered. libevent 2.1's OpenSSL bufferevent stops
+     * reading at that bound with part of a record's plaintext still inside
+     * OpenSSL, and never looked for it again: the last requests waited
+     * for bytes the client would never send (97 of 101 answered, then
+     * the connection hung until the header timeout).
+     */
+    enum { N = 100 };
+    static const char big[] = "GET /x?bytes=2000000 HTTP/1.1\r\n"
+                              "Host: localhost\r\n\r\n";
+    /* 'H' begins the status line and appears nowhere else in it: a
+     * mismatch restarts the match at this byte. */
+    static const char status[] = "HTTP/1.1 200 OK\r\n";
+    char pad[1001], *one, *all, buf[65536];
+    size_t one_len, matched = 0, seen = 0;
+    int64_t deadline;
+    struct proc echo;
+    struct gw g;
+    struct tconn c;
+    uint16_t ep;
+    char *tls = listener_conf("srv");
+
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    one = harness_strf(
+        "GET /y HTTP/1.1\r\nHost: localhost\r\nX-Pad: %s\r\n\r\n", pad);
+    one_len = strlen(one);
+    all = malloc(one_len * N);
+    for (size_t i = 0; i < N; i++) {
+        memcpy(all + i * one_len, one, one_len);
+    }
+    gw_start_echo(&g, tls, &echo, &ep);
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    cr_assert_gt(SSL_write(c.ssl, big, (int)strlen(big)), 0);
+    cr_assert_gt(SSL_write(c.ssl, all, (int)(one_len * N)), 0);
+    /* Reads (each read times out after 5 s) until every answer came. */
+    deadline = harness_now_ms() + 20000;
+    while (seen < N + 1 && harness_now_ms() < deadline) {
+        int n = SSL_read(c.ssl, buf, sizeof(buf));
+
+        if (n <= 0) {
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (buf[i] == status[matched]) {
+                if (++matched == sizeof(status) - 1) {
+                    seen++;
+                    matched = 0;
+                }
+            } else {
+                matched = buf[i] == status[0];
+            }
+        }
+    }
+    cr_assert_eq(seen, N + 1, "%zu of %d answers came", seen, N + 1);
+    tconn_close(&c);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(all);
+    free(one);
+    free(tls);
+}
+
 Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
 {
     struct proc echo;
