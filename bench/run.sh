@@ -857,17 +857,19 @@ for rep in $(seq 1 "$REPS"); do
     done
 done
 
-# Medians over the repetitions, per row and connection count:
-# row conns rps_median rps_min rps_max p50_us p99_us non2xx_percent errors
-summarize() {
-    awk '
+# The median of a[1..n] (sorts a), for the awk programs of the summaries.
+AWK_MEDIAN='
     function median(a, n,    i, j, t) {
         for (i = 2; i <= n; i++)
             for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
                 t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
             }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
+    }'
+# Medians over the repetitions, per row and connection count:
+# row conns rps_median rps_min rps_max p50_us p99_us non2xx_percent errors
+summarize() {
+    awk "$AWK_MEDIAN"'
     {
         k = $1 " " $2; n = ++cnt[k]
         rps[k, n] = $4 / ($5 / 1e6); p50[k, n] = $8; p99[k, n] = $9
@@ -947,14 +949,7 @@ ratio_line "  sluice / bare evhttp" sluice evhttp
 # row conns proxy_us proxy_waiting_% redis_us backend_us machine_idle_%,
 # "-" for a group with no thread seen.
 cpu_summary() {
-    awk -v ncpu="$ONLINE_CPUS" '
-    function median(a, n,    i, j, t) {
-        for (i = 2; i <= n; i++)
-            for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-                t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-            }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
+    awk -v ncpu="$ONLINE_CPUS" "$AWK_MEDIAN"'
     # put(NAME, VALUE): one repetition'"'"'s figure, unless it is missing
     function put(m, v) { if (v != "-") { n = ++cnt[k, m]; val[k, m, n] = v } }
     function med(m, fmt,    i, a) {

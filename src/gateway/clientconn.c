@@ -54,6 +54,14 @@ enum conn_state {
     CONN_ANSWERING, /* handed to the server; the reply is not done */
 };
 
+/* What the leave watch ('leave' of a record) is assigned as. */
+enum leave_kind {
+    LEAVE_UNSET, /* nothing yet */
+    LEAVE_READ,  /* the read watch (on_leave_ready()) */
+    LEAVE_POLL,  /* the poll timer: the client sent more than is read
+                    (leave_poll()) */
+};
+
 struct clientconn {
     struct clientconns *cs;            /* the owner */
     struct bufferevent *bev;           /* evhttp's; also ours while pending */
@@ -82,10 +90,7 @@ struct clientconn {
                                           clientconn_watch_leave()), stored
                                           after the record, in its
                                           allocation; set up on first use */
-    bool leave_ready;                  /* 'leave' is assigned */
-    bool leave_polling;                /* 'leave' is assigned as the poll
-                                          timer: the client sent more
-                                          than is read (leave_poll()) */
+    enum leave_kind leave_kind;        /* what 'leave' is assigned as */
     bool leave_armed;                  /* 'leave' is added */
     bool leave_skip;                   /* its next firing may be for bytes
                                           evhttp has read since: ignore it */
@@ -574,24 +579,20 @@ static void leave_disarm(struct clientconn *cc);
 static void
 leave_arm(struct clientconn *cc)
 {
-    if (cc->leave_polling) {
-        /* Back to the read watch after a pipelined request. */
-        leave_disarm(cc);
-        cc->leave_ready = false;
-    }
-    if (cc->leave_armed) {
-        return;
-    }
-    if (!cc->leave_ready) {
+    if (cc->leave_kind != LEAVE_READ) {
+        /* First use, or back to the read watch after a pipelined request. */
         evutil_socket_t fd = bufferevent_getfd(cc->bev);
 
+        leave_disarm(cc);
         if (fd < 0) {
             return;
         }
         event_assign(cc->leave, cc->cs->base, fd, EV_READ | EV_PERSIST,
                      on_leave_ready, cc);
-        cc->leave_ready = true;
-        cc->leave_polling = false;
+        cc->leave_kind = LEAVE_READ;
+    }
+    if (cc->leave_armed) {
+        return;
     }
     event_add(cc->leave, NULL);
     cc->leave_armed = true;
@@ -678,12 +679,12 @@ leave_poll(struct clientconn *cc)
 {
     struct timeval tv = clock_tv(LEAVE_POLL_MS);
 
-    if (cc->leave_polling && cc->leave_armed) {
+    if (cc->leave_kind == LEAVE_POLL && cc->leave_armed) {
         return;
     }
     leave_disarm(cc);
     event_assign(cc->leave, cc->cs->base, -1, 0, on_leave_poll, cc);
-    cc->leave_polling = true;
+    cc->leave_kind = LEAVE_POLL;
     evtimer_add(cc->leave, &tv);
     cc->leave_armed = true;
 }

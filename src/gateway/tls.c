@@ -412,12 +412,11 @@ tls_resumed(struct bufferevent *bev)
     return ssl != NULL && SSL_session_reused(ssl) == 1;
 }
 
-size_t
+void
 tls_take_pending(struct bufferevent *bev)
 {
     SSL *ssl = bufferevent_openssl_get_ssl(bev);
     struct evbuffer *in = bufferevent_get_input(bev);
-    size_t moved = 0;
     int n;
 
     while (ssl != NULL && (n = SSL_pending(ssl)) > 0) {
@@ -434,9 +433,7 @@ tls_take_pending(struct bufferevent *bev)
         }
         v.iov_len = (size_t)r;
         evbuffer_commit_space(in, &v, 1);
-        moved += (size_t)r;
     }
-    return moved;
 }
 
 /* ---- the set of a config ---- */

@@ -90,12 +90,12 @@ bool tls_resumed(struct bufferevent *bev);
 
 /*
  * Moves the plaintext OpenSSL holds for 'bev' (decrypted, not yet read:
- * SSL_pending()) to the end of its input buffer, with no I/O; returns the
- * bytes moved. libevent 2.1's OpenSSL bufferevent leaves such bytes behind
- * when it stops reading at its high watermark, and does not look for them
- * when it reads again: only new bytes on the socket would bring them.
+ * SSL_pending()) to the end of its input buffer, with no I/O. libevent
+ * 2.1's OpenSSL bufferevent leaves such bytes behind when it stops
+ * reading at its high watermark, and does not look for them when it reads
+ * again: only new bytes on the socket would bring them.
  */
-size_t tls_take_pending(struct bufferevent *bev);
+void tls_take_pending(struct bufferevent *bev);
 
 /*
  * A server-side TLS bufferevent for one accepted connection, with no

@@ -677,12 +677,22 @@ logged_499(void *arg)
     return proc_log_contains(arg, "status=499");
 }
 
+/* For harness_wait_until(): the echo at 'port' saw at least 'requests'
+ * requests, or 'aborted' clients leave (whichever is not 0). */
+struct echo_count {
+    uint16_t port; /* the echo's */
+    long requests; /* at least this many seen, or 0 */
+    long aborted;  /* at least this many left, or 0 */
+};
+
 static bool
-echo_saw_abort(void *arg)
+echo_counted(void *arg)
 {
+    const struct echo_count *n = arg;
     struct echo_stats s;
 
-    return echo_stats(*(uint16_t *)arg, &s) == 0 && s.aborted >= 1;
+    return echo_stats(n->port, &s) == 0 && s.requests >= n->requests &&
+           s.aborted >= n->aborted;
 }
 
 /* For harness_wait_until(): 'needle' is in the gateway's log. */
@@ -761,6 +771,7 @@ Test(tls, clients_leaving_while_their_replies_wait_to_be_written)
 
 Test(tls, a_client_leaving_over_tls_while_the_upstream_is_slow_is_seen)
 {
+    struct echo_count left = {0, 0, 1};
     struct proc echo;
     struct http_response r;
     struct gw g;
@@ -774,7 +785,8 @@ Test(tls, a_client_leaving_over_tls_while_the_upstream_is_slow_is_seen)
     http_request(&r, "GET", u, NULL, NULL, 0, 1000);
     cr_assert_eq(r.status, 0);
     http_response_free(&r);
-    cr_assert(harness_wait_until(echo_saw_abort, &ep, 5000),
+    left.port = ep;
+    cr_assert(harness_wait_until(echo_counted, &left, 5000),
               "the gateway kept the upstream request after its TLS client "
               "left");
     cr_assert(harness_wait_until(logged_499, &g.p, 5000),
@@ -789,24 +801,6 @@ static bool
 probe_counted(void *arg)
 {
     return metric(arg, HS("client", "failed")) >= 1;
-}
-
-/* For harness_wait_until(): the echo at 'port' saw at least 'requests'
- * requests, or 'aborted' clients leave (whichever is not 0). */
-struct echo_count {
-    uint16_t port; /* the echo's */
-    long requests; /* at least this many seen, or 0 */
-    long aborted;  /* at least this many left, or 0 */
-};
-
-static bool
-echo_counted(void *arg)
-{
-    const struct echo_count *n = arg;
-    struct echo_stats s;
-
-    return echo_stats(n->port, &s) == 0 && s.requests >= n->requests &&
-           s.aborted >= n->aborted;
 }
 
 Test(tls, a_client_resetting_while_its_request_waits_is_seen)
