@@ -946,8 +946,10 @@ ratio_line "  bare evhttp (no proxying) / nginx proxy" evhttp nginx
 ratio_line "  sluice / bare evhttp" sluice evhttp
 
 # CPU per request over the timed runs, medians over the repetitions:
-# row conns proxy_us proxy_waiting_% redis_us backend_us machine_idle_%,
-# "-" for a group with no thread seen.
+# row conns proxy_us proxy_waiting_% redis_us backend_us machine_idle_%
+# machine_us, "-" for a group with no thread seen. machine_us is the busy
+# time of every online CPU (every process, the kernel's work included)
+# per request.
 cpu_summary() {
     awk -v ncpu="$ONLINE_CPUS" "$AWK_MEDIAN"'
     # put(NAME, VALUE): one repetition'"'"'s figure, unless it is missing
@@ -964,16 +966,17 @@ cpu_summary() {
         put("rd", $9 == "-" ? "-" : $9 / 1e3 / $4)
         put("bk", $11 == "-" ? "-" : $11 / 1e3 / $4)
         put("id", 100 * $6 / ($5 * ncpu))
+        put("mc", ($5 * ncpu - $6) / 1e3 / $4)
     }
     END {
         for (k in keys)
-            print k, med("px", "%.1f"), med("pw", "%.0f"), med("rd", "%.1f"), med("bk", "%.1f"), med("id", "%.0f")
+            print k, med("px", "%.1f"), med("pw", "%.0f"), med("rd", "%.1f"), med("bk", "%.1f"), med("id", "%.0f"), med("mc", "%.1f")
     }' "$CPU_RESULTS"
 }
-declare -A CPU_PX CPU_WAIT CPU_RD CPU_BK CPU_IDLE
-while read -r row c px pw rd bk id; do
+declare -A CPU_PX CPU_WAIT CPU_RD CPU_BK CPU_IDLE CPU_MC
+while read -r row c px pw rd bk id mc; do
     CPU_PX[$row,$c]=$px; CPU_WAIT[$row,$c]=$pw; CPU_RD[$row,$c]=$rd
-    CPU_BK[$row,$c]=$bk; CPU_IDLE[$row,$c]=$id
+    CPU_BK[$row,$c]=$bk; CPU_IDLE[$row,$c]=$id; CPU_MC[$row,$c]=$mc
 done < <(cpu_summary)
 
 pct() { if [ "$1" = - ]; then echo -; else echo "$1%"; fi; }
@@ -986,17 +989,18 @@ say ""
 say "== CPU per request over the timed runs: median of $REPS runs (/proc/PID/task/*/schedstat)"
 say "   proxy = the row's serving process, all its threads; waiting = time its threads were runnable"
 say "   but not running, as a share of the run (another process had the CPU); Redis = every Redis"
-say "   server of the benchmark; backend = its nginx worker; idle = the machine's idle share"
+say "   server of the benchmark; backend = its nginx worker; idle = the machine's idle share;"
+say "   machine = the busy time of all $ONLINE_CPUS CPUs per request (every process, wrk and the kernel included)"
 say ""
-printf '%-2s %-22s %5s  %10s %8s %10s %12s %10s %6s\n' "#" "row" "conns" "proxy us" "waiting" "Redis us" "proxy+Redis" "backend us" "idle"
+printf '%-2s %-22s %5s  %10s %8s %10s %12s %10s %6s %10s\n' "#" "row" "conns" "proxy us" "waiting" "Redis us" "proxy+Redis" "backend us" "idle" "machine us"
 for c in $CONNS; do
     for row in "${ROW_LIST[@]}"; do
         k=$row,$c
         [ -n "${CPU_PX[$k]:-}" ] || continue
-        printf '%-2s %-22s %5s  %10s %8s %10s %12s %10s %6s\n' "${NUM[$row]}" "${LABEL[$row]}" "$c" \
+        printf '%-2s %-22s %5s  %10s %8s %10s %12s %10s %6s %10s\n' "${NUM[$row]}" "${LABEL[$row]}" "$c" \
             "${CPU_PX[$k]}" "$(pct "${CPU_WAIT[$k]}")" "${CPU_RD[$k]}" \
             "$(cpu_sum "${CPU_PX[$k]}" "${CPU_RD[$k]}")" \
-            "${CPU_BK[$k]}" "$(pct "${CPU_IDLE[$k]}")"
+            "${CPU_BK[$k]}" "$(pct "${CPU_IDLE[$k]}")" "${CPU_MC[$k]}"
     done
 done
 # The proxy's and Redis's CPU per request of a row, together.
@@ -1006,6 +1010,13 @@ printf '%-48s' "CPU per request, proxy + Redis, at connections:"; for c in $CONN
 ratio_row "  nginx+lua+redis / sluice redis" lua sluice_redis cpu_per_request
 ratio_row "  nginx+lua+redis flood / sluice flood" lua_flood sluice_flood cpu_per_request
 ratio_row "  nginx proxy / sluice" nginx sluice cpu_per_request
+# The whole machine's: with no idle time, the ratio of req/s these two
+# rows' CPU allows on this machine.
+machine_per_request() { printf '%s' "${CPU_MC[$1,$2]:-}"; }
+printf '%-48s' "CPU per request, whole machine, at connections:"; for c in $CONNS; do printf '%8s' "$c"; done; printf '\n'
+ratio_row "  nginx+lua+redis / sluice redis" lua sluice_redis machine_per_request
+ratio_row "  nginx proxy / sluice redis" nginx sluice_redis machine_per_request
+ratio_row "  nginx proxy / sluice" nginx sluice machine_per_request
 
 # Footnotes: rows that should never refuse but answered non-2xx, socket
 # errors, and sluice decisions that were not Redis's (failure policy).
