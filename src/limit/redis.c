@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "rcluster.h"
+#include "replyguard.h"
 
 #include "config.h"
 #include "log.h"
@@ -210,6 +211,7 @@ struct redis_client {
     enum conn_state state;            /* of the connection */
     redisAsyncContext *ac;            /* NULL unless CONNECTING,
                                          HANDSHAKE or READY */
+    struct replyguard guard;          /* of 'ac' (replyguard.h) */
     char addr[INET6_ADDRSTRLEN];      /* address being connected to */
     size_t handshake_left;            /* replies still due */
     struct event *connect_timer;      /* connect + handshake deadline;
@@ -515,6 +517,9 @@ on_disconnect(const redisAsyncContext *cac, int status)
     if (cac != c->ac) {
         return;
     }
+    if (c->guard.refused != NULL) {
+        why = c->guard.refused;
+    }
     c->ac = NULL;
     if (c->state == CONN_READY) {
         log_warn("redis: connection to %s:%u lost: %s", c->host,
@@ -551,6 +556,7 @@ connect_to(struct redis_client *c, const char *ip)
      * next call has to find out. */
     redisEnableKeepAlive(&ac->c);
     redisLibeventAttach(ac, c->base);
+    replyguard_attach(&c->guard, ac);
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
 }

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "replyguard.h"
 #include "resolve.h"
 #include "sentinel_parse.h"
 #include "xmalloc.h"
@@ -50,18 +51,19 @@ enum link_state {
 };
 
 struct link {
-    struct sentinel *s;     /* the owner; borrowed */
-    bool watch;             /* the subscription, else the ask */
-    enum link_state state;  /* of this link */
-    size_t node;            /* index into s->nodes being tried */
-    size_t tried;           /* nodes tried in this round, before 'node' */
-    redisAsyncContext *ac;  /* NULL unless LINK_OPEN or LINK_SUBSCRIBED */
-    struct resolve *lookup; /* while LINK_LOOKUP, or NULL */
-    struct event *timer;    /* deadline, pause, or delivery; owned */
-    bool failing;           /* a failure was logged since the last
-                               success: later ones are debug */
-    uint64_t pause_ms;      /* the watch: next pause, before jitter */
-    int64_t subscribed_ms;  /* the watch: when the subscription began */
+    struct sentinel *s;      /* the owner; borrowed */
+    bool watch;              /* the subscription, else the ask */
+    enum link_state state;   /* of this link */
+    size_t node;             /* index into s->nodes being tried */
+    size_t tried;            /* nodes tried in this round, before 'node' */
+    redisAsyncContext *ac;   /* NULL unless LINK_OPEN or LINK_SUBSCRIBED */
+    struct replyguard guard; /* of 'ac' (replyguard.h) */
+    struct resolve *lookup;  /* while LINK_LOOKUP, or NULL */
+    struct event *timer;     /* deadline, pause, or delivery; owned */
+    bool failing;            /* a failure was logged since the last
+                                success: later ones are debug */
+    uint64_t pause_ms;       /* the watch: next pause, before jitter */
+    int64_t subscribed_ms;   /* the watch: when the subscription began */
 };
 
 struct sentinel {
@@ -293,10 +295,14 @@ static void
 on_link_disconnect(const redisAsyncContext *cac, int status)
 {
     struct link *l = cac->data;
+    const char *why = cac->errstr != NULL ? cac->errstr : "closed";
 
     (void)status;
     if (cac != l->ac) {
         return;
+    }
+    if (l->guard.refused != NULL) {
+        why = l->guard.refused;
     }
     l->ac = NULL;
     evtimer_del(l->timer);
@@ -315,13 +321,13 @@ on_link_disconnect(const redisAsyncContext *cac, int status)
         log_msg(l->failing ? LOG_DEBUG : LOG_WARN,
                 "redis: sentinel %s:%u: subscription lost: %s",
                 l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
-                cac->errstr != NULL ? cac->errstr : "closed");
+                why);
         l->failing = true;
         l->tried = 0;
         watch_pause(l);
         return;
     }
-    link_failed(l, cac->errstr != NULL ? cac->errstr : "closed");
+    link_failed(l, why);
 }
 
 /* Connects to 'ip' (the current node's) and queues the link's commands:
@@ -350,6 +356,7 @@ link_connect(struct link *l, const char *ip)
     l->state = LINK_OPEN;
     redisEnableKeepAlive(&ac->c);
     redisLibeventAttach(ac, s->base);
+    replyguard_attach(&l->guard, ac);
     redisAsyncSetConnectCallback(ac, on_link_connect);
     redisAsyncSetDisconnectCallback(ac, on_link_disconnect);
     rc = REDIS_OK;

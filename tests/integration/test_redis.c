@@ -15,7 +15,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/listener.h>
 
 #include "config.h"
 #include "harness.h"
@@ -331,6 +335,120 @@ sync_cmd(uint16_t port, const char *password, const char *const *argv, int argc)
         free(sync_cmd((f)->port, NULL, argv_,                                  \
                       (int)(sizeof(argv_) / sizeof(argv_[0]))));               \
     } while (0)
+
+/*
+ * A relay on the client's loop between the client and the test's Redis,
+ * one connection at a time, through which a test makes the server
+ * misbehave: bytes no command asked for, replies swallowed, connections
+ * cut. The client is pointed at 'port'.
+ */
+struct relay {
+    struct evconnlistener *lis; /* owned */
+    uint16_t port;              /* where the client connects */
+    uint16_t to;                /* the real server */
+    struct bufferevent *down;   /* to the client; owned, or NULL */
+    struct bufferevent *up;     /* to the server; owned, or NULL */
+    bool swallow;               /* drop what the server sends */
+    int accepted;               /* connections so far */
+};
+
+static void
+relay_cut(struct relay *r)
+{
+    if (r->down != NULL) {
+        bufferevent_free(r->down);
+        bufferevent_free(r->up);
+        r->down = r->up = NULL;
+    }
+}
+
+static void
+on_relay_read(struct bufferevent *bev, void *arg)
+{
+    struct relay *r = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+
+    if (bev == r->up && r->swallow) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    bufferevent_write_buffer(bev == r->up ? r->down : r->up, in);
+}
+
+static void
+on_relay_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        relay_cut(arg);
+    }
+}
+
+static void
+on_relay_accept(struct evconnlistener *lis, evutil_socket_t fd,
+                struct sockaddr *sa, int salen, void *arg)
+{
+    struct relay *r = arg;
+    struct event_base *base = evconnlistener_get_base(lis);
+    struct sockaddr_in to = {.sin_family = AF_INET};
+
+    (void)sa;
+    (void)salen;
+    relay_cut(r);
+    r->accepted++;
+    to.sin_port = htons(r->to);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    r->down = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+    r->up = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    cr_assert(r->down != NULL && r->up != NULL);
+    cr_assert_eq(
+        bufferevent_socket_connect(r->up, (struct sockaddr *)&to, sizeof(to)),
+        0);
+    bufferevent_setcb(r->down, on_relay_read, NULL, on_relay_event, r);
+    bufferevent_setcb(r->up, on_relay_read, NULL, on_relay_event, r);
+    bufferevent_enable(r->down, EV_READ);
+    bufferevent_enable(r->up, EV_READ);
+}
+
+static bool
+relay_accepted_twice(void *arg)
+{
+    return ((struct relay *)arg)->accepted >= 2;
+}
+
+/* Puts a relay in front of the fixture's Redis: start it before
+ * fx_client(). */
+static void
+relay_start(struct relay *r, struct fx *f)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+
+    memset(r, 0, sizeof(*r));
+    r->to = f->port;
+    r->port = harness_free_port();
+    sin.sin_port = htons(r->port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    r->lis = evconnlistener_new_bind(f->base, on_relay_accept, r,
+                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
+                                     16, (struct sockaddr *)&sin, sizeof(sin));
+    cr_assert(r->lis != NULL, "relay: cannot listen on %u", (unsigned)r->port);
+    f->conf.port = r->port;
+}
+
+/* Sends 's' to the client as if the server had. */
+static void
+relay_inject(struct relay *r, const char *s)
+{
+    cr_assert(r->down != NULL, "relay: no client connected");
+    bufferevent_write(r->down, s, strlen(s));
+}
+
+static void
+relay_stop(struct relay *r)
+{
+    relay_cut(r);
+    evconnlistener_free(r->lis);
+}
 
 TestSuite(redis, .timeout = 30);
 
@@ -1504,5 +1622,59 @@ Test(redis, kept_call_records_answer_their_own_calls_under_a_random_mix)
         cr_assert_gt(ok, 100);
         cr_assert_gt(to, 0);
     }
+    fx_fini(&f);
+}
+
+/* hiredis asserts on a reply with no callback waiting: the process would
+ * abort. The client drops the connection instead, and connects again. */
+Test(redis, a_reply_no_command_asked_for_costs_the_connection_only)
+{
+    struct fx f;
+    struct relay r;
+    struct answer a;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    relay_start(&r, &f);
+    fx_client(&f);
+    wait_ready(&f);
+    relay_inject(&r, "+OK\r\n");
+    cr_assert(run_until(&f, relay_accepted_twice, &r, 5000),
+              "the client did not connect again");
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    relay_stop(&r);
+    fx_fini(&f);
+}
+
+/* hiredis would allocate the array's 10^9 slots, and walk them to free
+ * them, inside the loop. The waiting call is answered DOWN at once. */
+Test(redis, an_array_longer_than_any_reply_is_refused_at_its_header)
+{
+    struct fx f;
+    struct relay r;
+    struct answer a;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    relay_start(&r, &f);
+    fx_client(&f);
+    wait_ready(&f);
+    r.swallow = true;
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    run_for(&f, 20);
+    cr_assert_eq(a.count, 0);
+    relay_inject(&r, "*1000000000\r\n");
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_DOWN, "%s %s", status_name(a.status),
+                 a.error);
+    cr_assert_lt(a.at_ms - a.sent_ms, f.conf.timeout_ms,
+                 "answered after %lld ms", (long long)(a.at_ms - a.sent_ms));
+    r.swallow = false;
+    wait_ready(&f);
+    relay_stop(&r);
     fx_fini(&f);
 }

@@ -1,0 +1,36 @@
+/*
+ * replyguard.h - what hiredis 0.14's asynchronous context is not told:
+ * a reply that no command waits for, and an array too long for any reply
+ * the gateway asks for. hiredis asserts on the first (a non-error reply
+ * with no callback pending aborts the process) and callocs the
+ * second whole, then walks it to free it (10^9 elements: seconds of a
+ * worker's loop). The guard replaces the reader's object functions of one
+ * connection, so that such a reply is refused as its first byte is read:
+ * hiredis then reports a reader error and disconnects, and the owner's
+ * disconnect callback answers what waits, as for a lost connection.
+ * No I/O, no allocation.
+ */
+#ifndef SLUICE_REPLYGUARD_H
+#define SLUICE_REPLYGUARD_H
+
+#include <hiredis/async.h>
+
+/* The longest array any reply may hold: CLUSTER SLOTS has at most one
+ * element per slot range, 16384. */
+#define REPLYGUARD_ARRAY_MAX 65536
+
+struct replyguard {
+    const redisAsyncContext *ac;           /* guarded; borrowed */
+    const redisReplyObjectFunctions *base; /* the reader's own functions */
+    const char *refused; /* why a reply was refused (static text), or NULL */
+};
+
+/*
+ * Guards 'ac' (borrowed): 'g' (the caller's) must outlive 'ac', and holds
+ * after a refusal the reason, which hiredis's own error ("Out of memory")
+ * does not give. A subscribed context's messages, which come with no
+ * callback, pass.
+ */
+void replyguard_attach(struct replyguard *g, redisAsyncContext *ac);
+
+#endif
