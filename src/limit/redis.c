@@ -226,6 +226,8 @@ struct redis_client {
     bool readonly;                    /* dropped for READONLY, and no
                                          script has run since: keep
                                          backing off */
+    int64_t ready_ms;                 /* when the connection became
+                                         ready (clock_mono_ms()) */
     bool was_ready;                   /* ready once: the next ready is a
                                          reconnect */
     bool role_unverified_told;        /* the NOPERM on ROLE was logged */
@@ -332,9 +334,10 @@ became_ready(struct redis_client *c)
 {
     evtimer_del(c->connect_timer);
     c->state = CONN_READY;
-    if (!c->readonly) {
-        c->backoff_ms = BACKOFF_MIN_MS;
-    }
+    /* The backoff starts again once the server has answered a call
+     * (note_role()) or the connection has lasted: one that closes each
+     * connection after the handshake gets the backoff, not a storm. */
+    c->ready_ms = clock_mono_ms();
     c->failures = 0;
     c->failing = false;
     if (c->was_ready) {
@@ -524,7 +527,9 @@ on_disconnect(const redisAsyncContext *cac, int status)
     if (c->state == CONN_READY) {
         log_warn("redis: connection to %s:%u lost: %s", c->host,
                  (unsigned)c->port, why);
-        c->backoff_ms = BACKOFF_MIN_MS;
+        if (clock_mono_ms() - c->ready_ms >= (int64_t)BACKOFF_MAX_MS) {
+            c->backoff_ms = BACKOFF_MIN_MS;
+        }
         schedule_retry(c);
     } else {
         attempt_failed(c, "connect", why);
@@ -1168,7 +1173,8 @@ queue_call(struct redis_client *c, size_t idx, struct redis_call *call)
 /*
  * A READONLY reply means the server was demoted to a replica (a
  * failover): the name may point at the new primary now. Any other reply
- * after one means the server writes again.
+ * means the server writes (again), and that the connection works: the
+ * next one lost is retried at the shortest backoff.
  */
 static void
 note_role(struct redis_client *c, redisAsyncContext *ac,
@@ -1181,7 +1187,7 @@ note_role(struct redis_client *c, redisAsyncContext *ac,
         c->readonly = true;
         schedule_retry(c);
         drop_connection(c); /* hiredis frees it once this returns */
-    } else if (reply->type != REDIS_REPLY_ERROR && c->readonly) {
+    } else if (reply->type != REDIS_REPLY_ERROR) {
         c->readonly = false;
         c->backoff_ms = BACKOFF_MIN_MS;
     }

@@ -1678,3 +1678,37 @@ Test(redis, an_array_longer_than_any_reply_is_refused_at_its_header)
     relay_stop(&r);
     fx_fini(&f);
 }
+
+/* A server that closes each connection once it is ready (the handshake
+ * done, no call answered yet) gets the backoff: 50 ms doubling to 2 s,
+ * about seven connections in 3 s, not one every 50 ms. */
+Test(redis, a_server_that_closes_after_each_handshake_gets_the_backoff)
+{
+    struct fx f;
+    struct relay r;
+    struct answer a;
+    int64_t until;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    relay_start(&r, &f);
+    fx_client(&f);
+    until = harness_now_ms() + 3000;
+    while (harness_now_ms() < until) {
+        if (redis_client_ready(f.c)) {
+            relay_cut(&r);
+        }
+        event_base_loop(f.base, EVLOOP_ONCE);
+    }
+    cr_assert_geq(r.accepted, 4, "only %d connections: nothing was cut",
+                  r.accepted);
+    cr_assert_leq(r.accepted, 10, "%d connections in 3 s", r.accepted);
+    /* Left alone, it connects and answers. */
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    relay_stop(&r);
+    fx_fini(&f);
+}
