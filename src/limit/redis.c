@@ -217,6 +217,8 @@ struct redis_client {
     struct event *connect_timer;      /* connect + handshake deadline;
                                          owned */
     struct event *retry_timer;        /* next attempt; owned */
+    struct event *stall_timer;        /* check_stall() while replies are
+                                         owed; owned */
     uint64_t backoff_ms;              /* next retry delay, before jitter */
     unsigned failures;                /* attempts failed in a row; picks
                                          the address to try */
@@ -814,22 +816,58 @@ call_answer(struct redis_call *call, enum redis_status status,
 }
 
 /* A READY connection that has answered nothing for a long while although
- * commands wait (a partition, a host gone without a RST) is given up:
- * TCP alone would take minutes to notice. */
-static void
+ * commands wait (a partition, a host gone without a RST, a server that
+ * sends a reply that never ends) is given up: TCP alone would take
+ * minutes to notice. Returns true if it was. */
+static bool
 check_stall(struct redis_client *c)
 {
     int64_t idle = clock_mono_ms() - c->progress_ms;
 
     if (c->state != CONN_READY || c->in_flight == 0 ||
         idle < (int64_t)c->connect_timeout_ms) {
-        return;
+        return false;
     }
     log_warn("redis: %s:%u: no reply for %lld ms: reconnecting", c->host,
              (unsigned)c->port, (long long)idle);
-    c->backoff_ms = BACKOFF_MIN_MS;
     schedule_retry(c);
     drop_connection(c);
+    return true;
+}
+
+/* Runs check_stall() when the connection, owing replies since its last
+ * one, will have gone the connect deadline without another. */
+static void
+arm_stall_check(struct redis_client *c)
+{
+    int64_t due =
+        c->progress_ms + (int64_t)c->connect_timeout_ms - clock_mono_ms();
+    struct timeval tv = clock_tv(due > 0 ? (uint64_t)due : 0);
+
+    evtimer_add(c->stall_timer, &tv);
+}
+
+/* Replies are owed again: the check runs even if no call times out (the
+ * waiting calls were cancelled, or they time out before the deadline). */
+static void
+owing_from_now(struct redis_client *c)
+{
+    c->progress_ms = clock_mono_ms();
+    if (!evtimer_pending(c->stall_timer, NULL)) {
+        arm_stall_check(c);
+    }
+}
+
+static void
+on_stall_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct redis_client *c = arg;
+
+    (void)fd;
+    (void)what;
+    if (c->state == CONN_READY && c->in_flight > 0 && !check_stall(c)) {
+        arm_stall_check(c);
+    }
 }
 
 static void
@@ -979,7 +1017,7 @@ send_call(struct redis_client *c, struct redis_call *call)
         return false;
     }
     if (c->in_flight++ == 0) {
-        c->progress_ms = clock_mono_ms();
+        owing_from_now(c);
     }
     call->in_hiredis = true;
     return true;
@@ -1056,7 +1094,7 @@ send_batch(struct redis_client *c, struct redis_batch *b)
         return false;
     }
     if (c->in_flight == 0) {
-        c->progress_ms = clock_mono_ms();
+        owing_from_now(c);
     }
     c->in_flight += b->n;
     c->stats.batches++;
@@ -1581,6 +1619,7 @@ client_new(struct event_base *base, const struct redis_conf *conf,
     c->max_in_flight = max_in_flight > 0 ? max_in_flight : SIZE_MAX;
     c->connect_timer = evtimer_new(base, on_connect_timeout, c);
     c->retry_timer = evtimer_new(base, on_retry_timer, c);
+    c->stall_timer = evtimer_new(base, on_stall_timer, c);
     c->map_ev = evtimer_new(base, on_map_event, c);
     c->backoff_ms = BACKOFF_MIN_MS;
     c->rng =
@@ -1681,6 +1720,7 @@ redis_client_free(struct redis_client *c)
     }
     event_free(c->connect_timer);
     event_free(c->retry_timer);
+    event_free(c->stall_timer);
     event_free(c->map_ev);
     event_free(c->flush_ev);
     free(c->queue);

@@ -443,6 +443,14 @@ relay_inject(struct relay *r, const char *s)
     bufferevent_write(r->down, s, strlen(s));
 }
 
+/* Sends 's' to the server as if the client had. */
+static void
+relay_inject_up(struct relay *r, const char *s)
+{
+    cr_assert(r->up != NULL, "relay: no client connected");
+    bufferevent_write(r->up, s, strlen(s));
+}
+
 static void
 relay_stop(struct relay *r)
 {
@@ -1709,6 +1717,74 @@ Test(redis, a_server_that_closes_after_each_handshake_gets_the_backoff)
     wait_answered(&f, &a);
     cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
                  a.error);
+    relay_stop(&r);
+    fx_fini(&f);
+}
+
+/* A reply that never ends (a bulk string of a terabyte, trickling): the
+ * call times out, and the connection, owing a reply with none come for
+ * the connect deadline (1 s), is dropped although no call is left to
+ * time out. */
+Test(redis, a_reply_that_never_ends_costs_the_connection_after_the_deadline)
+{
+    struct fx f;
+    struct relay r;
+    struct answer a;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    relay_start(&r, &f);
+    fx_client(&f);
+    wait_ready(&f);
+    r.swallow = true;
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    relay_inject(&r, "$999999999999\r\nxxxxxxxx");
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_TIMEOUT, "%s", status_name(a.status));
+    r.swallow = false;
+    cr_assert(run_until(&f, relay_accepted_twice, &r, 3000),
+              "the connection was kept");
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
+                 a.error);
+    relay_stop(&r);
+    fx_fini(&f);
+}
+
+/* A server that skips one reply (CLIENT REPLY SKIP, sent here behind the
+ * client's back) puts every later reply one call late: each call gets
+ * the reply of the call before it, or times out. The connection owes a
+ * reply for the connect deadline and is dropped; the next is in step. */
+Test(redis, a_connection_out_of_step_is_dropped_once_it_owes_a_reply_too_long)
+{
+    struct fx f;
+    struct relay r;
+    struct answer a, b, c;
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    relay_start(&r, &f);
+    fx_client(&f);
+    wait_ready(&f);
+    relay_inject_up(&r, "*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$4\r\nSKIP\r\n");
+    run_for(&f, 20);
+    eval(&f, INCR_KEY, "{t}n", NULL, &a);
+    wait_answered(&f, &a);
+    cr_assert_eq(a.status, REDIS_CALL_TIMEOUT, "%s", status_name(a.status));
+    /* Its reply goes to the first call's record. */
+    eval(&f, INCR_KEY, "{t}n", NULL, &b);
+    wait_answered(&f, &b);
+    cr_assert_eq(b.status, REDIS_CALL_TIMEOUT, "%s", status_name(b.status));
+    cr_assert(run_until(&f, relay_accepted_twice, &r, 3000),
+              "the connection was kept out of step");
+    wait_ready(&f);
+    eval(&f, INCR_KEY, "{t}n", NULL, &c);
+    wait_answered(&f, &c);
+    cr_assert_eq(c.status, REDIS_CALL_OK, "%s %s", status_name(c.status),
+                 c.error);
+    cr_assert_eq(c.ints[0], 3, "INCR answered %lld", c.ints[0]);
     relay_stop(&r);
     fx_fini(&f);
 }
