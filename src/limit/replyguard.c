@@ -1,29 +1,73 @@
 #include "replyguard.h"
 
 #include <stdbool.h>
+#include <strings.h>
 
 #include <hiredis/hiredis.h>
 
+static bool
+refuse(struct replyguard *g, const char *why)
+{
+    g->refused = why;
+    return false;
+}
+
 /*
- * Whether the reply whose first object 'task' is may be read. hiredis
- * hands each reply's callback over only once the reply is whole, so
- * while a reply is read its own callback still waits in the list.
+ * Whether the object that 'task' begins may be read: an array of
+ * 'elements' (-1 for anything else), or the string 's' of 'len' bytes.
+ * hiredis hands each reply's callback over only once the reply is whole,
+ * so while a reply is read its own callback still waits in the list.
  */
 static bool
-admit(const redisReadTask *task)
+admit(const redisReadTask *task, int elements, const char *s, size_t len)
 {
     struct replyguard *g = task->privdata;
     const redisAsyncContext *ac = g->ac;
 
-    /* An error with no command waiting (too many clients) hiredis takes
-     * for the server's reason to close, and disconnects with it. */
-    if (task->parent != NULL || task->type == REDIS_REPLY_ERROR ||
-        ac->replies.head != NULL ||
-        (ac->c.flags & (REDIS_SUBSCRIBED | REDIS_MONITORING)) != 0) {
+    if (elements > REPLYGUARD_ARRAY_MAX) {
+        return refuse(g, "an array longer than any reply");
+    }
+    if (task->parent == NULL) {
+        g->message = false;
+        /* An error with no command waiting (too many clients) hiredis
+         * takes for the server's reason to close, and disconnects. */
+        if (task->type == REDIS_REPLY_ERROR || ac->replies.head != NULL) {
+            return true;
+        }
+        if ((ac->c.flags & REDIS_SUBSCRIBED) == 0) {
+            return refuse(g, "a reply no command asked for");
+        }
+        /* A subscription's message: hiredis asserts on any other shape
+         * (and reads past a shorter one), so it is checked as it comes. */
+        if (elements != 3) {
+            return refuse(g, "a message of a subscription not of 3 elements");
+        }
+        g->message = true;
         return true;
     }
-    g->refused = "a reply no command asked for";
-    return false;
+    if (!g->message) {
+        return true;
+    }
+    /* Elements of a message: its kind and channel, strings; then the
+     * payload, or for "unsubscribe" the count of channels left. */
+    switch (task->idx) {
+    case 0:
+        g->unsubscribe =
+            len >= 11 && strncasecmp(s + len - 11, "unsubscribe", 11) == 0;
+        /* fall through */
+    case 1:
+        if (task->type != REDIS_REPLY_STRING) {
+            return refuse(g, "a message of a subscription without its kind "
+                             "or channel");
+        }
+        return true;
+    default:
+        if (task->type != REDIS_REPLY_INTEGER &&
+            (task->type != REDIS_REPLY_STRING || g->unsubscribe)) {
+            return refuse(g, "a message of a subscription of the wrong type");
+        }
+        return true;
+    }
 }
 
 static void *
@@ -31,19 +75,16 @@ guard_string(const redisReadTask *task, char *s, size_t len)
 {
     const struct replyguard *g = task->privdata;
 
-    return admit(task) ? g->base->createString(task, s, len) : NULL;
+    return admit(task, -1, s, len) ? g->base->createString(task, s, len) : NULL;
 }
 
 static void *
 guard_array(const redisReadTask *task, int elements)
 {
-    struct replyguard *g = task->privdata;
+    const struct replyguard *g = task->privdata;
 
-    if (elements > REPLYGUARD_ARRAY_MAX) {
-        g->refused = "an array longer than any reply";
-        return NULL;
-    }
-    return admit(task) ? g->base->createArray(task, elements) : NULL;
+    return admit(task, elements, NULL, 0) ? g->base->createArray(task, elements)
+                                          : NULL;
 }
 
 static void *
@@ -51,7 +92,7 @@ guard_integer(const redisReadTask *task, long long v)
 {
     const struct replyguard *g = task->privdata;
 
-    return admit(task) ? g->base->createInteger(task, v) : NULL;
+    return admit(task, -1, NULL, 0) ? g->base->createInteger(task, v) : NULL;
 }
 
 static void *
@@ -59,7 +100,7 @@ guard_nil(const redisReadTask *task)
 {
     const struct replyguard *g = task->privdata;
 
-    return admit(task) ? g->base->createNil(task) : NULL;
+    return admit(task, -1, NULL, 0) ? g->base->createNil(task) : NULL;
 }
 
 /* hiredis's own freeObject is freeReplyObject(): the objects are its. */
@@ -78,6 +119,7 @@ replyguard_attach(struct replyguard *g, redisAsyncContext *ac)
 
     g->ac = ac;
     g->refused = NULL;
+    g->message = false;
     if (r->fn != &guarded) {
         g->base = r->fn;
     }

@@ -1,17 +1,21 @@
 /*
- * replyguard.h - what hiredis 0.14's asynchronous context is not told:
- * a reply that no command waits for, and an array too long for any reply
- * the gateway asks for. hiredis asserts on the first (a non-error reply
- * with no callback pending aborts the process) and callocs the
- * second whole, then walks it to free it (10^9 elements: seconds of a
- * worker's loop). The guard replaces the reader's object functions of one
- * connection, so that such a reply is refused as its first byte is read:
- * hiredis then reports a reader error and disconnects, and the owner's
- * disconnect callback answers what waits, as for a lost connection.
- * No I/O, no allocation.
+ * replyguard.h - what hiredis 0.14's asynchronous context is not told: a
+ * reply that no command waits for, a subscription's message of another
+ * shape than a subscription sends, and an array too long for any reply
+ * the gateway asks for. hiredis asserts on the first two (a non-error
+ * reply with no callback pending, or a message that is not an array of
+ * a string kind and channel, aborts the process; an "unsubscribe" of two
+ * elements makes it read past the array), and callocs the third whole,
+ * then walks it to free it (10^9 elements: seconds of a worker's loop).
+ * The guard replaces the reader's object functions of one connection, so
+ * that such a reply is refused as it begins: hiredis then reports a
+ * reader error and disconnects, and the owner's disconnect callback
+ * answers what waits, as for a lost connection. No I/O, no allocation.
  */
 #ifndef SLUICE_REPLYGUARD_H
 #define SLUICE_REPLYGUARD_H
+
+#include <stdbool.h>
 
 #include <hiredis/async.h>
 
@@ -23,13 +27,17 @@ struct replyguard {
     const redisAsyncContext *ac;           /* guarded; borrowed */
     const redisReplyObjectFunctions *base; /* the reader's own functions */
     const char *refused; /* why a reply was refused (static text), or NULL */
+    bool message;        /* the reply being read is a subscription's */
+    bool unsubscribe;    /* and its kind is "unsubscribe" */
 };
 
 /*
  * Guards 'ac' (borrowed): 'g' (the caller's) must outlive 'ac', and holds
  * after a refusal the reason, which hiredis's own error ("Out of memory")
  * does not give. A subscribed context's messages, which come with no
- * callback, pass.
+ * callback, pass when they are arrays of three: two strings, then a
+ * string or an integer (an integer for "unsubscribe"). No pattern
+ * subscription ("pmessage", four elements) is expected.
  */
 void replyguard_attach(struct replyguard *g, redisAsyncContext *ac);
 
