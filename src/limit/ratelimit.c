@@ -383,7 +383,7 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
     pt->call = NULL;
     observe_latency(rl, &pt->started);
     if (status == REDIS_CALL_OK &&
-        scriptcall_decode(ints, n, &pt->v->res) == 0) {
+        scriptcall_decode(pt->v->tier->limiter, ints, n, &pt->v->res) == 0) {
         pt->v->reason = verdict_reason_of(&pt->v->res, false);
         if (!pt->v->res.allowed) {
             remember_refusal(rl, pt);
@@ -538,8 +538,11 @@ struct take {
 
 /* A lease return in flight. */
 struct giveback {
-    struct ratelimit *rl; /* borrowed */
-    uint64_t units;       /* given back */
+    struct ratelimit *rl;   /* borrowed */
+    uint64_t units;         /* given back */
+    struct limiter_def def; /* the lease's limiter, without its name and
+                               policy: the lease may be gone before the
+                               reply comes */
 };
 
 static void
@@ -560,7 +563,7 @@ on_return_reply(enum redis_status status, const long long *ints, size_t n,
 
     g->rl->returns_in_flight--;
     if (status == REDIS_CALL_OK &&
-        scriptcall_decode_lease(ints, n, &res, &units) == 0) {
+        scriptcall_decode_lease(&g->def, ints, n, &res, &units) == 0) {
         count_units(g->rl, "returned", g->units);
     } else {
         /* Lost: they count as used, so nothing is admitted twice. */
@@ -595,6 +598,7 @@ give_back(struct ratelimit *rl, const struct lease *l, uint64_t units)
     g = xmalloc(sizeof(*g));
     g->rl = rl;
     g->units = units;
+    g->def = l->def;
     rl->returns_in_flight++;
     redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args, sc.nargs,
                       on_return_reply, g);
@@ -846,7 +850,7 @@ on_take_reply(enum redis_status status, const long long *ints, size_t n,
     rl->takes_in_flight--;
     observe_latency(rl, &tk->started);
     answered = status == REDIS_CALL_OK &&
-               scriptcall_decode_lease(ints, n, &res, &granted) == 0;
+               scriptcall_decode_lease(&l->def, ints, n, &res, &granted) == 0;
     if (!answered && (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK)) {
         log_warn("ratelimit: lease take: redis: %s",
                  error != NULL ? error : "unexpected reply");

@@ -84,26 +84,40 @@ scriptcall_encode(struct scriptcall *sc, const struct limiter_def *lim,
     return 0;
 }
 
-/* A count from the script; a negative one (never sent) counts as 0. */
-static uint64_t
-clamp(long long v)
+/* 0 <= v <= max. */
+static bool
+within(long long v, long long max)
 {
-    return v > 0 ? (uint64_t)v : 0;
+    return v >= 0 && v <= max;
 }
 
 int
-scriptcall_decode(const long long *ints, size_t n, struct limit_result *out)
+scriptcall_decode(const struct limiter_def *lim, const long long *ints,
+                  size_t n, struct limit_result *out)
 {
+    /* Only delay mode holds a request: in deny mode the script ignores
+     * max_delay_ms and admits only without a wait. */
+    long long max_delay = 0;
+
+    if (lim->delay) {
+        max_delay = lim->max_delay_ms < SCRIPTCALL_COUNT_MAX
+                        ? (long long)lim->max_delay_ms
+                        : SCRIPTCALL_COUNT_MAX;
+    }
     if (ints == NULL || n < SCRIPTCALL_REPLY_LEN ||
-        (ints[0] != 0 && ints[0] != 1) || ints[5] >= LIMIT_MAX_RULES) {
+        (ints[0] != 0 && ints[0] != 1) ||
+        !within(ints[1], SCRIPTCALL_COUNT_MAX) ||
+        !within(ints[2], SCRIPTCALL_TIME_MAX) ||
+        !within(ints[3], SCRIPTCALL_TIME_MAX) || !within(ints[4], max_delay) ||
+        !within(ints[5], (long long)lim->nrules - 1)) {
         return -1;
     }
     out->allowed = ints[0] == 1;
-    out->remaining = (int64_t)clamp(ints[1]);
-    out->retry_after_ms = clamp(ints[2]);
-    out->reset_ms = clamp(ints[3]);
-    out->delay_ms = clamp(ints[4]);
-    out->rule = (unsigned)clamp(ints[5]);
+    out->remaining = ints[1];
+    out->retry_after_ms = (uint64_t)ints[2];
+    out->reset_ms = (uint64_t)ints[3];
+    out->delay_ms = (uint64_t)ints[4];
+    out->rule = (unsigned)ints[5];
     return 0;
 }
 
@@ -158,16 +172,18 @@ scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
 }
 
 int
-scriptcall_decode_lease(const long long *ints, size_t n,
-                        struct limit_result *out, uint64_t *units)
+scriptcall_decode_lease(const struct limiter_def *lim, const long long *ints,
+                        size_t n, struct limit_result *out, uint64_t *units)
 {
     struct limit_result res;
 
     if (n < SCRIPTCALL_LEASE_REPLY_LEN ||
-        scriptcall_decode(ints, n, &res) != 0 || (res.allowed && ints[6] < 1)) {
+        scriptcall_decode(lim, ints, n, &res) != 0 ||
+        !within(ints[6], SCRIPTCALL_COUNT_MAX) ||
+        (res.allowed && ints[6] < 1)) {
         return -1;
     }
     *out = res;
-    *units = clamp(ints[6]);
+    *units = (uint64_t)ints[6];
     return 0;
 }

@@ -84,13 +84,16 @@ int scriptcall_lease(struct scriptcall *sc, enum scriptcall_lease_op op,
                      uint64_t units);
 
 /*
- * Reads a lease call's reply: the first six integers as
+ * Reads the reply of a lease call of 'lim': the first six integers as
  * scriptcall_decode() does, the seventh into '*units' (granted by a take,
- * 0 when denied; given back by a return). Returns 0, or -1 for a
- * malformed reply (fewer than SCRIPTCALL_LEASE_REPLY_LEN integers, or an
- * allowed take that granted nothing).
+ * 0 when denied; given back by a return), which must be within 0..2^50.
+ * Returns 0, or -1 for a malformed reply (what scriptcall_decode()
+ * refuses, fewer than SCRIPTCALL_LEASE_REPLY_LEN integers, a seventh out
+ * of range, or an allowed take that granted nothing); '*out' and
+ * '*units' are then left alone.
  */
-int scriptcall_decode_lease(const long long *ints, size_t n,
+int scriptcall_decode_lease(const struct limiter_def *lim,
+                            const long long *ints, size_t n,
                             struct limit_result *out, uint64_t *units);
 
 /* The longest packed reply scriptcall_unpack() reads. */
@@ -110,14 +113,28 @@ int scriptcall_decode_lease(const long long *ints, size_t n,
 size_t scriptcall_unpack(const char *s, size_t len, long long *ints,
                          size_t max);
 
+/* The largest count in a reply (lua/README.md): 2^50, the scripts' MAX. */
+#define SCRIPTCALL_COUNT_MAX (1LL << 50)
 /*
- * Reads a script's reply, the 'n' integers 'ints' (borrowed), into '*out'.
- * Negative values are taken as 0; integers past the sixth are ignored.
- * Returns 0, or -1 for a malformed reply: fewer than
- * SCRIPTCALL_REPLY_LEN integers, 'allowed' neither 0 nor 1, or a rule
- * index of LIMIT_MAX_RULES or more. '*out' is written only on success.
+ * The largest retry_after_ms or reset_ms: a time in a reply may add two
+ * spans of up to 2^50 ms each (sliding_window_counter's 2W - e; a
+ * bucket's time to fill plus a delay-mode backlog).
  */
-int scriptcall_decode(const long long *ints, size_t n,
-                      struct limit_result *out);
+#define SCRIPTCALL_TIME_MAX (1LL << 51)
+
+/*
+ * Reads the reply of a call of 'lim' (borrowed: the limiter the call was
+ * encoded for), the 'n' integers 'ints' (borrowed), into '*out'.
+ * Integers past the sixth are ignored. Returns 0, or -1 for a malformed
+ * reply, which no correct script sends (lua/README.md): fewer than
+ * SCRIPTCALL_REPLY_LEN integers; 'allowed' neither 0 nor 1; a negative
+ * integer; remaining or delay_ms above SCRIPTCALL_COUNT_MAX; retry_after_ms
+ * or reset_ms above SCRIPTCALL_TIME_MAX; a delay_ms above 0 when 'lim' is
+ * not in delay mode, or above its max_delay_ms; or a rule index of
+ * 'lim->nrules' or more. '*out' is written only on success, so a caller
+ * never holds a wait or a count that 'lim' could not have produced.
+ */
+int scriptcall_decode(const struct limiter_def *lim, const long long *ints,
+                      size_t n, struct limit_result *out);
 
 #endif

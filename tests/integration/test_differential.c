@@ -284,9 +284,10 @@ lua_decide(redisContext *rc, const char *sha, const struct limiter_def *d,
         for (size_t i = 0; i < SCRIPTCALL_REPLY_LEN; i++) {
             ints[i] = ev->element[i]->integer;
         }
-        if (scriptcall_decode(ints, SCRIPTCALL_REPLY_LEN, &out->r) != 0) {
+        if (scriptcall_decode(d, ints, SCRIPTCALL_REPLY_LEN, &out->r) != 0) {
             err = strdup("the reply does not decode: allowed is neither 0 "
-                         "nor 1, or the rule is out of range");
+                         "nor 1, an integer is out of range, or a delay "
+                         "is not the limiter's to give");
         }
         for (size_t i = 0; i < n; i++) {
             out->pttl[i] = rep->element[2 + i]->integer;

@@ -119,10 +119,10 @@ call(const char *algo, const struct limiter_def *def, const char *base,
         v[i] = r->element[i]->integer;
     }
     if (op >= 0) {
-        cr_assert_eq(scriptcall_decode_lease(v, r->elements, &a.res, &a.units),
-                     0);
+        cr_assert_eq(
+            scriptcall_decode_lease(def, v, r->elements, &a.res, &a.units), 0);
     } else {
-        cr_assert_eq(scriptcall_decode(v, r->elements, &a.res), 0);
+        cr_assert_eq(scriptcall_decode(def, v, r->elements, &a.res), 0);
     }
     freeReplyObject(r);
     return a;

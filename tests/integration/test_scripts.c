@@ -207,11 +207,9 @@ eval_words(const char *algo, int nkeys, const char *const *words, size_t nwords)
 /* No lease operation: a plain call. */
 #define NO_LEASE (-1)
 
-/* Encodes one call of 'l' at 'now' for 'cost' into 'sc' (a lease take
- * or return of 'units' when 'op' is a scriptcall_lease_op). */
-static void
-encode_call(struct scriptcall *sc, const struct lim *l, uint64_t now,
-            uint64_t cost, int op, uint64_t units, char *reqid, size_t len)
+/* The limiter 'l' stands for, as the gateway's config would hold it. */
+static struct limiter_def
+def_of(const struct lim *l)
 {
     struct limiter_def def;
 
@@ -221,6 +219,17 @@ encode_call(struct scriptcall *sc, const struct lim *l, uint64_t now,
     def.nrules = l->nrules;
     def.delay = l->delay;
     def.max_delay_ms = l->max_delay;
+    return def;
+}
+
+/* Encodes one call of 'l' at 'now' for 'cost' into 'sc' (a lease take
+ * or return of 'units' when 'op' is a scriptcall_lease_op). */
+static void
+encode_call(struct scriptcall *sc, const struct lim *l, uint64_t now,
+            uint64_t cost, int op, uint64_t units, char *reqid, size_t len)
+{
+    struct limiter_def def = def_of(l);
+
     snprintf(reqid, len, "req-%lu", ++request_no);
     cr_assert_eq(scriptcall_encode(sc, &def, l->base, cost, reqid, now), 0);
     if (op != NO_LEASE) {
@@ -238,6 +247,7 @@ static struct rec
 decide(const struct lim *l, uint64_t now, uint64_t cost)
 {
     struct scriptcall sc;
+    struct limiter_def def = def_of(l);
     struct limit_result res;
     char reqid[32];
     const char *words[LIMIT_MAX_RULES + SCRIPTCALL_MAX_ARGS];
@@ -262,7 +272,7 @@ decide(const struct lim *l, uint64_t now, uint64_t cost)
         v[i] = r->element[i]->integer;
     }
     freeReplyObject(r);
-    cr_assert_eq(scriptcall_decode(v, 6, &res), 0,
+    cr_assert_eq(scriptcall_decode(&def, v, 6, &res), 0,
                  "%s: malformed reply {%lld, %lld, %lld, %lld, %lld, %lld}",
                  l->algo, v[0], v[1], v[2], v[3], v[4], v[5]);
     return (struct rec){res.allowed ? 1 : 0,           res.remaining,
@@ -1119,6 +1129,28 @@ Test(scripts, leaky_bucket_in_delay_mode_refuses_past_max_delay)
     EXPECT(&l, T0 + 50, 1, 1, 6, 0, 350, 250, 0);
 }
 
+/*
+ * The largest integers the scripts reply, with the largest rules they
+ * take (2^50 ms windows): the gateway's decoder takes them all
+ * (scriptcall.h: counts up to 2^50, times up to 2^51).
+ */
+Test(scripts, the_largest_integers_a_script_replies_still_decode)
+{
+    const long long max = 1LL << 50;
+    struct lim swc = mk1("sliding_window_counter", "huge", 1, 1ULL << 50, 1);
+    struct lim tb = mk1("token_bucket", "huge", 1, 1ULL << 50, 1);
+
+    /* 2W - e to reset; W - e, then all of the next window, to retry. */
+    EXPECT(&swc, T0, 1, 1, 0, 0, 2 * max - (long long)T0, 0, 0);
+    EXPECT(&swc, T0, 1, 0, 0, 2 * max - (long long)T0, 2 * max - (long long)T0,
+           0, 0);
+    /* A full bucket's time to fill plus a backlog of max_delay. */
+    tb.delay = true;
+    tb.max_delay = 1ULL << 50;
+    EXPECT(&tb, T0, 1, 1, 0, 0, max, 0, 0);
+    EXPECT(&tb, T0, 1, 1, 0, 0, 2 * max, max, 0);
+}
+
 Test(scripts, delay_mode_with_two_rules_holds_for_the_longer_wait)
 {
     struct limit_rule rules[] = {{10, 1000, 2}, {2, 1000, 2}};
@@ -1373,6 +1405,7 @@ struct batch {
     char ncalls[8];              /* ARGV[2] */
     size_t n;                    /* calls */
     struct scriptcall sc[64];    /* each call's words (borrowed) */
+    struct limiter_def def[64];  /* each call's limiter */
     char reqid[64][32];          /* their request ids */
 };
 
@@ -1389,6 +1422,7 @@ batch_add_call(struct batch *b, const struct lim *l, uint64_t now,
                  MAX_WORDS);
     encode_call(sc, l, now, cost, op, units, b->reqid[b->n],
                 sizeof(b->reqid[0]));
+    b->def[b->n] = def_of(l);
     if (b->nargs == 0) {
         b->args[b->nargs++] = "batch";
         b->args[b->nargs++] = b->ncalls;
@@ -1427,10 +1461,11 @@ batch_run(const char *algo, const struct batch *b, bool persist)
     return eval_keys(algo, (int)b->nkeys, words, b->nkeys + b->nargs, persist);
 }
 
-/* Element 'i' of a batch's reply (six integers joined by ':'), decoded
- * as decide() decodes one. */
+/* Element 'i' of the reply 'r' to batch 'b' (six integers joined by
+ * ':'), decoded as decide() decodes one. */
 static struct rec
-batch_rec(const redisReply *r, size_t i, const char *algo)
+batch_rec(const struct batch *b, const redisReply *r, size_t i,
+          const char *algo)
 {
     const redisReply *e = r->element[i];
     struct limit_result res;
@@ -1443,7 +1478,8 @@ batch_rec(const redisReply *r, size_t i, const char *algo)
                         &v[2], &v[3], &v[4], &v[5], &used),
                  6, "%s: call %zu: \"%s\"", algo, i, e->str);
     cr_assert_eq((size_t)used, e->len, "%s: call %zu: \"%s\"", algo, i, e->str);
-    cr_assert_eq(scriptcall_decode(v, 6, &res), 0);
+    cr_assert_eq(scriptcall_decode(&b->def[i], v, 6, &res), 0,
+                 "%s: call %zu: malformed reply \"%s\"", algo, i, e->str);
     return (struct rec){res.allowed ? 1 : 0,           res.remaining,
                         (long long)res.retry_after_ms, (long long)res.reset_ms,
                         (long long)res.delay_ms,       (long long)res.rule};
@@ -1461,7 +1497,7 @@ assert_batch_decides(const char *algo, const struct batch *b,
                  r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
     cr_assert_eq(r->elements, n);
     for (size_t i = 0; i < n; i++) {
-        assert_rec_at(__LINE__, algo, batch_rec(r, i, algo), want[i]);
+        assert_rec_at(__LINE__, algo, batch_rec(b, r, i, algo), want[i]);
     }
     freeReplyObject(r);
 }
@@ -1668,7 +1704,7 @@ Test(scripts, a_batch_reads_the_clock_and_each_key_once)
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
     cr_assert_eq(r->elements, 6);
     for (size_t i = 0, k = 0; i < 6; i++) {
-        long long rem = batch_rec(r, i, "token_bucket").remaining;
+        long long rem = batch_rec(b, r, i, "token_bucket").remaining;
 
         if (i == 3) {
             cr_assert_eq(rem, 97);
@@ -1711,13 +1747,13 @@ Test(scripts, a_failing_call_fails_alone_in_its_batch)
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", algo,
                      r->type == REDIS_REPLY_ERROR ? r->str : "?");
         cr_assert_eq(r->elements, 4);
-        cr_assert_eq(batch_rec(r, 0, algo).remaining, 9);
+        cr_assert_eq(batch_rec(b, r, 0, algo).remaining, 9);
         cr_assert_eq(r->element[1]->type, REDIS_REPLY_ERROR, "%s", algo);
         cr_assert(strstr(r->element[1]->str, "WRONGTYPE") != NULL, "%s: %s",
                   algo, r->element[1]->str);
         cr_assert_eq(r->element[2]->type, REDIS_REPLY_ERROR, "%s", algo);
         assert_sluice_error(r->element[2], algo, "cost 0");
-        cr_assert_eq(batch_rec(r, 3, algo).remaining, 8);
+        cr_assert_eq(batch_rec(b, r, 3, algo).remaining, 8);
         freeReplyObject(r);
         cr_assert_eq(cmd_int("EXISTS %s", zero.keys[0]), 0);
         free(b);
@@ -1765,7 +1801,7 @@ Test(scripts, a_call_failing_midway_in_a_batch_writes_nothing_of_its_own)
         cr_assert_eq(r->element[0]->type, REDIS_REPLY_ERROR, "%s", algo);
         cr_assert(strstr(r->element[0]->str, "WRONGTYPE") != NULL, "%s: %s",
                   algo, r->element[0]->str);
-        cr_assert_eq(batch_rec(r, 1, algo).remaining, 39);
+        cr_assert_eq(batch_rec(b, r, 1, algo).remaining, 39);
         freeReplyObject(r);
         after = get_text(l.keys[0]);
         cr_assert_str_eq(after, before,

@@ -196,13 +196,31 @@ Test(scriptcall, a_key_is_its_base_and_the_rule_index)
     cr_assert_eq(scriptcall_key(buf, 7, "a:{b}", 0), -1);
 }
 
+/* A token_bucket limiter of 'nrules' rules, in delay mode with
+ * 'max_delay_ms' or, when that is 0, in deny mode. */
+static struct limiter_def
+bucket(size_t nrules, uint64_t max_delay_ms)
+{
+    struct limit_rule r[LIMIT_MAX_RULES];
+    struct limiter_def d;
+
+    for (size_t i = 0; i < LIMIT_MAX_RULES; i++) {
+        r[i] = (struct limit_rule){5, 1000, 5};
+    }
+    d = def(LIMIT_TOKEN_BUCKET, nrules, r);
+    d.delay = max_delay_ms > 0;
+    d.max_delay_ms = max_delay_ms;
+    return d;
+}
+
 Test(scriptcall, a_good_reply_decodes_field_by_field)
 {
+    struct limiter_def d = bucket(2, 300);
     const long long denied[] = {0, 0, 250, 1000, 0, 1};
     const long long allowed[] = {1, 4, 0, 600, 300, 0};
     struct limit_result r;
 
-    cr_assert_eq(scriptcall_decode(denied, 6, &r), 0);
+    cr_assert_eq(scriptcall_decode(&d, denied, 6, &r), 0);
     cr_assert(!r.allowed);
     cr_assert_eq(r.remaining, 0);
     cr_assert_eq(r.retry_after_ms, 250);
@@ -210,7 +228,7 @@ Test(scriptcall, a_good_reply_decodes_field_by_field)
     cr_assert_eq(r.delay_ms, 0);
     cr_assert_eq(r.rule, 1);
 
-    cr_assert_eq(scriptcall_decode(allowed, 6, &r), 0);
+    cr_assert_eq(scriptcall_decode(&d, allowed, 6, &r), 0);
     cr_assert(r.allowed);
     cr_assert_eq(r.remaining, 4);
     cr_assert_eq(r.retry_after_ms, 0);
@@ -221,59 +239,169 @@ Test(scriptcall, a_good_reply_decodes_field_by_field)
 
 Test(scriptcall, integers_past_the_sixth_are_ignored)
 {
+    struct limiter_def d = bucket(7, 5);
     const long long ints[] = {1, 2, 3, 4, 5, 6, 7, 8};
     struct limit_result r;
 
-    cr_assert_eq(scriptcall_decode(ints, 8, &r), 0);
+    cr_assert_eq(scriptcall_decode(&d, ints, 8, &r), 0);
     cr_assert(r.allowed && r.remaining == 2 && r.rule == 6);
 }
 
 Test(scriptcall, a_short_reply_is_refused_and_leaves_the_result_alone)
 {
+    struct limiter_def d = bucket(1, 10);
     const long long ints[] = {1, 2, 3, 4, 5, 0};
     struct limit_result r = {false, 77, 77, 77, 77, 7};
 
     for (size_t n = 0; n < SCRIPTCALL_REPLY_LEN; n++) {
-        cr_assert_eq(scriptcall_decode(ints, n, &r), -1, "%zu integers", n);
+        cr_assert_eq(scriptcall_decode(&d, ints, n, &r), -1, "%zu integers", n);
         cr_assert(!r.allowed && r.remaining == 77 && r.retry_after_ms == 77 &&
                       r.reset_ms == 77 && r.delay_ms == 77 && r.rule == 7,
                   "%zu integers: the result was written", n);
     }
-    cr_assert_eq(scriptcall_decode(NULL, 6, &r), -1);
+    cr_assert_eq(scriptcall_decode(&d, NULL, 6, &r), -1);
 }
 
 Test(scriptcall, allowed_other_than_zero_or_one_is_refused)
 {
+    struct limiter_def d = bucket(1, 0);
     const long long two[] = {2, 0, 0, 0, 0, 0};
     const long long minus[] = {-1, 0, 0, 0, 0, 0};
     struct limit_result r;
 
-    cr_assert_eq(scriptcall_decode(two, 6, &r), -1);
-    cr_assert_eq(scriptcall_decode(minus, 6, &r), -1);
+    cr_assert_eq(scriptcall_decode(&d, two, 6, &r), -1);
+    cr_assert_eq(scriptcall_decode(&d, minus, 6, &r), -1);
 }
 
-Test(scriptcall, a_rule_index_past_the_last_possible_rule_is_refused)
+/* Asserts that 'lim' refuses 'ints' (six) and leaves the result alone. */
+static void
+expect_refused(const struct limiter_def *lim, const long long *ints)
 {
-    const long long last[] = {1, 0, 0, 0, 0, LIMIT_MAX_RULES - 1};
+    struct limit_result r = {false, 77, 77, 77, 77, 7};
+
+    cr_assert_eq(scriptcall_decode(lim, ints, 6, &r), -1,
+                 "{%lld, %lld, %lld, %lld, %lld, %lld} was accepted", ints[0],
+                 ints[1], ints[2], ints[3], ints[4], ints[5]);
+    cr_assert(!r.allowed && r.remaining == 77 && r.retry_after_ms == 77 &&
+                  r.reset_ms == 77 && r.delay_ms == 77 && r.rule == 7,
+              "the result was written");
+}
+
+Test(scriptcall, a_rule_index_past_the_limiters_rules_is_refused)
+{
+    struct limiter_def one = bucket(1, 0);
+    struct limiter_def three = bucket(3, 0);
+    struct limiter_def all = bucket(LIMIT_MAX_RULES, 0);
+    const long long rule0[] = {1, 0, 0, 0, 0, 0};
+    const long long rule2[] = {1, 0, 0, 0, 0, 2};
+    const long long rule7[] = {1, 0, 0, 0, 0, 7};
     const long long past[] = {1, 0, 0, 0, 0, LIMIT_MAX_RULES};
     struct limit_result r;
 
-    cr_assert_eq(scriptcall_decode(last, 6, &r), 0);
+    cr_assert_eq(scriptcall_decode(&one, rule0, 6, &r), 0);
+    cr_assert_eq(r.rule, 0);
+    expect_refused(&one, rule2);
+    expect_refused(&one, rule7);
+    cr_assert_eq(scriptcall_decode(&three, rule2, 6, &r), 0);
+    cr_assert_eq(r.rule, 2);
+    expect_refused(&three, rule7);
+    cr_assert_eq(scriptcall_decode(&all, rule7, 6, &r), 0);
     cr_assert_eq(r.rule, LIMIT_MAX_RULES - 1);
-    cr_assert_eq(scriptcall_decode(past, 6, &r), -1);
+    expect_refused(&all, past);
 }
 
-Test(scriptcall, negative_counts_are_taken_as_zero)
+Test(scriptcall, a_delay_from_a_limiter_in_deny_mode_is_refused)
 {
-    const long long ints[] = {0, -3, -250, -1000, -5, -1};
+    struct limiter_def deny = bucket(1, 0);
+    const long long held[] = {1, 4, 0, 1000, 3000, 0};
+    const long long forever[] = {1, 4, 0, 1000, LLONG_MAX, 0};
+    const long long one_ms[] = {1, 4, 0, 1000, 1, 0};
+    const long long none[] = {1, 4, 0, 1000, 0, 0};
     struct limit_result r;
 
-    cr_assert_eq(scriptcall_decode(ints, 6, &r), 0);
-    cr_assert_eq(r.remaining, 0);
-    cr_assert_eq(r.retry_after_ms, 0);
-    cr_assert_eq(r.reset_ms, 0);
-    cr_assert_eq(r.delay_ms, 0);
-    cr_assert_eq(r.rule, 0);
+    expect_refused(&deny, held);
+    expect_refused(&deny, forever);
+    expect_refused(&deny, one_ms);
+    /* max_delay_ms is sent, and ignored, in deny mode: it allows nothing. */
+    deny.max_delay_ms = 5000;
+    expect_refused(&deny, held);
+    cr_assert_eq(scriptcall_decode(&deny, none, 6, &r), 0);
+    cr_assert(r.allowed && r.delay_ms == 0);
+}
+
+Test(scriptcall, a_delay_above_max_delay_is_refused)
+{
+    struct limiter_def d = bucket(1, 1000);
+    const long long at_max[] = {1, 0, 0, 2000, 1000, 0};
+    const long long above[] = {1, 0, 0, 2000, 1001, 0};
+    const long long five_s[] = {1, 0, 0, 6000, 5000, 0};
+    const long long forever[] = {1, 0, 0, 2000, LLONG_MAX, 0};
+    struct limit_result r;
+
+    cr_assert_eq(scriptcall_decode(&d, at_max, 6, &r), 0);
+    cr_assert_eq(r.delay_ms, 1000);
+    expect_refused(&d, above);
+    expect_refused(&d, five_s);
+    expect_refused(&d, forever);
+}
+
+Test(scriptcall, an_integer_above_two_to_the_50_is_refused)
+{
+    struct limiter_def d = bucket(1, 1000);
+    const long long max = 1LL << 50;
+    const long long remaining[] = {1, max, 0, 0, 0, 0};
+    const long long remaining_past[] = {1, max + 1, 0, 0, 0, 0};
+    /* A time may add two spans of up to 2^50 ms (scriptcall.h). */
+    const long long times[] = {0, 0, 2 * max, 2 * max, 0, 0};
+    const long long retry_past[] = {0, 0, 2 * max + 1, 0, 0, 0};
+    const long long reset_past[] = {0, 0, 0, 2 * max + 1, 0, 0};
+    struct limit_result r;
+
+    cr_assert_eq(scriptcall_decode(&d, remaining, 6, &r), 0);
+    cr_assert_eq(r.remaining, max);
+    expect_refused(&d, remaining_past);
+    cr_assert_eq(scriptcall_decode(&d, times, 6, &r), 0);
+    cr_assert(r.retry_after_ms == (uint64_t)(2 * max) &&
+              r.reset_ms == (uint64_t)(2 * max));
+    expect_refused(&d, retry_past);
+    expect_refused(&d, reset_past);
+    /* And a delay above 2^50 even where max_delay_ms is larger. */
+    d.max_delay_ms = UINT64_MAX;
+    {
+        const long long delay_past[] = {1, 0, 0, 0, max + 1, 0};
+
+        expect_refused(&d, delay_past);
+    }
+}
+
+Test(scriptcall, a_remaining_of_llong_max_is_refused)
+{
+    struct limiter_def d = bucket(1, 0);
+    const long long plain[] = {1, LLONG_MAX, 0, 1000, 0, 0};
+    const long long lease[] = {1, LLONG_MAX, 0, 1000, 0, 0, 5};
+    struct limit_result res = {false, 77, 77, 77, 77, 7};
+    uint64_t units = 99;
+
+    d.lease = 10;
+    expect_refused(&d, plain);
+    cr_assert_eq(scriptcall_decode_lease(&d, lease, 7, &res, &units), -1);
+    cr_assert(res.remaining == 77 && units == 99, "the result was written");
+}
+
+Test(scriptcall, negative_integers_are_refused)
+{
+    struct limiter_def d = bucket(1, 1000);
+    const long long good[] = {0, 3, 250, 1000, 0, 0};
+
+    for (size_t i = 1; i < SCRIPTCALL_REPLY_LEN; i++) {
+        long long ints[SCRIPTCALL_REPLY_LEN];
+
+        memcpy(ints, good, sizeof(ints));
+        ints[i] = -1;
+        expect_refused(&d, ints);
+        ints[i] = LLONG_MIN;
+        expect_refused(&d, ints);
+    }
 }
 
 Test(scriptcall, a_lease_call_appends_the_operation_and_the_units)
@@ -337,24 +465,44 @@ Test(scriptcall, every_word_carries_its_length)
 
 Test(scriptcall, a_lease_reply_carries_the_units_in_the_seventh_integer)
 {
+    struct limiter_def d = bucket(1, 0);
     const long long granted[] = {1, 50, 0, 900, 0, 0, 25};
     const long long denied[] = {0, 0, 70, 900, 0, 0, 0};
     const long long nothing[] = {1, 50, 0, 900, 0, 0, 0};
     struct limit_result res;
     uint64_t units = 99;
 
-    cr_assert_eq(scriptcall_decode_lease(granted, 7, &res, &units), 0);
+    d.lease = 25;
+    cr_assert_eq(scriptcall_decode_lease(&d, granted, 7, &res, &units), 0);
     cr_assert(res.allowed);
     cr_assert_eq(res.remaining, 50);
     cr_assert_eq(units, 25);
-    cr_assert_eq(scriptcall_decode_lease(denied, 7, &res, &units), 0);
+    cr_assert_eq(scriptcall_decode_lease(&d, denied, 7, &res, &units), 0);
     cr_assert(!res.allowed);
     cr_assert_eq(res.retry_after_ms, 70);
     cr_assert_eq(units, 0);
     /* Six integers are a plain decision, not a lease's reply. */
-    cr_assert_eq(scriptcall_decode_lease(granted, 6, &res, &units), -1);
+    cr_assert_eq(scriptcall_decode_lease(&d, granted, 6, &res, &units), -1);
     /* An admission always grants at least the cost. */
-    cr_assert_eq(scriptcall_decode_lease(nothing, 7, &res, &units), -1);
+    cr_assert_eq(scriptcall_decode_lease(&d, nothing, 7, &res, &units), -1);
+}
+
+Test(scriptcall, a_lease_reply_is_checked_as_a_plain_one_and_its_units_too)
+{
+    struct limiter_def d = bucket(1, 0);
+    const long long delayed[] = {1, 50, 0, 900, 3000, 0, 25};
+    const long long rule1[] = {1, 50, 0, 900, 0, 1, 25};
+    const long long huge[] = {1, 50, 0, 900, 0, 0, (1LL << 50) + 1};
+    const long long minus[] = {0, 0, 70, 900, 0, 0, -1};
+    struct limit_result res = {false, 77, 77, 77, 77, 7};
+    uint64_t units = 99;
+
+    d.lease = 25;
+    cr_assert_eq(scriptcall_decode_lease(&d, delayed, 7, &res, &units), -1);
+    cr_assert_eq(scriptcall_decode_lease(&d, rule1, 7, &res, &units), -1);
+    cr_assert_eq(scriptcall_decode_lease(&d, huge, 7, &res, &units), -1);
+    cr_assert_eq(scriptcall_decode_lease(&d, minus, 7, &res, &units), -1);
+    cr_assert(res.remaining == 77 && units == 99, "the result was written");
 }
 
 /* The batch reply's reader as it was with strtoll(): what
