@@ -1,0 +1,380 @@
+/*
+ * A Redis that answers what no rate-limit script sends (lua/README.md,
+ * the reply's bounds): the gateway must take the reply as malformed and
+ * apply the filter's on_redis_error, never act on it. The Redis here is
+ * a stand-in speaking RESP in a thread of the test: it takes AUTH,
+ * SELECT and SCRIPT LOAD, and answers every EVALSHA, alone or a batch,
+ * with the integers the test chose.
+ */
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define STANDIN_CLIENTS 8
+#define STANDIN_BUF 65536
+
+/* The stand-in Redis: a listening socket served by one thread. */
+struct standin {
+    int fd;               /* listening socket */
+    uint16_t port;        /* its port */
+    int stop[2];          /* a pipe: writing ends the thread */
+    pthread_t thread;     /* serves every connection */
+    const char *reply;    /* integers joined by ':'; borrowed */
+    unsigned long evals;  /* EVALSHA commands answered */
+    pthread_mutex_t lock; /* guards 'evals' */
+};
+
+/* One connection's unread input. */
+struct standin_conn {
+    int fd;                /* -1: free slot */
+    char buf[STANDIN_BUF]; /* bytes read, not yet a whole command */
+    size_t len;            /* of buf */
+};
+
+/*
+ * Parses one command (an array of bulk strings) at the start of 'c':
+ * its words into 'w' and 'wl' (room for 'max'). Returns the bytes it
+ * took, 0 if the command is not complete yet, or -1 if it is not RESP.
+ */
+static long
+parse_command(const struct standin_conn *c, const char **w, size_t *wl,
+              size_t max, size_t *nw)
+{
+    const char *p = c->buf, *end = c->buf + c->len;
+    char *nl;
+    long n;
+
+    if (c->len == 0) {
+        return 0;
+    }
+    if (*p != '*') {
+        return -1;
+    }
+    nl = memchr(p, '\n', (size_t)(end - p));
+    if (nl == NULL) {
+        return 0;
+    }
+    n = strtol(p + 1, NULL, 10);
+    if (n < 1 || (size_t)n > max) {
+        return -1;
+    }
+    p = nl + 1;
+    for (long i = 0; i < n; i++) {
+        long len;
+
+        nl = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+        if (nl == NULL) {
+            return 0;
+        }
+        if (*p != '$') {
+            return -1;
+        }
+        len = strtol(p + 1, NULL, 10);
+        p = nl + 1;
+        if (len < 0 || end - p < len + 2) {
+            return 0;
+        }
+        w[i] = p;
+        wl[i] = (size_t)len;
+        p += len + 2;
+    }
+    *nw = (size_t)n;
+    return p - c->buf;
+}
+
+static bool
+word_is(const char *w, size_t len, const char *s)
+{
+    return len == strlen(s) && strncasecmp(w, s, len) == 0;
+}
+
+static void
+send_all(int fd, const char *s, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
+
+        if (n <= 0) {
+            return;
+        }
+        s += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Answers the command of 'nw' words 'w' (lengths 'wl') on 'fd'. */
+static void
+answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
+{
+    char out[STANDIN_BUF];
+    size_t len = 0;
+
+    if (word_is(w[0], wl[0], "SCRIPT")) {
+        len = (size_t)snprintf(out, sizeof(out), "$40\r\n%040d\r\n", 7);
+    } else if (word_is(w[0], wl[0], "EVALSHA") && nw >= 4) {
+        size_t nkeys = (size_t)strtoul(w[2], NULL, 10);
+        size_t a = 3 + nkeys; /* ARGV[1] */
+
+        if (a + 1 < nw && word_is(w[a], wl[a], "batch")) {
+            unsigned long calls = strtoul(w[a + 1], NULL, 10);
+
+            len = (size_t)snprintf(out, sizeof(out), "*%lu\r\n", calls);
+            for (unsigned long i = 0; i < calls; i++) {
+                len += (size_t)snprintf(out + len, sizeof(out) - len,
+                                        "$%zu\r\n%s\r\n", strlen(s->reply),
+                                        s->reply);
+            }
+        } else {
+            const char *p = s->reply;
+            size_t n = 1;
+
+            for (const char *q = p; *q != '\0'; q++) {
+                n += *q == ':';
+            }
+            len = (size_t)snprintf(out, sizeof(out), "*%zu\r\n", n);
+            for (;;) {
+                size_t k = strcspn(p, ":");
+
+                len += (size_t)snprintf(out + len, sizeof(out) - len,
+                                        ":%.*s\r\n", (int)k, p);
+                if (p[k] == '\0') {
+                    break;
+                }
+                p += k + 1;
+            }
+        }
+        pthread_mutex_lock(&s->lock);
+        s->evals++;
+        pthread_mutex_unlock(&s->lock);
+    } else {
+        len = (size_t)snprintf(out, sizeof(out), "+OK\r\n");
+    }
+    send_all(fd, out, len);
+}
+
+static void *
+standin_run(void *arg)
+{
+    struct standin *s = arg;
+    struct standin_conn *conns = calloc(STANDIN_CLIENTS, sizeof(*conns));
+    struct pollfd pfd[STANDIN_CLIENTS + 2];
+
+    if (conns == NULL) {
+        return NULL;
+    }
+
+    for (size_t i = 0; i < STANDIN_CLIENTS; i++) {
+        conns[i].fd = -1;
+    }
+    for (;;) {
+        pfd[0] = (struct pollfd){.fd = s->stop[0], .events = POLLIN};
+        pfd[1] = (struct pollfd){.fd = s->fd, .events = POLLIN};
+        for (size_t i = 0; i < STANDIN_CLIENTS; i++) {
+            pfd[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+        }
+        if (poll(pfd, STANDIN_CLIENTS + 2, -1) < 0 || pfd[0].revents != 0) {
+            break;
+        }
+        if (pfd[1].revents & POLLIN) {
+            int fd = accept(s->fd, NULL, NULL);
+
+            for (size_t i = 0; fd >= 0 && i < STANDIN_CLIENTS; i++) {
+                if (conns[i].fd < 0) {
+                    conns[i].fd = fd;
+                    conns[i].len = 0;
+                    fd = -1;
+                }
+            }
+            if (fd >= 0) {
+                close(fd);
+            }
+        }
+        for (size_t i = 0; i < STANDIN_CLIENTS; i++) {
+            struct standin_conn *c = &conns[i];
+            const char *w[512];
+            size_t wl[512], nw;
+            ssize_t n;
+            long used;
+
+            if (c->fd < 0 || pfd[2 + i].revents == 0) {
+                continue;
+            }
+            n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+            if (n <= 0) {
+                close(c->fd);
+                c->fd = -1;
+                continue;
+            }
+            c->len += (size_t)n;
+            while ((used = parse_command(c, w, wl, 512, &nw)) > 0) {
+                answer(s, c->fd, w, wl, nw);
+                memmove(c->buf, c->buf + used, c->len - (size_t)used);
+                c->len -= (size_t)used;
+            }
+            if (used < 0 || c->len == sizeof(c->buf)) {
+                close(c->fd);
+                c->fd = -1;
+            }
+        }
+    }
+    for (size_t i = 0; i < STANDIN_CLIENTS; i++) {
+        if (conns[i].fd >= 0) {
+            close(conns[i].fd);
+        }
+    }
+    free(conns);
+    return NULL;
+}
+
+/* Starts the stand-in on a port of its own, answering 'reply'. */
+static void
+standin_start(struct standin *s, const char *reply)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int one = 1;
+
+    memset(s, 0, sizeof(*s));
+    s->reply = reply;
+    pthread_mutex_init(&s->lock, NULL);
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(s->fd, 0);
+    setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(s->fd, 16), 0);
+    cr_assert_eq(getsockname(s->fd, (struct sockaddr *)&sa, &sl), 0);
+    s->port = ntohs(sa.sin_port);
+    cr_assert_eq(pipe(s->stop), 0);
+    cr_assert_eq(pthread_create(&s->thread, NULL, standin_run, s), 0);
+}
+
+static void
+standin_stop(struct standin *s)
+{
+    cr_assert_eq(write(s->stop[1], "x", 1), 1);
+    pthread_join(s->thread, NULL);
+    close(s->stop[0]);
+    close(s->stop[1]);
+    close(s->fd);
+    pthread_mutex_destroy(&s->lock);
+}
+
+static unsigned long
+standin_evals(struct standin *s)
+{
+    unsigned long n;
+
+    pthread_mutex_lock(&s->lock);
+    n = s->evals;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+static bool
+connected(void *arg)
+{
+    return proc_log_contains(arg, "redis: connected");
+}
+
+/*
+ * Runs a gateway whose one route is limited by 'limiter' (the YAML of
+ * limiter "lim") with on_redis_error: deny, in front of the stand-in
+ * answering 'reply'; asserts that a request is answered 503 at once, by
+ * the policy, after the stand-in was asked.
+ */
+static void
+expect_policy_for(const char *limiter, const char *reply)
+{
+    struct standin s;
+    struct proc echo, gw;
+    uint16_t echo_port, port = harness_free_port();
+    struct http_response r;
+    char *yaml, *path, *url;
+    int64_t t0, took;
+
+    standin_start(&s, reply);
+    echo_start(&echo, &echo_port);
+    yaml = harness_strf("server:\n"
+                        "  listen: 127.0.0.1:%u\n"
+                        "  workers: 1\n"
+                        "redis:\n"
+                        "  url: redis://127.0.0.1:%u/0\n"
+                        "  timeout: 5s\n"
+                        "limiters:\n"
+                        "  lim: %s\n"
+                        "routes:\n"
+                        "  - id: api\n"
+                        "    uri: http://127.0.0.1:%u\n"
+                        "    predicates: [Path=/**]\n"
+                        "    filters:\n"
+                        "      - name: RequestRateLimiter\n"
+                        "        args: { key: route, limiter: lim, "
+                        "on_redis_error: deny }\n",
+                        port, s.port, limiter, echo_port);
+    path = harness_write_temp(yaml);
+    gateway_start(&gw, path, port);
+    cr_assert(harness_wait_until(connected, &gw, 10000),
+              "the gateway never connected to the stand-in");
+    url = harness_strf("http://127.0.0.1:%u/x", port);
+    t0 = harness_now_ms();
+    http_get(&r, url, 4000);
+    took = harness_now_ms() - t0;
+    cr_assert_geq(standin_evals(&s), 1, "the limiter never asked Redis");
+    /* Obeyed, the reply would hold the request (3 s or more) and then
+     * pass it; the policy answers at once. */
+    cr_assert_eq(r.status, 503, "%s on \"%s\": status %ld after %lld ms",
+                 limiter, reply, r.status, (long long)took);
+    cr_assert(proc_log_contains(&gw, "unexpected reply"),
+              "the malformed reply was not logged");
+    http_response_free(&r);
+    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
+    proc_stop(&echo, SIGTERM, 5000);
+    standin_stop(&s);
+    unlink(path);
+    free(path);
+    free(url);
+    free(yaml);
+}
+
+Test(bad_replies, a_wait_from_a_deny_mode_limiter_gets_the_failure_policy,
+     .timeout = 60)
+{
+    const char *bucket = "{ algorithm: token_bucket, rate: 5/s, burst: 5 }";
+
+    expect_policy_for(bucket, "1:4:0:1000:3000:0");
+    expect_policy_for(bucket, "1:4:0:1000:9223372036854775807:0");
+}
+
+Test(bad_replies, a_wait_past_max_delay_gets_the_failure_policy, .timeout = 60)
+{
+    expect_policy_for("{ algorithm: token_bucket, rate: 5/s, burst: 5, "
+                      "mode: delay, max_delay: 1s }",
+                      "1:0:0:6000:5000:0");
+}
+
+Test(bad_replies, a_lease_take_with_a_huge_remaining_gets_the_failure_policy,
+     .timeout = 60)
+{
+    expect_policy_for("{ algorithm: token_bucket, rate: 5/s, burst: 5, "
+                      "lease: 10 }",
+                      "1:9223372036854775807:0:1000:0:0:5");
+}
+
+Test(bad_replies, a_rule_the_limiter_lacks_gets_the_failure_policy,
+     .timeout = 60)
+{
+    expect_policy_for("{ algorithm: token_bucket, rate: 5/s, burst: 5 }",
+                      "1:4:0:1000:0:7");
+}
