@@ -19,6 +19,8 @@
 
 #include "harness.h"
 
+#include <hiredis/hiredis.h>
+
 #define STANDIN_CLIENTS 8
 #define STANDIN_BUF 65536
 
@@ -33,63 +35,12 @@ struct standin {
     pthread_mutex_t lock; /* guards 'evals' */
 };
 
-/* One connection's unread input. */
+/* One connection: its commands are read as hiredis reads replies, the
+ * same RESP arrays of bulk strings. */
 struct standin_conn {
-    int fd;                /* -1: free slot */
-    char buf[STANDIN_BUF]; /* bytes read, not yet a whole command */
-    size_t len;            /* of buf */
+    int fd;          /* -1: free slot */
+    redisReader *rd; /* the bytes read, not yet a whole command; owned */
 };
-
-/*
- * Parses one command (an array of bulk strings) at the start of 'c':
- * its words into 'w' and 'wl' (room for 'max'). Returns the bytes it
- * took, 0 if the command is not complete yet, or -1 if it is not RESP.
- */
-static long
-parse_command(const struct standin_conn *c, const char **w, size_t *wl,
-              size_t max, size_t *nw)
-{
-    const char *p = c->buf, *end = c->buf + c->len;
-    char *nl;
-    long n;
-
-    if (c->len == 0) {
-        return 0;
-    }
-    if (*p != '*') {
-        return -1;
-    }
-    nl = memchr(p, '\n', (size_t)(end - p));
-    if (nl == NULL) {
-        return 0;
-    }
-    n = strtol(p + 1, NULL, 10);
-    if (n < 1 || (size_t)n > max) {
-        return -1;
-    }
-    p = nl + 1;
-    for (long i = 0; i < n; i++) {
-        long len;
-
-        nl = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
-        if (nl == NULL) {
-            return 0;
-        }
-        if (*p != '$') {
-            return -1;
-        }
-        len = strtol(p + 1, NULL, 10);
-        p = nl + 1;
-        if (len < 0 || end - p < len + 2) {
-            return 0;
-        }
-        w[i] = p;
-        wl[i] = (size_t)len;
-        p += len + 2;
-    }
-    *nw = (size_t)n;
-    return p - c->buf;
-}
 
 static bool
 word_is(const char *w, size_t len, const char *s)
@@ -161,6 +112,15 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
     send_all(fd, out, len);
 }
 
+static void
+standin_close(struct standin_conn *c)
+{
+    close(c->fd);
+    c->fd = -1;
+    redisReaderFree(c->rd);
+    c->rd = NULL;
+}
+
 static void *
 standin_run(void *arg)
 {
@@ -188,9 +148,9 @@ standin_run(void *arg)
             int fd = accept(s->fd, NULL, NULL);
 
             for (size_t i = 0; fd >= 0 && i < STANDIN_CLIENTS; i++) {
-                if (conns[i].fd < 0) {
+                if (conns[i].fd < 0 &&
+                    (conns[i].rd = redisReaderCreate()) != NULL) {
                     conns[i].fd = fd;
-                    conns[i].len = 0;
                     fd = -1;
                 }
             }
@@ -201,34 +161,52 @@ standin_run(void *arg)
         for (size_t i = 0; i < STANDIN_CLIENTS; i++) {
             struct standin_conn *c = &conns[i];
             const char *w[512];
-            size_t wl[512], nw;
+            size_t wl[512];
+            char buf[STANDIN_BUF];
+            void *r;
             ssize_t n;
-            long used;
+            int rc;
 
             if (c->fd < 0 || pfd[2 + i].revents == 0) {
                 continue;
             }
-            n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
-            if (n <= 0) {
-                close(c->fd);
-                c->fd = -1;
+            n = recv(c->fd, buf, sizeof(buf), 0);
+            if (n <= 0 || redisReaderFeed(c->rd, buf, (size_t)n) != REDIS_OK) {
+                standin_close(c);
                 continue;
             }
-            c->len += (size_t)n;
-            while ((used = parse_command(c, w, wl, 512, &nw)) > 0) {
-                answer(s, c->fd, w, wl, nw);
-                memmove(c->buf, c->buf + used, c->len - (size_t)used);
-                c->len -= (size_t)used;
+            while ((rc = redisReaderGetReply(c->rd, &r)) == REDIS_OK &&
+                   r != NULL) {
+                redisReply *cmd = r;
+                size_t nw = 0;
+
+                if (cmd->type == REDIS_REPLY_ARRAY && cmd->elements > 0 &&
+                    cmd->elements <= 512) {
+                    for (; nw < cmd->elements &&
+                           cmd->element[nw]->type == REDIS_REPLY_STRING;
+                         nw++) {
+                        w[nw] = cmd->element[nw]->str;
+                        wl[nw] = cmd->element[nw]->len;
+                    }
+                }
+                if (nw == 0 || nw != cmd->elements) {
+                    rc = REDIS_ERR; /* not a command */
+                } else {
+                    answer(s, c->fd, w, wl, nw);
+                }
+                freeReplyObject(r);
+                if (rc != REDIS_OK) {
+                    break;
+                }
             }
-            if (used < 0 || c->len == sizeof(c->buf)) {
-                close(c->fd);
-                c->fd = -1;
+            if (rc != REDIS_OK) {
+                standin_close(c);
             }
         }
     }
     for (size_t i = 0; i < STANDIN_CLIENTS; i++) {
         if (conns[i].fd >= 0) {
-            close(conns[i].fd);
+            standin_close(&conns[i]);
         }
     }
     free(conns);
