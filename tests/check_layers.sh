@@ -3,8 +3,8 @@
 # - a module includes headers of its own layer or of the layers below it,
 #     base < http < identity < limit < route < config < ratelimit < gateway
 #     < main
-#   (limit/ratelimit.*, redis.*, rcluster.*, resolve.* and sentinel.* are the
-#   ratelimit layer: I/O beside the pure limiter model);
+#   (limit/ratelimit.*, redis.*, rcluster.*, replyguard.*, resolve.* and
+#   sentinel.* are the ratelimit layer: I/O beside the pure limiter model);
 # - each library's headers are included by the one place that wraps it.
 # The build already refuses most upward includes (a library sees only the
 # folders below it); this also covers the two layers that share limit/,
@@ -22,7 +22,7 @@ layer_of() {
     http/*) echo 1 ;;
     identity/*) echo 2 ;;
     limit/ratelimit.* | limit/redis.* | limit/rcluster.* | limit/resolve.* | \
-        limit/sentinel.*)
+        limit/sentinel.* | limit/replyguard.*)
         echo 6
         ;;
     limit/*) echo 3 ;;
@@ -79,7 +79,7 @@ only() {
 }
 
 only 'yaml\.h' 'config/*'
-only 'hiredis/' 'limit/redis.c' 'limit/sentinel.c'
+only 'hiredis/' 'limit/redis.c' 'limit/sentinel.c' 'limit/replyguard.*'
 only 'http_parser\.h' 'http/resparse.c'
 only 'pcre2\.h' 'route/regexp.c'
 only 'openssl/' 'limit/ratekey.c' 'identity/*' 'gateway/tls.c'
