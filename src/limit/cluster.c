@@ -215,9 +215,11 @@ cluster_map_new(const struct cluster_range *ranges, size_t n, const char **why)
                 goto fail;
             }
         }
-        /* Each range holds a slot no other does, so there are at most as
-         * many nodes as slots and the map cannot be full. */
         node = node_index(m, r->host, r->port);
+        if (node < 0) {
+            *why = "more primaries than the 1000 a map holds";
+            goto fail;
+        }
         for (unsigned s = r->first; s <= r->last; s++) {
             m->slots[s] = (int16_t)node;
         }

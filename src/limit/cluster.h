@@ -88,8 +88,10 @@ struct cluster_node {
  */
 struct cluster_map; /* opaque */
 
-/* The most nodes a map holds, those left without a slot included. */
-#define CLUSTER_MAP_MAX_NODES CLUSTER_SLOTS
+/* The most nodes a map holds, those left without a slot included: the
+ * size Redis Cluster is designed for. A map of more primaries, one
+ * connection per primary and worker, is refused. */
+#define CLUSTER_MAP_MAX_NODES 1000
 
 /*
  * A map of the 'n' ranges of 'ranges' (borrowed; the caller turns the

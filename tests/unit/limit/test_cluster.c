@@ -521,20 +521,38 @@ Test(cluster, moved_serves_an_uncovered_slot)
 
 Test(cluster, moved_to_one_node_too_many_is_refused)
 {
-    /* One node per slot: the most a map holds. */
-    struct cluster_range *r = xcalloc(CLUSTER_SLOTS, sizeof(*r));
+    /* One node per slot, as many as a map holds. */
+    struct cluster_range *r = xcalloc(CLUSTER_MAP_MAX_NODES, sizeof(*r));
     struct cluster_map *m;
+
+    for (unsigned s = 0; s < CLUSTER_MAP_MAX_NODES; s++) {
+        r[s] = (struct cluster_range){s, s, "h", (uint16_t)(s + 1)};
+    }
+    m = map_of(r, CLUSTER_MAP_MAX_NODES);
+    cr_assert_eq(cluster_map_nnodes(m), CLUSTER_MAP_MAX_NODES);
+    cr_assert_eq(cluster_map_node(m, CLUSTER_MAP_MAX_NODES - 1),
+                 CLUSTER_MAP_MAX_NODES - 1);
+    cr_assert_eq(cluster_map_moved(m, 0, "h", CLUSTER_MAP_MAX_NODES + 1), -1);
+    cr_assert_eq(cluster_map_node(m, 0), 0);
+    cr_assert_eq(cluster_map_moved(m, 0, "h", 2), 1);
+    cluster_map_free(m);
+    free(r);
+}
+
+/* 16,384 primaries would be as many connections per worker, and each
+ * refresh of such a map cost the worker seconds (nodes are found by a
+ * linear search, sized for a real cluster). */
+Test(cluster, a_map_of_more_primaries_than_a_map_holds_is_refused)
+{
+    struct cluster_range *r = xcalloc(CLUSTER_SLOTS, sizeof(*r));
+    const char *why = NULL;
 
     for (unsigned s = 0; s < CLUSTER_SLOTS; s++) {
         r[s] = (struct cluster_range){s, s, "h", (uint16_t)(s + 1)};
     }
-    m = map_of(r, CLUSTER_SLOTS);
-    cr_assert_eq(cluster_map_nnodes(m), CLUSTER_MAP_MAX_NODES);
-    cr_assert_eq(cluster_map_node(m, 16383), 16383);
-    cr_assert_eq(cluster_map_moved(m, 0, "h", CLUSTER_SLOTS + 1), -1);
-    cr_assert_eq(cluster_map_node(m, 0), 0);
-    cr_assert_eq(cluster_map_moved(m, 0, "h", 2), 1);
-    cluster_map_free(m);
+    cr_assert_null(cluster_map_new(r, CLUSTER_MAP_MAX_NODES + 1, &why));
+    cr_assert_str_eq(why, "more primaries than the 1000 a map holds");
+    cr_assert_null(cluster_map_new(r, CLUSTER_SLOTS, &why));
     free(r);
 }
 
