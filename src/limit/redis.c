@@ -73,6 +73,9 @@
  */
 #define BATCH_MAX 16
 #define BACKOFF_MAX_MS 2000
+/* How often a READY connection's unparsed input is looked at
+ * (replyguard_overflowing()). */
+#define UNREAD_CHECK_MS 1000
 /*
  * Up to this many ended call records are kept per client for the next
  * calls (XMALLOC_REUSE), those whose words took at most SPARE_TAIL bytes
@@ -217,8 +220,8 @@ struct redis_client {
     struct event *connect_timer;      /* connect + handshake deadline;
                                          owned */
     struct event *retry_timer;        /* next attempt; owned */
-    struct event *stall_timer;        /* check_stall() while replies are
-                                         owed; owned */
+    struct event *stall_timer;        /* on_stall_timer() while READY;
+                                         owned */
     uint64_t backoff_ms;              /* next retry delay, before jitter */
     unsigned failures;                /* attempts failed in a row; picks
                                          the address to try */
@@ -264,6 +267,7 @@ static void on_batch_reply(redisAsyncContext *ac, void *r, void *privdata);
 static void start_attempt(struct redis_client *c);
 static void connect_host(struct redis_client *c);
 static bool is_numeric_host(const char *host);
+static void arm_stall_check(struct redis_client *c);
 
 /* Gives up a name lookup still running; its answer is never read. */
 static void
@@ -346,6 +350,7 @@ became_ready(struct redis_client *c)
         c->stats.reconnects++;
     }
     c->was_ready = true;
+    arm_stall_check(c);
     log_info("redis: connected to %s:%u, db %u", c->host, (unsigned)c->port,
              c->db);
 }
@@ -835,15 +840,22 @@ check_stall(struct redis_client *c)
     return true;
 }
 
-/* Runs check_stall() when the connection, owing replies since its last
- * one, will have gone the connect deadline without another. */
+/* The next look at a READY connection (on_stall_timer()): within
+ * UNREAD_CHECK_MS, and when, owing replies since its last one, it will
+ * have gone the connect deadline without another. */
 static void
 arm_stall_check(struct redis_client *c)
 {
-    int64_t due =
-        c->progress_ms + (int64_t)c->connect_timeout_ms - clock_mono_ms();
-    struct timeval tv = clock_tv(due > 0 ? (uint64_t)due : 0);
+    int64_t due = UNREAD_CHECK_MS;
+    struct timeval tv;
 
+    if (c->in_flight > 0) {
+        int64_t stall =
+            c->progress_ms + (int64_t)c->connect_timeout_ms - clock_mono_ms();
+
+        due = stall < due ? stall : due;
+    }
+    tv = clock_tv(due > 0 ? (uint64_t)due : 0);
     evtimer_add(c->stall_timer, &tv);
 }
 
@@ -858,6 +870,9 @@ owing_from_now(struct redis_client *c)
     }
 }
 
+/* A READY connection, looked at: one that has gone the deadline owing
+ * replies, or that holds more unparsed input than any reply, is given
+ * up, whether or not a call waits. */
 static void
 on_stall_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -865,9 +880,20 @@ on_stall_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (c->state == CONN_READY && c->in_flight > 0 && !check_stall(c)) {
-        arm_stall_check(c);
+    if (c->state != CONN_READY) {
+        return;
     }
+    if (replyguard_overflowing(&c->guard)) {
+        log_warn("redis: %s:%u: %s: reconnecting", c->host, (unsigned)c->port,
+                 c->guard.refused);
+        schedule_retry(c);
+        drop_connection(c);
+        return;
+    }
+    if (c->in_flight > 0 && check_stall(c)) {
+        return;
+    }
+    arm_stall_check(c);
 }
 
 static void

@@ -126,3 +126,15 @@ replyguard_attach(struct replyguard *g, redisAsyncContext *ac)
     r->fn = &guarded;
     redisReaderSetPrivdata(r, g);
 }
+
+bool
+replyguard_overflowing(struct replyguard *g)
+{
+    const redisReader *r = g->ac->c.reader;
+
+    if (r->len - r->pos <= REPLYGUARD_UNREAD_MAX) {
+        return false;
+    }
+    g->refused = "a reply of more than 1 MiB still unfinished";
+    return true;
+}

@@ -22,6 +22,11 @@
 /* The longest array any reply may hold: CLUSTER SLOTS has at most one
  * element per slot range, 16384. */
 #define REPLYGUARD_ARRAY_MAX 65536
+/* The most bytes read and not yet parsed that a connection may hold: one
+ * unfinished string (a line with no CRLF yet, a bulk string still
+ * coming), which hiredis keeps whole, and rescans for a line's end at
+ * each read. No reply the gateway asks for has a string near it. */
+#define REPLYGUARD_UNREAD_MAX (1024 * 1024)
 
 struct replyguard {
     const redisAsyncContext *ac;           /* guarded; borrowed */
@@ -40,5 +45,13 @@ struct replyguard {
  * subscription ("pmessage", four elements) is expected.
  */
 void replyguard_attach(struct replyguard *g, redisAsyncContext *ac);
+
+/*
+ * True when the guarded connection holds more than REPLYGUARD_UNREAD_MAX
+ * bytes read and not yet parsed (then 'g->refused' says so): the owner
+ * drops it. hiredis gives no hook between reading and parsing, so the
+ * owner asks, on a timer while the connection is open.
+ */
+bool replyguard_overflowing(struct replyguard *g);
 
 #endif

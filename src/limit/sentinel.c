@@ -39,6 +39,9 @@
  * backoff). A subscription that lasted WATCH_PAUSE_MAX_MS resets it. */
 #define WATCH_PAUSE_MIN_MS 100
 #define WATCH_PAUSE_MAX_MS 2000
+/* How often the subscription's unparsed input is looked at
+ * (replyguard_overflowing()). */
+#define UNREAD_CHECK_MS 1000
 
 enum link_state {
     LINK_IDLE,       /* nothing open, nothing armed */
@@ -261,8 +264,11 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
     }
     kind = reply->element[0];
     if (strcmp(kind->str, "subscribe") == 0) {
-        /* Messages may be hours apart: no deadline any more. */
-        evtimer_del(l->timer);
+        /* Messages may be hours apart: no deadline any more, only a look
+         * at what has come unfinished (on_watch_timer()). */
+        struct timeval tv = clock_tv(UNREAD_CHECK_MS);
+
+        evtimer_add(l->timer, &tv);
         l->state = LINK_SUBSCRIBED;
         l->tried = 0;
         l->subscribed_ms = clock_mono_ms();
@@ -451,6 +457,24 @@ on_watch_timer(evutil_socket_t fd, short what, void *arg)
     if (s->watch.state == LINK_PAUSED) {
         s->watch.state = LINK_IDLE;
         link_open(&s->watch);
+        return;
+    }
+    if (s->watch.state == LINK_SUBSCRIBED) {
+        struct link *l = &s->watch;
+        struct timeval tv = clock_tv(UNREAD_CHECK_MS);
+
+        if (!replyguard_overflowing(&l->guard)) {
+            evtimer_add(l->timer, &tv);
+            return;
+        }
+        log_msg(l->failing ? LOG_DEBUG : LOG_WARN,
+                "redis: sentinel %s:%u: subscription dropped: %s",
+                s->nodes[l->node].host, (unsigned)s->nodes[l->node].port,
+                l->guard.refused);
+        link_close(l);
+        l->failing = true;
+        l->tried = 0;
+        watch_pause(l);
         return;
     }
     link_close(&s->watch);

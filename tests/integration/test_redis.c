@@ -1788,3 +1788,29 @@ Test(redis, a_connection_out_of_step_is_dropped_once_it_owes_a_reply_too_long)
     relay_stop(&r);
     fx_fini(&f);
 }
+
+/* A reply that begins and never ends, with no call waiting for it: the
+ * bytes the connection holds unparsed pass a mebibyte, and it is
+ * dropped, though no call is owed a reply. */
+Test(redis, an_unfinished_reply_past_a_mebibyte_costs_the_connection)
+{
+    struct fx f;
+    struct relay r;
+    char *line = malloc(2 * 1024 * 1024 + 1);
+
+    fx_init(&f);
+    fx_start_redis(&f);
+    relay_start(&r, &f);
+    fx_client(&f);
+    wait_ready(&f);
+    memset(line, 'x', 2 * 1024 * 1024);
+    line[0] = '-';
+    line[2 * 1024 * 1024] = '\0';
+    relay_inject(&r, line);
+    cr_assert(run_until(&f, relay_accepted_twice, &r, 3000),
+              "the connection was kept");
+    wait_ready(&f);
+    free(line);
+    relay_stop(&r);
+    fx_fini(&f);
+}

@@ -171,3 +171,29 @@ Test(replyguard, a_subscriptions_message_of_another_shape_is_refused)
         gx_fini(&x);
     }
 }
+
+/* An error line with no end, fed in pieces: hiredis keeps it whole. */
+Test(replyguard, input_left_unparsed_past_a_mebibyte_is_overflowing)
+{
+    struct gx x;
+    char *piece = malloc(64 * 1024);
+    void *reply = NULL;
+    size_t fed = 0;
+
+    memset(piece, 'x', 64 * 1024);
+    piece[0] = '-';
+    gx_init(&x, true, false);
+    while (fed <= REPLYGUARD_UNREAD_MAX) {
+        cr_assert_not(replyguard_overflowing(&x.g), "at %zu bytes", fed);
+        cr_assert_eq(redisReaderFeed(x.ac.c.reader, piece, 64 * 1024),
+                     REDIS_OK);
+        fed += 64 * 1024;
+        cr_assert_eq(redisReaderGetReply(x.ac.c.reader, &reply), REDIS_OK);
+        cr_assert_null(reply);
+        piece[0] = 'x';
+    }
+    cr_assert(replyguard_overflowing(&x.g));
+    cr_assert_not_null(x.g.refused);
+    gx_fini(&x);
+    free(piece);
+}
