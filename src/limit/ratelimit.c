@@ -1,6 +1,7 @@
 #include "ratelimit.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@ struct ratelimit {
     uint64_t wait_max_us;          /* a request that waited this long
                                       for takes makes its own call:
                                       half of redis.timeout */
+    int64_t warned_ms;             /* last warn_reply() logged, mono ms */
+    uint64_t warnings_held;        /* warn_reply() calls since, unlogged */
     /* Checks ended, kept for the next ones (check_new()): */
     struct ratelimit_check *spare_checks; /* linked by 'next_spare' */
     size_t nspare_checks;                 /* length of 'spare_checks' */
@@ -373,6 +376,42 @@ remember_refusal(struct ratelimit *rl, struct part *pt)
                       lim->lease > 0 ? lease_lifetime_ms(lim) : UINT64_MAX);
 }
 
+/* The most warn_reply() logs, per worker. */
+#define WARN_REPLY_EVERY_MS 1000
+
+/*
+ * Warns of what Redis answered a call: at most once a second per worker,
+ * so that a Redis that answers every call with an error (or a broken
+ * script) costs a line a second, not one per request. The line says how
+ * many more there were since the last one.
+ */
+static void warn_reply(struct ratelimit *rl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+warn_reply(struct ratelimit *rl, const char *fmt, ...)
+{
+    int64_t now = clock_mono_ms();
+    char msg[512];
+    va_list ap;
+
+    if (rl->warned_ms != 0 && now - rl->warned_ms < WARN_REPLY_EVERY_MS) {
+        rl->warnings_held++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (rl->warnings_held > 0) {
+        log_warn("%s (and %" PRIu64 " more such replies since the last)", msg,
+                 rl->warnings_held);
+    } else {
+        log_warn("%s", msg);
+    }
+    rl->warned_ms = now;
+    rl->warnings_held = 0;
+}
+
 static void
 on_script_reply(enum redis_status status, const long long *ints, size_t n,
                 const char *error, void *arg)
@@ -390,9 +429,9 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
         }
     } else {
         if (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK) {
-            log_warn("ratelimit: limiter %s: redis: %s",
-                     pt->v->tier->limiter->name,
-                     error != NULL ? error : "unexpected reply");
+            warn_reply(rl, "ratelimit: limiter %s: redis: %s",
+                       pt->v->tier->limiter->name,
+                       error != NULL ? error : "unexpected reply");
         }
         apply_failure_policy(rl, pt);
     }
@@ -568,8 +607,8 @@ on_return_reply(enum redis_status status, const long long *ints, size_t n,
     } else {
         /* Lost: they count as used, so nothing is admitted twice. */
         if (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK) {
-            log_warn("ratelimit: lease return: redis: %s",
-                     error != NULL ? error : "unexpected reply");
+            warn_reply(g->rl, "ratelimit: lease return: redis: %s",
+                       error != NULL ? error : "unexpected reply");
         }
         count_units(g->rl, "lost", g->units);
     }
@@ -852,8 +891,8 @@ on_take_reply(enum redis_status status, const long long *ints, size_t n,
     answered = status == REDIS_CALL_OK &&
                scriptcall_decode_lease(&l->def, ints, n, &res, &granted) == 0;
     if (!answered && (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK)) {
-        log_warn("ratelimit: lease take: redis: %s",
-                 error != NULL ? error : "unexpected reply");
+        warn_reply(rl, "ratelimit: lease take: redis: %s",
+                   error != NULL ? error : "unexpected reply");
     }
     if (status == REDIS_CALL_TIMEOUT) {
         /* The script may still run and charge up to what was asked for,
@@ -861,8 +900,9 @@ on_take_reply(enum redis_status status, const long long *ints, size_t n,
         count_units(rl, "lost", tk->wanted);
     }
     if (answered && granted > tk->wanted) {
-        log_warn("ratelimit: lease take: %llu units granted of %llu asked",
-                 (unsigned long long)granted, (unsigned long long)tk->wanted);
+        warn_reply(rl,
+                   "ratelimit: lease take: %llu units granted of %llu asked",
+                   (unsigned long long)granted, (unsigned long long)tk->wanted);
         granted = tk->wanted;
     }
     if (answered && res.allowed) {

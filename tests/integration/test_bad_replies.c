@@ -272,8 +272,27 @@ connected(void *arg)
  * answering 'reply'; asserts that a request is answered 503 at once, by
  * the policy, after the stand-in was asked.
  */
+/* Occurrences of 'needle' in 'hay'. */
+static size_t
+count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++) {
+        n++;
+    }
+    return n;
+}
+
+/* What a run of requests saw: the warnings logged and the time taken. */
+struct warned {
+    size_t lines;    /* log lines about the reply */
+    int64_t took_ms; /* for all the requests */
+};
+
 static void
-expect_policy_for(const char *limiter, const char *reply)
+expect_policy_for_n(const char *limiter, const char *reply, int requests,
+                    struct warned *w)
 {
     struct standin s;
     struct proc echo, gw;
@@ -307,16 +326,28 @@ expect_policy_for(const char *limiter, const char *reply)
               "the gateway never connected to the stand-in");
     url = harness_strf("http://127.0.0.1:%u/x", port);
     t0 = harness_now_ms();
-    http_get(&r, url, 4000);
-    took = harness_now_ms() - t0;
-    cr_assert_geq(standin_evals(&s), 1, "the limiter never asked Redis");
-    /* Obeyed, the reply would hold the request (3 s or more) and then
-     * pass it; the policy answers at once. */
-    cr_assert_eq(r.status, 503, "%s on \"%s\": status %ld after %lld ms",
-                 limiter, reply, r.status, (long long)took);
+    for (int i = 0; i < requests; i++) {
+        int64_t t = harness_now_ms();
+
+        http_get(&r, url, 4000);
+        took = harness_now_ms() - t;
+        /* Obeyed, the reply would hold the request (3 s or more) and
+         * then pass it; the policy answers at once. */
+        cr_assert_eq(r.status, 503, "%s on \"%s\": status %ld after %lld ms",
+                     limiter, reply, r.status, (long long)took);
+        http_response_free(&r);
+    }
+    cr_assert_geq(standin_evals(&s), (unsigned long)requests,
+                  "the limiter did not ask Redis each time");
     cr_assert(proc_log_contains(&gw, "unexpected reply"),
               "the malformed reply was not logged");
-    http_response_free(&r);
+    if (w != NULL) {
+        char *log = proc_log(&gw);
+
+        w->took_ms = harness_now_ms() - t0;
+        w->lines = count_of(log, "unexpected reply");
+        free(log);
+    }
     cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
     proc_stop(&echo, SIGTERM, 5000);
     standin_stop(&s);
@@ -324,6 +355,12 @@ expect_policy_for(const char *limiter, const char *reply)
     free(path);
     free(url);
     free(yaml);
+}
+
+static void
+expect_policy_for(const char *limiter, const char *reply)
+{
+    expect_policy_for_n(limiter, reply, 1, NULL);
 }
 
 Test(bad_replies, a_wait_from_a_deny_mode_limiter_gets_the_failure_policy,
@@ -355,4 +392,18 @@ Test(bad_replies, a_rule_the_limiter_lacks_gets_the_failure_policy,
 {
     expect_policy_for("{ algorithm: token_bucket, rate: 5/s, burst: 5 }",
                       "1:4:0:1000:0:7");
+}
+
+/* A Redis that answers every call wrongly costs a warning a second per
+ * worker, not one per request. */
+Test(bad_replies, replies_refused_one_after_another_are_logged_once_a_second,
+     .timeout = 60)
+{
+    struct warned w;
+
+    expect_policy_for_n("{ algorithm: token_bucket, rate: 5/s, burst: 5 }",
+                        "1:4:0:1000:0:7", 40, &w);
+    cr_assert_leq(w.lines, (size_t)(1 + w.took_ms / 1000),
+                  "%zu warnings for 40 replies in %lld ms", w.lines,
+                  (long long)w.took_ms);
 }
