@@ -1633,6 +1633,38 @@ Test(redis, kept_call_records_answer_their_own_calls_under_a_random_mix)
     fx_fini(&f);
 }
 
+/* The fixture with a relay in front of its Redis, the client ready. */
+static void
+relay_fx_start(struct fx *f, struct relay *r)
+{
+    fx_init(f);
+    fx_start_redis(f);
+    relay_start(r, f);
+    fx_client(f);
+    wait_ready(f);
+}
+
+/* The client connects again through 'r' within 'ms' ('what' says what
+ * it would have kept otherwise), and then a call is answered: '*a'. */
+static void
+expect_reconnected(struct fx *f, struct relay *r, int ms, const char *what,
+                   struct answer *a)
+{
+    cr_assert(run_until(f, relay_accepted_twice, r, ms), "%s", what);
+    wait_ready(f);
+    eval(f, INCR_KEY, "{t}n", NULL, a);
+    wait_answered(f, a);
+    cr_assert_eq(a->status, REDIS_CALL_OK, "%s %s", status_name(a->status),
+                 a->error);
+}
+
+static void
+relay_fx_stop(struct fx *f, struct relay *r)
+{
+    relay_stop(r);
+    fx_fini(f);
+}
+
 /* hiredis asserts on a reply with no callback waiting: the process would
  * abort. The client drops the connection instead, and connects again. */
 Test(redis, a_reply_no_command_asked_for_costs_the_connection_only)
@@ -1641,21 +1673,10 @@ Test(redis, a_reply_no_command_asked_for_costs_the_connection_only)
     struct relay r;
     struct answer a;
 
-    fx_init(&f);
-    fx_start_redis(&f);
-    relay_start(&r, &f);
-    fx_client(&f);
-    wait_ready(&f);
+    relay_fx_start(&f, &r);
     relay_inject(&r, "+OK\r\n");
-    cr_assert(run_until(&f, relay_accepted_twice, &r, 5000),
-              "the client did not connect again");
-    wait_ready(&f);
-    eval(&f, INCR_KEY, "{t}n", NULL, &a);
-    wait_answered(&f, &a);
-    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
-                 a.error);
-    relay_stop(&r);
-    fx_fini(&f);
+    expect_reconnected(&f, &r, 5000, "the client did not connect again", &a);
+    relay_fx_stop(&f, &r);
 }
 
 /* hiredis would allocate the array's 10^9 slots, and walk them to free
@@ -1666,11 +1687,7 @@ Test(redis, an_array_longer_than_any_reply_is_refused_at_its_header)
     struct relay r;
     struct answer a;
 
-    fx_init(&f);
-    fx_start_redis(&f);
-    relay_start(&r, &f);
-    fx_client(&f);
-    wait_ready(&f);
+    relay_fx_start(&f, &r);
     r.swallow = true;
     eval(&f, INCR_KEY, "{t}n", NULL, &a);
     run_for(&f, 20);
@@ -1682,9 +1699,8 @@ Test(redis, an_array_longer_than_any_reply_is_refused_at_its_header)
     cr_assert_lt(a.at_ms - a.sent_ms, f.conf.timeout_ms,
                  "answered after %lld ms", (long long)(a.at_ms - a.sent_ms));
     r.swallow = false;
-    wait_ready(&f);
-    relay_stop(&r);
-    fx_fini(&f);
+    expect_reconnected(&f, &r, 5000, "the client did not connect again", &a);
+    relay_fx_stop(&f, &r);
 }
 
 /* A server that closes each connection once it is ready (the handshake
@@ -1717,8 +1733,7 @@ Test(redis, a_server_that_closes_after_each_handshake_gets_the_backoff)
     wait_answered(&f, &a);
     cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
                  a.error);
-    relay_stop(&r);
-    fx_fini(&f);
+    relay_fx_stop(&f, &r);
 }
 
 /* A reply that never ends (a bulk string of a terabyte, trickling): the
@@ -1731,26 +1746,15 @@ Test(redis, a_reply_that_never_ends_costs_the_connection_after_the_deadline)
     struct relay r;
     struct answer a;
 
-    fx_init(&f);
-    fx_start_redis(&f);
-    relay_start(&r, &f);
-    fx_client(&f);
-    wait_ready(&f);
+    relay_fx_start(&f, &r);
     r.swallow = true;
     eval(&f, INCR_KEY, "{t}n", NULL, &a);
     relay_inject(&r, "$999999999999\r\nxxxxxxxx");
     wait_answered(&f, &a);
     cr_assert_eq(a.status, REDIS_CALL_TIMEOUT, "%s", status_name(a.status));
     r.swallow = false;
-    cr_assert(run_until(&f, relay_accepted_twice, &r, 3000),
-              "the connection was kept");
-    wait_ready(&f);
-    eval(&f, INCR_KEY, "{t}n", NULL, &a);
-    wait_answered(&f, &a);
-    cr_assert_eq(a.status, REDIS_CALL_OK, "%s %s", status_name(a.status),
-                 a.error);
-    relay_stop(&r);
-    fx_fini(&f);
+    expect_reconnected(&f, &r, 3000, "the connection was kept", &a);
+    relay_fx_stop(&f, &r);
 }
 
 /* A server that skips one reply (CLIENT REPLY SKIP, sent here behind the
@@ -1763,11 +1767,7 @@ Test(redis, a_connection_out_of_step_is_dropped_once_it_owes_a_reply_too_long)
     struct relay r;
     struct answer a, b, c;
 
-    fx_init(&f);
-    fx_start_redis(&f);
-    relay_start(&r, &f);
-    fx_client(&f);
-    wait_ready(&f);
+    relay_fx_start(&f, &r);
     relay_inject_up(&r, "*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$4\r\nSKIP\r\n");
     run_for(&f, 20);
     eval(&f, INCR_KEY, "{t}n", NULL, &a);
@@ -1777,16 +1777,9 @@ Test(redis, a_connection_out_of_step_is_dropped_once_it_owes_a_reply_too_long)
     eval(&f, INCR_KEY, "{t}n", NULL, &b);
     wait_answered(&f, &b);
     cr_assert_eq(b.status, REDIS_CALL_TIMEOUT, "%s", status_name(b.status));
-    cr_assert(run_until(&f, relay_accepted_twice, &r, 3000),
-              "the connection was kept out of step");
-    wait_ready(&f);
-    eval(&f, INCR_KEY, "{t}n", NULL, &c);
-    wait_answered(&f, &c);
-    cr_assert_eq(c.status, REDIS_CALL_OK, "%s %s", status_name(c.status),
-                 c.error);
+    expect_reconnected(&f, &r, 3000, "the connection was kept out of step", &c);
     cr_assert_eq(c.ints[0], 3, "INCR answered %lld", c.ints[0]);
-    relay_stop(&r);
-    fx_fini(&f);
+    relay_fx_stop(&f, &r);
 }
 
 /* A reply that begins and never ends, with no call waiting for it: the
@@ -1796,21 +1789,15 @@ Test(redis, an_unfinished_reply_past_a_mebibyte_costs_the_connection)
 {
     struct fx f;
     struct relay r;
+    struct answer a;
     char *line = malloc(2 * 1024 * 1024 + 1);
 
-    fx_init(&f);
-    fx_start_redis(&f);
-    relay_start(&r, &f);
-    fx_client(&f);
-    wait_ready(&f);
+    relay_fx_start(&f, &r);
     memset(line, 'x', 2 * 1024 * 1024);
     line[0] = '-';
     line[2 * 1024 * 1024] = '\0';
     relay_inject(&r, line);
-    cr_assert(run_until(&f, relay_accepted_twice, &r, 3000),
-              "the connection was kept");
-    wait_ready(&f);
+    expect_reconnected(&f, &r, 3000, "the connection was kept", &a);
     free(line);
-    relay_stop(&r);
-    fx_fini(&f);
+    relay_fx_stop(&f, &r);
 }
