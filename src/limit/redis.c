@@ -228,9 +228,6 @@ struct redis_client {
     bool failing;                     /* a failure was logged since the
                                          last success: later ones are
                                          debug, not warn */
-    bool readonly;                    /* dropped for READONLY, and no
-                                         script has run since: keep
-                                         backing off */
     int64_t ready_ms;                 /* when the connection became
                                          ready (clock_mono_ms()) */
     bool was_ready;                   /* ready once: the next ready is a
@@ -666,7 +663,6 @@ on_sentinel_switch(const char *ip, uint16_t port, void *arg)
     lookup_abandon(c);
     c->addr[0] = '\0';
     c->backoff_ms = BACKOFF_MIN_MS;
-    c->readonly = false;
     set_primary(c, ip, port);
     connect_host(c);
 }
@@ -1248,11 +1244,9 @@ note_role(struct redis_client *c, redisAsyncContext *ac,
         strncmp(reply->str, "READONLY", 8) == 0 && ac == c->ac) {
         log_warn("redis: %s:%u: READONLY, a replica now: reconnecting", c->host,
                  (unsigned)c->port);
-        c->readonly = true;
         schedule_retry(c);
         drop_connection(c); /* hiredis frees it once this returns */
     } else if (reply->type != REDIS_REPLY_ERROR) {
-        c->readonly = false;
         c->backoff_ms = BACKOFF_MIN_MS;
     }
 }

@@ -1,6 +1,7 @@
 #include "replyguard.h"
 
 #include <stdbool.h>
+#include <string.h>
 #include <strings.h>
 
 #include <hiredis/hiredis.h>
@@ -19,13 +20,20 @@ refuse(struct replyguard *g, const char *why)
  * so while a reply is read its own callback still waits in the list.
  */
 static bool
-admit(const redisReadTask *task, int elements, const char *s, size_t len)
+admit(const redisReadTask *task, int elements, const char *s, size_t len,
+      bool nil)
 {
     struct replyguard *g = task->privdata;
     const redisAsyncContext *ac = g->ac;
 
     if (elements > REPLYGUARD_ARRAY_MAX) {
         return refuse(g, "an array longer than any reply");
+    }
+    if (task->parent == NULL) {
+        g->objects = 0;
+    }
+    if (++g->objects > REPLYGUARD_OBJECTS_MAX) {
+        return refuse(g, "a reply of more objects than any reply");
     }
     if (task->parent == NULL) {
         g->message = false;
@@ -52,18 +60,25 @@ admit(const redisReadTask *task, int elements, const char *s, size_t len)
      * payload, or for "unsubscribe" the count of channels left. */
     switch (task->idx) {
     case 0:
+        /* hiredis reads the kind as a C string; a NUL would make it read
+         * another kind than the bytes say. */
+        if (s != NULL && memchr(s, '\0', len) != NULL) {
+            return refuse(g, "a message of a subscription with a NUL in "
+                             "its kind");
+        }
         g->unsubscribe =
             len >= 11 && strncasecmp(s + len - 11, "unsubscribe", 11) == 0;
         /* fall through */
     case 1:
-        if (task->type != REDIS_REPLY_STRING) {
+        /* A nil is read as "$-1", a string's type, but is no string. */
+        if (task->type != REDIS_REPLY_STRING || nil) {
             return refuse(g, "a message of a subscription without its kind "
                              "or channel");
         }
         return true;
     default:
         if (task->type != REDIS_REPLY_INTEGER &&
-            (task->type != REDIS_REPLY_STRING || g->unsubscribe)) {
+            (task->type != REDIS_REPLY_STRING || nil || g->unsubscribe)) {
             return refuse(g, "a message of a subscription of the wrong type");
         }
         return true;
@@ -75,7 +90,8 @@ guard_string(const redisReadTask *task, char *s, size_t len)
 {
     const struct replyguard *g = task->privdata;
 
-    return admit(task, -1, s, len) ? g->base->createString(task, s, len) : NULL;
+    return admit(task, -1, s, len, false) ? g->base->createString(task, s, len)
+                                          : NULL;
 }
 
 static void *
@@ -83,8 +99,9 @@ guard_array(const redisReadTask *task, int elements)
 {
     const struct replyguard *g = task->privdata;
 
-    return admit(task, elements, NULL, 0) ? g->base->createArray(task, elements)
-                                          : NULL;
+    return admit(task, elements, NULL, 0, false)
+               ? g->base->createArray(task, elements)
+               : NULL;
 }
 
 static void *
@@ -92,7 +109,8 @@ guard_integer(const redisReadTask *task, long long v)
 {
     const struct replyguard *g = task->privdata;
 
-    return admit(task, -1, NULL, 0) ? g->base->createInteger(task, v) : NULL;
+    return admit(task, -1, NULL, 0, false) ? g->base->createInteger(task, v)
+                                           : NULL;
 }
 
 static void *
@@ -100,7 +118,7 @@ guard_nil(const redisReadTask *task)
 {
     const struct replyguard *g = task->privdata;
 
-    return admit(task, -1, NULL, 0) ? g->base->createNil(task) : NULL;
+    return admit(task, -1, NULL, 0, true) ? g->base->createNil(task) : NULL;
 }
 
 /* hiredis's own freeObject is freeReplyObject(): the objects are its. */

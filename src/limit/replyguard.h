@@ -22,6 +22,11 @@
 /* The longest array any reply may hold: CLUSTER SLOTS has at most one
  * element per slot range, 16384. */
 #define REPLYGUARD_ARRAY_MAX 65536
+/* The most objects one reply may be made of, nested arrays' elements
+ * included: a CLUSTER SLOTS reply of 16384 ranges with three replicas
+ * each has about 400,000. Each is a hiredis object in memory before the
+ * reply is whole. */
+#define REPLYGUARD_OBJECTS_MAX (1024 * 1024)
 /* The most bytes read and not yet parsed that a connection may hold: one
  * unfinished string (a line with no CRLF yet, a bulk string still
  * coming), which hiredis keeps whole, and rescans for a line's end at
@@ -32,6 +37,7 @@ struct replyguard {
     const redisAsyncContext *ac;           /* guarded; borrowed */
     const redisReplyObjectFunctions *base; /* the reader's own functions */
     const char *refused; /* why a reply was refused (static text), or NULL */
+    size_t objects;      /* of the reply being read, so far */
     bool message;        /* the reply being read is a subscription's */
     bool unsubscribe;    /* and its kind is "unsubscribe" */
 };
@@ -42,7 +48,9 @@ struct replyguard {
  * does not give. A subscribed context's messages, which come with no
  * callback, pass when they are arrays of three: two strings, then a
  * string or an integer (an integer for "unsubscribe"). No pattern
- * subscription ("pmessage", four elements) is expected.
+ * subscription ("pmessage", four elements) is expected, and no command
+ * may be sent on a subscribed connection (its reply, which hiredis would
+ * take as a message, is refused unless it has that shape).
  */
 void replyguard_attach(struct replyguard *g, redisAsyncContext *ac);
 

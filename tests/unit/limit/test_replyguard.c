@@ -158,6 +158,8 @@ Test(replyguard, a_subscriptions_message_of_another_shape_is_refused)
         "*3\r\n$11\r\nunsubscribe\r\n$14\r\n+switch-master\r\n$1\r\n0\r\n",
         "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n*1\r\n:1\r\n",
         "*4\r\n$8\r\npmessage\r\n$1\r\np\r\n$1\r\nc\r\n$1\r\nx\r\n",
+        "*3\r\n$-1\r\n$14\r\n+switch-master\r\n$1\r\nx\r\n",
+        "*3\r\n$7\r\nmessage\r\n$-1\r\n$1\r\nx\r\n",
     };
 
     for (size_t i = 0; i < sizeof(messages) / sizeof(messages[0]); i++) {
@@ -170,6 +172,51 @@ Test(replyguard, a_subscriptions_message_of_another_shape_is_refused)
         cr_assert_not_null(x.g.refused, "%s", messages[i]);
         gx_fini(&x);
     }
+}
+
+/* "unsubscribe\0x": hiredis compares the kind as a C string and takes it
+ * for an unsubscribe, whose count must be an integer. */
+Test(replyguard, a_subscriptions_kind_with_a_nul_is_refused)
+{
+    static const char msg[] = "*3\r\n$13\r\nunsubscribe\0x\r\n"
+                              "$14\r\n+switch-master\r\n$1\r\nx\r\n";
+    struct gx x;
+    void *reply = NULL;
+
+    gx_init(&x, false, true);
+    cr_assert_eq(redisReaderFeed(x.ac.c.reader, msg, sizeof(msg) - 1),
+                 REDIS_OK);
+    cr_assert_eq(redisReaderGetReply(x.ac.c.reader, &reply), REDIS_ERR);
+    cr_assert_not_null(x.g.refused);
+    gx_fini(&x);
+}
+
+/* Arrays nested, each within the bound: the objects a reply holds in
+ * memory before it is whole are bounded too. */
+Test(replyguard, a_reply_of_more_objects_than_any_is_refused)
+{
+    static const char inner[] = "*65536\r\n";
+    char *ints = malloc(65536 * 4);
+    struct gx x;
+    void *reply = NULL;
+    int rc = REDIS_OK;
+
+    for (size_t i = 0; i < 65536; i++) {
+        memcpy(ints + 4 * i, ":0\r\n", 4);
+    }
+    gx_init(&x, true, false);
+    cr_assert_eq(redisReaderFeed(x.ac.c.reader, "*17\r\n", 5), REDIS_OK);
+    for (int i = 0; i < 17 && rc == REDIS_OK; i++) {
+        cr_assert_eq(redisReaderFeed(x.ac.c.reader, inner, sizeof(inner) - 1),
+                     REDIS_OK);
+        cr_assert_eq(redisReaderFeed(x.ac.c.reader, ints, 65536 * 4), REDIS_OK);
+        rc = redisReaderGetReply(x.ac.c.reader, &reply);
+        cr_assert_null(reply);
+    }
+    cr_assert_eq(rc, REDIS_ERR);
+    cr_assert_str_eq(x.g.refused, "a reply of more objects than any reply");
+    gx_fini(&x);
+    free(ints);
 }
 
 /* An error line with no end, fed in pieces: hiredis keeps it whole. */
