@@ -297,6 +297,31 @@ on_link_connect(const redisAsyncContext *cac, int status)
     link_failed(l, cac->c.errstr);
 }
 
+/*
+ * The subscription is gone ('why'), its context let go of. Only one that
+ * lasted counts as working: one that a sentinel confirms and then closes
+ * at once must not make a busy loop, nor a warning each time. Not from
+ * here (see top): the next try is on the timer, on the same node first.
+ */
+static void
+watch_lost(struct link *l, const char *why)
+{
+    bool lasted =
+        clock_mono_ms() - l->subscribed_ms >= (int64_t)WATCH_PAUSE_MAX_MS;
+
+    if (lasted) {
+        l->failing = false;
+        l->pause_ms = WATCH_PAUSE_MIN_MS;
+    }
+    log_msg(l->failing ? LOG_DEBUG : LOG_WARN,
+            "redis: sentinel %s:%u: subscription lost: %s",
+            l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
+            why);
+    l->failing = true;
+    l->tried = 0;
+    watch_pause(l);
+}
+
 static void
 on_link_disconnect(const redisAsyncContext *cac, int status)
 {
@@ -313,24 +338,7 @@ on_link_disconnect(const redisAsyncContext *cac, int status)
     l->ac = NULL;
     evtimer_del(l->timer);
     if (l->state == LINK_SUBSCRIBED) {
-        /* Only a subscription that lasted counts as working: one that a
-         * sentinel confirms and then closes at once must not make a busy
-         * loop, nor a warning each time. Not from here (see top): the
-         * next try is on the timer, on the same node first. */
-        bool lasted =
-            clock_mono_ms() - l->subscribed_ms >= (int64_t)WATCH_PAUSE_MAX_MS;
-
-        if (lasted) {
-            l->failing = false;
-            l->pause_ms = WATCH_PAUSE_MIN_MS;
-        }
-        log_msg(l->failing ? LOG_DEBUG : LOG_WARN,
-                "redis: sentinel %s:%u: subscription lost: %s",
-                l->s->nodes[l->node].host, (unsigned)l->s->nodes[l->node].port,
-                why);
-        l->failing = true;
-        l->tried = 0;
-        watch_pause(l);
+        watch_lost(l, why);
         return;
     }
     link_failed(l, why);
@@ -467,14 +475,8 @@ on_watch_timer(evutil_socket_t fd, short what, void *arg)
             evtimer_add(l->timer, &tv);
             return;
         }
-        log_msg(l->failing ? LOG_DEBUG : LOG_WARN,
-                "redis: sentinel %s:%u: subscription dropped: %s",
-                s->nodes[l->node].host, (unsigned)s->nodes[l->node].port,
-                l->guard.refused);
         link_close(l);
-        l->failing = true;
-        l->tried = 0;
-        watch_pause(l);
+        watch_lost(l, l->guard.refused);
         return;
     }
     link_close(&s->watch);
