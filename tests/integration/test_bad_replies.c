@@ -31,6 +31,8 @@ struct standin {
     int stop[2];          /* a pipe: writing ends the thread */
     pthread_t thread;     /* serves every connection */
     const char *reply;    /* integers joined by ':'; borrowed */
+    uint16_t primary;     /* as a sentinel: the primary's port, and after
+                             SUBSCRIBE a reply that never ends; 0: no */
     unsigned long evals;  /* EVALSHA commands answered */
     pthread_mutex_t lock; /* guards 'evals' */
 };
@@ -69,7 +71,29 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
     char out[STANDIN_BUF];
     size_t len = 0;
 
-    if (word_is(w[0], wl[0], "SCRIPT")) {
+    if (word_is(w[0], wl[0], "SENTINEL") && s->primary != 0) {
+        char port[8];
+
+        snprintf(port, sizeof(port), "%u", (unsigned)s->primary);
+        len = (size_t)snprintf(out, sizeof(out),
+                               "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n",
+                               strlen(port), port);
+    } else if (word_is(w[0], wl[0], "SUBSCRIBE") && s->primary != 0) {
+        /* Subscribed; then an error line with no end: 2 MiB, and the
+         * connection stays. */
+        static const char ok[] = "*3\r\n$9\r\nsubscribe\r\n"
+                                 "$14\r\n+switch-master\r\n:1\r\n";
+        size_t n = 2 * 1024 * 1024;
+        char *endless = malloc(n);
+
+        cr_assert_not_null(endless);
+        send_all(fd, ok, sizeof(ok) - 1);
+        memset(endless, 'x', n);
+        endless[0] = '-';
+        send_all(fd, endless, n);
+        free(endless);
+        return;
+    } else if (word_is(w[0], wl[0], "SCRIPT")) {
         len = (size_t)snprintf(out, sizeof(out), "$40\r\n%040d\r\n", 7);
     } else if (word_is(w[0], wl[0], "EVALSHA") && nw >= 4) {
         size_t nkeys = (size_t)strtoul(w[2], NULL, 10);
@@ -266,12 +290,12 @@ connected(void *arg)
     return proc_log_contains(arg, "redis: connected");
 }
 
-/*
- * Runs a gateway whose one route is limited by 'limiter' (the YAML of
- * limiter "lim") with on_redis_error: deny, in front of the stand-in
- * answering 'reply'; asserts that a request is answered 503 at once, by
- * the policy, after the stand-in was asked.
- */
+static bool
+subscription_dropped(void *arg)
+{
+    return proc_log_contains(arg, "more than 1 MiB still unfinished");
+}
+
 /* Occurrences of 'needle' in 'hay'. */
 static size_t
 count_of(const char *hay, const char *needle)
@@ -290,6 +314,13 @@ struct warned {
     int64_t took_ms; /* for all the requests */
 };
 
+/*
+ * Runs a gateway whose one route is limited by 'limiter' (the YAML of
+ * limiter "lim") with on_redis_error: deny, in front of the stand-in
+ * answering 'reply'; asserts that each of 'requests' requests is
+ * answered 503 at once, by the policy, after the stand-in was asked.
+ * 'w', if not NULL, gets what the run logged and how long it took.
+ */
 static void
 expect_policy_for_n(const char *limiter, const char *reply, int requests,
                     struct warned *w)
@@ -406,4 +437,58 @@ Test(bad_replies, replies_refused_one_after_another_are_logged_once_a_second,
     cr_assert_leq(w.lines, (size_t)(1 + w.took_ms / 1000),
                   "%zu warnings for 40 replies in %lld ms", w.lines,
                   (long long)w.took_ms);
+}
+
+/* A sentinel whose subscription sends a reply that never ends: hiredis
+ * would keep it whole; the gateway drops the subscription once more than
+ * 1 MiB of it waits unparsed, and keeps deciding on the primary. */
+Test(bad_replies, a_sentinel_reply_that_never_ends_costs_the_subscription,
+     .timeout = 60)
+{
+    struct standin s;
+    struct proc redis, echo, gw;
+    uint16_t redis_port, echo_port, port = harness_free_port();
+    struct http_response r;
+    char *yaml, *path, *url;
+
+    redis_start(&redis, &redis_port);
+    standin_start(&s, "unused");
+    s.primary = redis_port;
+    echo_start(&echo, &echo_port);
+    yaml = harness_strf("server:\n"
+                        "  listen: 127.0.0.1:%u\n"
+                        "  workers: 1\n"
+                        "redis:\n"
+                        "  sentinel:\n"
+                        "    master: mymaster\n"
+                        "    nodes: ['127.0.0.1:%u']\n"
+                        "  timeout: 500ms\n"
+                        "limiters:\n"
+                        "  lim: { algorithm: fixed_window, limit: 100, "
+                        "window: 1h }\n"
+                        "routes:\n"
+                        "  - id: api\n"
+                        "    uri: http://127.0.0.1:%u\n"
+                        "    predicates: [Path=/**]\n"
+                        "    filters:\n"
+                        "      - name: RequestRateLimiter\n"
+                        "        args: { key: route, limiter: lim, "
+                        "on_redis_error: deny }\n",
+                        port, s.port, echo_port);
+    path = harness_write_temp(yaml);
+    gateway_start(&gw, path, port);
+    cr_assert(harness_wait_until(subscription_dropped, &gw, 10000),
+              "the subscription was kept; gateway log:\n%s", proc_log(&gw));
+    url = harness_strf("http://127.0.0.1:%u/x", port);
+    http_get(&r, url, 4000);
+    cr_assert_eq(r.status, 200, "status %ld", r.status);
+    http_response_free(&r);
+    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
+    proc_stop(&echo, SIGTERM, 5000);
+    standin_stop(&s);
+    proc_stop(&redis, SIGTERM, 5000);
+    unlink(path);
+    free(path);
+    free(url);
+    free(yaml);
 }
