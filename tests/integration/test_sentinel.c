@@ -613,7 +613,7 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
     struct client_arg ca[CLIENTS];
     char *reply = NULL;
     int64_t deadline;
-    unsigned sent, ok, policy;
+    unsigned sent, ok, policy, sent_at_failover, sent_at_switch;
 
     rig_start(&r);
     assert_decided_on(&r, r.primary_port, "before");
@@ -640,12 +640,14 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
     cr_assert(reply != NULL && strcmp(reply, "OK") == 0,
               "SENTINEL FAILOVER: %s", reply != NULL ? reply : "no answer");
     free(reply);
+    sent_at_failover = atomic_load(&u.sent);
 
     cr_assert(harness_wait_until(switched, &r, 60000),
               "the former replica (%s) has not run a script; gateway "
               "log:\n%s",
               role_is(r.replica_port, "master") ? "master" : "replica",
               proc_log(&r.gw));
+    sent_at_switch = atomic_load(&u.sent);
     atomic_store(&u.stop, true);
     for (unsigned i = 0; i < CLIENTS; i++) {
         pthread_join(u.thread[i], NULL);
@@ -664,9 +666,12 @@ Test(sentinel, failover_moves_decisions_to_the_new_primary_within_timeout,
                  "(%u without an answer)",
                  atomic_load(&u.status[0]));
     /* The switch was seen by requests, not only gone through between
-     * two of them: with CLIENTS clients some met no primary (in runs
-     * here, 14 to 67 of them). */
-    cr_assert_gt(policy, 0, "no request met the failure policy");
+     * two of them: requests were answered between the failover's start
+     * and the new primary's first decision. How many of them met no
+     * primary (the policy) depends on the machine's timing (in runs here,
+     * 0 to 67), so it is printed, not asserted. */
+    cr_assert_gt(sent_at_switch, sent_at_failover,
+                 "no request was answered during the failover");
     cr_assert_leq(atomic_load(&u.max_ms), REDIS_TIMEOUT_MS + MARGIN_MS,
                   "a request waited %lld ms",
                   (long long)atomic_load(&u.max_ms));
