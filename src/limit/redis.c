@@ -90,7 +90,6 @@
  * until the client is ready), so it can be generous; a tight per-command
  * timeout must not make a distant Redis unreachable. */
 #define CONNECT_TIMEOUT_MIN_MS 1000
-#define SHA1_HEX 40
 #define ASKING_RESP "*1\r\n$6\r\nASKING\r\n"
 
 enum conn_state {
@@ -168,95 +167,97 @@ struct redis_batch {
 };
 
 struct redis_client {
-    struct event_base *base;          /* borrowed */
-    unsigned unflushed;               /* calls queued since the last early
-                                         write (FLUSH_EVERY) */
-    char *host;                       /* the url's, or the address the
-                                         sentinels gave; owned */
-    uint16_t port;                    /* TCP port */
-    struct sentinel *sentinel;        /* asks where the primary is, or
-                                         NULL: 'host' names the server;
-                                         owned */
-    char *master;                     /* Sentinel's master name, or NULL;
-                                         owned */
-    bool addr_known;                  /* with Sentinel: 'host' and 'port'
-                                         hold an answer */
-    unsigned db;                      /* SELECT index */
-    char *user;                       /* ACL user or NULL; owned */
-    char *password;                   /* or NULL; owned */
-    uint64_t timeout_ms;              /* per command */
-    uint64_t connect_timeout_ms;      /* connect, handshake; also how
-                                         long a READY connection may go
-                                         without answering anything */
-    bool numeric_host;                /* 'host' is an IP address */
-    const struct lua_script *scripts; /* borrowed */
-    size_t nscripts;                  /* of scripts */
-    char (*shas)[SHA1_HEX + 1];       /* per script, "" until SCRIPT LOAD
-                                         answered; owned */
-    size_t max_in_flight;             /* cap on calls awaiting a reply
-                                         or queued for their batch
-                                         (a call cancelled in the queue
-                                         counts until the turn ends) */
-    size_t in_flight;                 /* calls awaiting a reply */
-    bool batching;                    /* scripts that take batches get
-                                         them (not a cluster node: its
-                                         calls may span slots) */
-    struct redis_call **queue;        /* per script, BATCH_MAX slots
-                                         for the calls waiting for
-                                         their batch; owned, the calls
-                                         borrowed */
-    size_t *nqueued;                  /* per script, of queue[script] */
-    size_t queued;                    /* calls in all the queues,
-                                         cancelled ones included */
-    struct event *flush_ev;           /* sends the queues at the end of
-                                         the loop turn; owned */
-    bool flush_armed;                 /* flush_ev is active */
-    enum conn_state state;            /* of the connection */
-    redisAsyncContext *ac;            /* NULL unless CONNECTING,
-                                         HANDSHAKE or READY */
-    struct replyguard guard;          /* of 'ac' (replyguard.h) */
-    char addr[INET6_ADDRSTRLEN];      /* address being connected to */
-    size_t handshake_left;            /* replies still due */
-    struct event *connect_timer;      /* connect + handshake deadline;
-                                         owned */
-    struct event *retry_timer;        /* next attempt; owned */
-    struct event *stall_timer;        /* on_stall_timer() while READY;
-                                         owned */
-    uint64_t backoff_ms;              /* next retry delay, before jitter */
-    unsigned failures;                /* attempts failed in a row; picks
-                                         the address to try */
-    bool failing;                     /* a failure was logged since the
-                                         last success: later ones are
-                                         debug, not warn */
-    int64_t ready_ms;                 /* when the connection became
-                                         ready (clock_mono_ms()) */
-    bool was_ready;                   /* ready once: the next ready is a
-                                         reconnect */
-    bool role_unverified_told;        /* the NOPERM on ROLE was logged */
-    struct resolve *lookup;           /* name lookup in progress, or
-                                         NULL */
-    uint64_t rng;                     /* xorshift state for jitter */
-    int64_t progress_ms;              /* last reply, or the first send
-                                         after an idle spell */
-    struct call_list calls;           /* every live record */
-    struct call_list spare;           /* ended records kept for reuse,
-                                         their events assigned; owned */
-    size_t nspare;                    /* records in 'spare' */
-    struct redis_stats stats;         /* for /metrics */
-    bool freeing;                     /* in redis_client_free() */
-    struct rcluster *cluster;         /* cluster mode: the client all
-                                         calls go to, the fields above
-                                         unused; owned */
-    redis_map_cb *map_cb;             /* the map asked for, or NULL */
-    void *map_arg;                    /* for map_cb; borrowed */
-    unsigned map_gen;                 /* tells the answer to the latest
-                                         ask from a late one */
-    struct cluster_map *map;          /* the answer to deliver; owned */
-    const char *map_why;              /* or why there is none: static,
-                                         or 'map_error' */
-    char map_error[160];              /* the error CLUSTER SLOTS got */
-    struct event *map_ev;             /* the ask's deadline, then the
-                                         delivery of its answer; owned */
+    struct event_base *base;            /* borrowed */
+    unsigned unflushed;                 /* calls queued since the last early
+                                           write (FLUSH_EVERY) */
+    char *host;                         /* the url's, or the address the
+                                           sentinels gave; owned */
+    uint16_t port;                      /* TCP port */
+    struct sentinel *sentinel;          /* asks where the primary is, or
+                                           NULL: 'host' names the server;
+                                           owned */
+    char *master;                       /* Sentinel's master name, or NULL;
+                                           owned */
+    bool addr_known;                    /* with Sentinel: 'host' and 'port'
+                                           hold an answer */
+    unsigned db;                        /* SELECT index */
+    char *user;                         /* ACL user or NULL; owned */
+    char *password;                     /* or NULL; owned */
+    uint64_t timeout_ms;                /* per command */
+    uint64_t connect_timeout_ms;        /* connect, handshake; also how
+                                           long a READY connection may go
+                                           without answering anything */
+    bool numeric_host;                  /* 'host' is an IP address */
+    const struct lua_script *scripts;   /* borrowed */
+    size_t nscripts;                    /* of scripts */
+    char (*shas)[SCRIPTS_SHA1_HEX + 1]; /* per script, its SHA-1
+                                           (scripts_sha1()), which SCRIPT
+                                           LOAD must answer; "": not
+                                           hashed, always EVAL; owned */
+    size_t max_in_flight;               /* cap on calls awaiting a reply
+                                           or queued for their batch
+                                           (a call cancelled in the queue
+                                           counts until the turn ends) */
+    size_t in_flight;                   /* calls awaiting a reply */
+    bool batching;                      /* scripts that take batches get
+                                           them (not a cluster node: its
+                                           calls may span slots) */
+    struct redis_call **queue;          /* per script, BATCH_MAX slots
+                                           for the calls waiting for
+                                           their batch; owned, the calls
+                                           borrowed */
+    size_t *nqueued;                    /* per script, of queue[script] */
+    size_t queued;                      /* calls in all the queues,
+                                           cancelled ones included */
+    struct event *flush_ev;             /* sends the queues at the end of
+                                           the loop turn; owned */
+    bool flush_armed;                   /* flush_ev is active */
+    enum conn_state state;              /* of the connection */
+    redisAsyncContext *ac;              /* NULL unless CONNECTING,
+                                           HANDSHAKE or READY */
+    struct replyguard guard;            /* of 'ac' (replyguard.h) */
+    char addr[INET6_ADDRSTRLEN];        /* address being connected to */
+    size_t handshake_left;              /* replies still due */
+    struct event *connect_timer;        /* connect + handshake deadline;
+                                           owned */
+    struct event *retry_timer;          /* next attempt; owned */
+    struct event *stall_timer;          /* on_stall_timer() while READY;
+                                           owned */
+    uint64_t backoff_ms;                /* next retry delay, before jitter */
+    unsigned failures;                  /* attempts failed in a row; picks
+                                           the address to try */
+    bool failing;                       /* a failure was logged since the
+                                           last success: later ones are
+                                           debug, not warn */
+    int64_t ready_ms;                   /* when the connection became
+                                           ready (clock_mono_ms()) */
+    bool was_ready;                     /* ready once: the next ready is a
+                                           reconnect */
+    bool role_unverified_told;          /* the NOPERM on ROLE was logged */
+    struct resolve *lookup;             /* name lookup in progress, or
+                                           NULL */
+    uint64_t rng;                       /* xorshift state for jitter */
+    int64_t progress_ms;                /* last reply, or the first send
+                                           after an idle spell */
+    struct call_list calls;             /* every live record */
+    struct call_list spare;             /* ended records kept for reuse,
+                                           their events assigned; owned */
+    size_t nspare;                      /* records in 'spare' */
+    struct redis_stats stats;           /* for /metrics */
+    bool freeing;                       /* in redis_client_free() */
+    struct rcluster *cluster;           /* cluster mode: the client all
+                                           calls go to, the fields above
+                                           unused; owned */
+    redis_map_cb *map_cb;               /* the map asked for, or NULL */
+    void *map_arg;                      /* for map_cb; borrowed */
+    unsigned map_gen;                   /* tells the answer to the latest
+                                           ask from a late one */
+    struct cluster_map *map;            /* the answer to deliver; owned */
+    const char *map_why;                /* or why there is none: static,
+                                           or 'map_error' */
+    char map_error[160];                /* the error CLUSTER SLOTS got */
+    struct event *map_ev;               /* the ask's deadline, then the
+                                           delivery of its answer; owned */
 };
 
 static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata);
@@ -386,7 +387,7 @@ on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata)
                 : NULL;
 
         if (role == NULL || role->type != REDIS_REPLY_STRING ||
-            strcmp(role->str, "master") != 0) {
+            role->len != 6 || memcmp(role->str, "master", 6) != 0) {
             snprintf(why, sizeof(why), "not the primary (role %s)",
                      role != NULL && role->type == REDIS_REPLY_STRING
                          ? role->str
@@ -395,9 +396,21 @@ on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata)
             attempt_failed(c, "ROLE", why);
             return;
         }
-    } else if (step >= STEP_LOAD && reply->type == REDIS_REPLY_STRING &&
-               reply->len == SHA1_HEX) {
-        memcpy(c->shas[step - STEP_LOAD], reply->str, SHA1_HEX + 1);
+    } else if (step >= STEP_LOAD && reply->type == REDIS_REPLY_STRING) {
+        /* The script's own hash, or a server that would run something
+         * else under that name, or answer NOSCRIPT forever. */
+        const char *sha = c->shas[step - STEP_LOAD];
+
+        if (sha[0] != '\0' && (reply->len != SCRIPTS_SHA1_HEX ||
+                               memcmp(reply->str, sha, SCRIPTS_SHA1_HEX))) {
+            snprintf(why, sizeof(why),
+                     "%s: answered \"%.*s\", not the script's SHA-1 %s",
+                     c->scripts[step - STEP_LOAD].name,
+                     (int)(reply->len < 64 ? reply->len : 64), reply->str, sha);
+            drop_connection(c);
+            attempt_failed(c, "SCRIPT LOAD", why);
+            return;
+        }
     } else if (reply->type == REDIS_REPLY_ERROR ||
                (step >= STEP_LOAD && reply->type != REDIS_REPLY_STRING)) {
         /* Wrong password, NOAUTH, a database that does not exist, a
@@ -985,7 +998,7 @@ script_head(const struct redis_client *c, size_t idx, bool resent, size_t argc)
         by_sha ? "EVALSHA" : "EVAL",
         by_sha ? 7 : 4,
         by_sha ? c->shas[idx] : c->scripts[idx].source,
-        by_sha ? SHA1_HEX : c->scripts[idx].len,
+        by_sha ? SCRIPTS_SHA1_HEX : c->scripts[idx].len,
         argc,
     };
 }
@@ -1635,6 +1648,9 @@ client_new(struct event_base *base, const struct redis_conf *conf,
     c->scripts = scripts;
     c->nscripts = nscripts;
     c->shas = xcalloc(nscripts > 0 ? nscripts : 1, sizeof(*c->shas));
+    for (size_t i = 0; i < nscripts; i++) {
+        (void)scripts_sha1(&scripts[i], c->shas[i]);
+    }
     /* 0 would refuse every call: read it as "no cap". */
     c->max_in_flight = max_in_flight > 0 ? max_in_flight : SIZE_MAX;
     c->connect_timer = evtimer_new(base, on_connect_timeout, c);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "scripts.h"
 
 #include <hiredis/hiredis.h>
 
@@ -33,6 +34,8 @@ struct standin {
     const char *reply;    /* integers joined by ':'; borrowed */
     uint16_t primary;     /* as a sentinel: the primary's port, and after
                              SUBSCRIBE a reply that never ends; 0: no */
+    bool wrong_sha;       /* SCRIPT LOAD answers a hash that is not the
+                             script's */
     unsigned long evals;  /* EVALSHA commands answered */
     pthread_mutex_t lock; /* guards 'evals' */
 };
@@ -93,8 +96,15 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
         send_all(fd, endless, n);
         free(endless);
         return;
-    } else if (word_is(w[0], wl[0], "SCRIPT")) {
-        len = (size_t)snprintf(out, sizeof(out), "$40\r\n%040d\r\n", 7);
+    } else if (word_is(w[0], wl[0], "SCRIPT") && nw == 3) {
+        const struct lua_script sent = {"sent", w[2], wl[2], false};
+        char sha[SCRIPTS_SHA1_HEX + 1];
+
+        cr_assert(scripts_sha1(&sent, sha));
+        if (s->wrong_sha) {
+            sha[0] = sha[0] == '0' ? '1' : '0';
+        }
+        len = (size_t)snprintf(out, sizeof(out), "$40\r\n%s\r\n", sha);
     } else if (word_is(w[0], wl[0], "EVALSHA") && nw >= 4) {
         size_t nkeys = (size_t)strtoul(w[2], NULL, 10);
         size_t a = 3 + nkeys; /* ARGV[1] */
@@ -379,6 +389,65 @@ expect_policy_for_n(const char *limiter, const char *reply, int requests,
         w->lines = count_of(log, "unexpected reply");
         free(log);
     }
+    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
+    proc_stop(&echo, SIGTERM, 5000);
+    standin_stop(&s);
+    unlink(path);
+    free(path);
+    free(url);
+    free(yaml);
+}
+
+static bool
+sha_refused(void *arg)
+{
+    return proc_log_contains(arg, "not the script's SHA-1");
+}
+
+/* A server whose SCRIPT LOAD names the script by another hash would
+ * answer every EVALSHA with NOSCRIPT, or run something else: it is not
+ * used. */
+Test(bad_replies, a_script_load_answering_another_sha_is_not_used,
+     .timeout = 60)
+{
+    struct standin s;
+    struct proc echo, gw;
+    uint16_t echo_port, port = harness_free_port();
+    struct http_response r;
+    char *yaml, *path, *url;
+
+    standin_start(&s, "1:4:0:1000:0:0");
+    s.wrong_sha = true;
+    echo_start(&echo, &echo_port);
+    yaml = harness_strf("server:\n"
+                        "  listen: 127.0.0.1:%u\n"
+                        "  workers: 1\n"
+                        "redis:\n"
+                        "  url: redis://127.0.0.1:%u/0\n"
+                        "  timeout: 2s\n"
+                        "limiters:\n"
+                        "  lim: { algorithm: token_bucket, rate: 5/s, "
+                        "burst: 5 }\n"
+                        "routes:\n"
+                        "  - id: api\n"
+                        "    uri: http://127.0.0.1:%u\n"
+                        "    predicates: [Path=/**]\n"
+                        "    filters:\n"
+                        "      - name: RequestRateLimiter\n"
+                        "        args: { key: route, limiter: lim, "
+                        "on_redis_error: deny }\n",
+                        port, s.port, echo_port);
+    path = harness_write_temp(yaml);
+    gateway_start(&gw, path, port);
+    cr_assert(harness_wait_until(sha_refused, &gw, 10000),
+              "the wrong hash was not refused:\n%s", proc_log(&gw));
+    url = harness_strf("http://127.0.0.1:%u/x", port);
+    http_get(&r, url, 4000);
+    cr_assert_eq(r.status, 503, "status %ld", r.status);
+    http_response_free(&r);
+    cr_assert_eq(standin_evals(&s), 0, "a script was called");
+    cr_assert(!proc_log_contains(&gw, "redis: connected"),
+              "the connection was taken as ready:\n%s", proc_log(&gw));
     cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
     proc_stop(&echo, SIGTERM, 5000);
     standin_stop(&s);

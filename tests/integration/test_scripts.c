@@ -454,6 +454,28 @@ Test(scripts, every_algorithm_is_embedded_with_a_plain_lua_shebang)
     }
 }
 
+/* The name the client expects from SCRIPT LOAD is the one Redis gives:
+ * the client refuses a server that answers any other. */
+Test(scripts, each_scripts_sha1_is_what_script_load_answers)
+{
+    static const struct lua_script one = {"one", "return 1", 8, false};
+    char sha[SCRIPTS_SHA1_HEX + 1];
+
+    /* Redis's documented example for SCRIPT LOAD "return 1". */
+    cr_assert(scripts_sha1(&one, sha));
+    cr_assert_str_eq(sha, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    for (size_t i = 0; i < NALGOS; i++) {
+        const struct lua_script *s = scripts_find(all_algos[i]);
+        redisReply *r = redisCommand(rc, "SCRIPT LOAD %b", s->source, s->len);
+
+        cr_assert(r != NULL && r->type == REDIS_REPLY_STRING,
+                  "SCRIPT LOAD %s failed", all_algos[i]);
+        cr_assert(scripts_sha1(s, sha));
+        cr_assert_str_eq(sha, r->str, "%s", all_algos[i]);
+        freeReplyObject(r);
+    }
+}
+
 /* The shared parts from lua/lib/ are in every embedded script, whole. */
 Test(scripts, every_script_carries_the_shared_parts)
 {
