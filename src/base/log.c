@@ -32,7 +32,8 @@ log_parse_level(const char *name, enum log_level *out)
 void
 log_msg(enum log_level level, const char *fmt, ...)
 {
-    char line[2048];
+    static const char hex[] = "0123456789abcdef";
+    char text[2048], line[2048 + 64];
     struct timespec ts;
     struct tm tm;
     size_t n;
@@ -49,11 +50,25 @@ log_msg(enum log_level level, const char *fmt, ...)
                  ts.tv_nsec / 1000000, level_names[level]);
     n += m > 0 ? (size_t)m : 0;
     va_start(ap, fmt);
-    m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+    m = vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    n += m > 0 ? (size_t)m : 0;
-    if (n > sizeof(line) - 2) {
-        n = sizeof(line) - 2;
+    /* What a message quotes may come from outside (a server's error, a
+     * name in a reply): its control bytes are written as \xNN, so that
+     * one event stays one line and no terminal is told anything. */
+    for (size_t i = 0; m > 0 && i < (size_t)m && i < sizeof(text) - 1; i++) {
+        unsigned char ch = (unsigned char)text[i];
+
+        if (n + 5 > sizeof(line) - 1) {
+            break;
+        }
+        if (ch < 0x20 || ch == 0x7f) {
+            line[n++] = '\\';
+            line[n++] = 'x';
+            line[n++] = hex[ch >> 4];
+            line[n++] = hex[ch & 0xf];
+        } else {
+            line[n++] = (char)ch;
+        }
     }
     line[n++] = '\n';
     /* A failed log write has nowhere to be reported. */
