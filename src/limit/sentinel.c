@@ -42,6 +42,13 @@
 /* How often the subscription's unparsed input is looked at
  * (replyguard_overflowing()). */
 #define UNREAD_CHECK_MS 1000
+/* Switches are followed at most this often. Each one costs the client its
+ * connection and the calls in flight; a sentinel announcing one after
+ * another (a flood, or a bug) would keep it reconnecting. The last one
+ * heard meanwhile is followed when the gap is over: failovers of one
+ * master are minutes apart (failover-timeout), so a real one waits at
+ * most this long. */
+#define SWITCH_GAP_MS 1000
 
 enum link_state {
     LINK_IDLE,       /* nothing open, nothing armed */
@@ -70,28 +77,36 @@ struct link {
 };
 
 struct sentinel {
-    struct event_base *base;     /* borrowed */
-    char *master;                /* master name; owned */
-    struct redis_node *nodes;    /* the sentinels; owned, hosts too */
-    size_t nnodes;               /* entries in 'nodes' */
-    unsigned *node_failures;     /* per node, failures so far: picks which
-                                    of a name's addresses to try; owned */
-    char *password;              /* AUTH to the sentinels, or NULL; owned */
-    uint64_t timeout_ms;         /* per connection and answer */
-    size_t answered;             /* the node that last answered an ask:
-                                    the next ask starts there */
-    struct link ask;             /* GET-MASTER-ADDR-BY-NAME */
-    struct link watch;           /* SUBSCRIBE +switch-master */
-    sentinel_addr_cb *ask_cb;    /* the pending ask's, or NULL */
-    void *ask_arg;               /* for ask_cb; borrowed */
-    char ip[SENTINEL_HOST_MAX];  /* LINK_DONE: the answer (an address or,
-                                    with announce-hostnames, a name), ""
-                                    for none */
-    uint16_t port;               /* LINK_DONE: with 'ip' */
-    sentinel_addr_cb *on_switch; /* the owner's */
-    sentinel_watch_cb *on_watch; /* the owner's */
-    uint64_t rng;                /* xorshift state for jitter */
-    void *switch_arg;            /* for on_switch; borrowed */
+    struct event_base *base;        /* borrowed */
+    char *master;                   /* master name; owned */
+    struct redis_node *nodes;       /* the sentinels; owned, hosts too */
+    size_t nnodes;                  /* entries in 'nodes' */
+    unsigned *node_failures;        /* per node, failures so far: picks which
+                                       of a name's addresses to try; owned */
+    char *password;                 /* AUTH to the sentinels, or NULL; owned */
+    uint64_t timeout_ms;            /* per connection and answer */
+    size_t answered;                /* the node that last answered an ask:
+                                       the next ask starts there */
+    struct link ask;                /* GET-MASTER-ADDR-BY-NAME */
+    struct link watch;              /* SUBSCRIBE +switch-master */
+    sentinel_addr_cb *ask_cb;       /* the pending ask's, or NULL */
+    void *ask_arg;                  /* for ask_cb; borrowed */
+    char ip[SENTINEL_HOST_MAX];     /* LINK_DONE: the answer (an address or,
+                                       with announce-hostnames, a name), ""
+                                       for none */
+    uint16_t port;                  /* LINK_DONE: with 'ip' */
+    sentinel_addr_cb *on_switch;    /* the owner's */
+    int64_t switched_ms;            /* when on_switch was last called, or
+                                       INT64_MIN */
+    bool switch_held;               /* 'held_from' and 'held_to' wait for
+                                       'switch_timer' */
+    struct sentinel_addr held_from; /* the last switch heard within the
+                                       gap: the old address */
+    struct sentinel_addr held_to;   /* and the new one */
+    struct event *switch_timer;     /* ends the gap; owned */
+    sentinel_watch_cb *on_watch;    /* the owner's */
+    uint64_t rng;                   /* xorshift state for jitter */
+    void *switch_arg;               /* for on_switch; borrowed */
 };
 
 static void link_open(struct link *l);
@@ -222,18 +237,59 @@ on_ask_reply(redisAsyncContext *ac, void *r, void *privdata)
     ask_finish(l->s, addr.host, addr.port);
 }
 
-/* '+switch-master <name> <old-host> <old-port> <new-host> <new-port>'. */
+/* Tells the owner of a switch, now. */
+static void
+switch_follow(struct sentinel *s, const struct sentinel_addr *from,
+              const struct sentinel_addr *to)
+{
+    log_info("redis: sentinel: %s switched from %s:%u to %s:%u", s->master,
+             from->host, (unsigned)from->port, to->host, (unsigned)to->port);
+    s->switched_ms = clock_mono_ms();
+    s->on_switch(to->host, to->port, s->switch_arg);
+}
+
+/* The gap after a switch is over: the last one heard in it, if any. */
+static void
+on_switch_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct sentinel *s = arg;
+
+    (void)fd;
+    (void)what;
+    if (s->switch_held) {
+        s->switch_held = false;
+        switch_follow(s, &s->held_from, &s->held_to);
+    }
+}
+
+/* '+switch-master <name> <old-host> <old-port> <new-host> <new-port>':
+ * followed at once, or at the end of the gap (SWITCH_GAP_MS). */
 static void
 watch_message(struct sentinel *s, const char *text, size_t len)
 {
     struct sentinel_addr from, to;
+    int64_t since;
 
     if (!sentinel_parse_switch(text, len, s->master, &from, &to)) {
         return;
     }
-    log_info("redis: sentinel: %s switched from %s:%u to %s:%u", s->master,
-             from.host, (unsigned)from.port, to.host, (unsigned)to.port);
-    s->on_switch(to.host, to.port, s->switch_arg);
+    if (s->switched_ms == INT64_MIN ||
+        (since = clock_mono_ms() - s->switched_ms) >= SWITCH_GAP_MS) {
+        switch_follow(s, &from, &to);
+        return;
+    }
+    log_debug("redis: sentinel: %s switched from %s:%u to %s:%u: followed "
+              "in %lld ms (at most one switch a second)",
+              s->master, from.host, (unsigned)from.port, to.host,
+              (unsigned)to.port, (long long)(SWITCH_GAP_MS - since));
+    s->held_from = from;
+    s->held_to = to;
+    if (!s->switch_held) {
+        struct timeval tv = clock_tv((uint64_t)(SWITCH_GAP_MS - since));
+
+        s->switch_held = true;
+        evtimer_add(s->switch_timer, &tv);
+    }
 }
 
 static void
@@ -513,6 +569,8 @@ sentinel_new(struct event_base *base, const struct redis_conf *conf,
     s->watch.s = s;
     s->watch.watch = true;
     s->watch.timer = evtimer_new(base, on_watch_timer, s);
+    s->switched_ms = INT64_MIN;
+    s->switch_timer = evtimer_new(base, on_switch_timer, s);
     link_open(&s->watch);
     return s;
 }
@@ -527,6 +585,7 @@ sentinel_free(struct sentinel *s)
     link_close(&s->watch);
     event_free(s->ask.timer);
     event_free(s->watch.timer);
+    event_free(s->switch_timer);
     for (size_t i = 0; i < s->nnodes; i++) {
         free(s->nodes[i].host);
     }

@@ -32,8 +32,10 @@ typedef void sentinel_watch_cb(void *arg);
  * jittered pause between rounds and after a lost subscription), runs
  * 'on_watch' each time a subscription is confirmed, and runs 'on_switch'
  * with the new address whenever that sentinel announces a failover of our
- * master. Both run from inside hiredis: they may call sentinel_ask() and
- * sentinel_cancel(), never sentinel_free(). 'arg' is for both; borrowed.
+ * master: at most once a second, the last announcement heard within that
+ * second being followed when it ends. Both run from inside hiredis (or
+ * from a timer): they may call sentinel_ask() and sentinel_cancel(),
+ * never sentinel_free(). 'arg' is for both; borrowed.
  */
 struct sentinel *sentinel_new(struct event_base *base,
                               const struct redis_conf *conf,

@@ -36,6 +36,12 @@ struct standin {
                              SUBSCRIBE a reply that never ends; 0: no */
     bool wrong_sha;       /* SCRIPT LOAD answers a hash that is not the
                              script's */
+    unsigned switches;    /* as a sentinel: after SUBSCRIBE, this many
+                             +switch-master messages instead of the
+                             endless reply, alternating between
+                             'dead_port' and 'primary', the last one to
+                             'primary' */
+    uint16_t dead_port;   /* where nothing listens */
     unsigned long evals;  /* EVALSHA commands answered */
     pthread_mutex_t lock; /* guards 'evals' */
 };
@@ -81,6 +87,26 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
         len = (size_t)snprintf(out, sizeof(out),
                                "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n",
                                strlen(port), port);
+    } else if (word_is(w[0], wl[0], "SUBSCRIBE") && s->primary != 0 &&
+               s->switches > 0) {
+        static const char ok[] = "*3\r\n$9\r\nsubscribe\r\n"
+                                 "$14\r\n+switch-master\r\n:1\r\n";
+
+        send_all(fd, ok, sizeof(ok) - 1);
+        for (unsigned i = s->switches; i > 0; i--) {
+            char text[128];
+            int n = snprintf(text, sizeof(text),
+                             "mymaster 127.0.0.1 %u 127.0.0.1 %u",
+                             (unsigned)(i % 2 ? s->dead_port : s->primary),
+                             (unsigned)(i % 2 ? s->primary : s->dead_port));
+
+            len = (size_t)snprintf(out, sizeof(out),
+                                   "*3\r\n$7\r\nmessage\r\n$14\r\n"
+                                   "+switch-master\r\n$%d\r\n%s\r\n",
+                                   n, text);
+            send_all(fd, out, len);
+        }
+        return;
     } else if (word_is(w[0], wl[0], "SUBSCRIBE") && s->primary != 0) {
         /* Subscribed; then an error line with no end: 2 MiB, and the
          * connection stays. */
@@ -559,5 +585,114 @@ Test(bad_replies, a_sentinel_reply_that_never_ends_costs_the_subscription,
     unlink(path);
     free(path);
     free(url);
+    free(yaml);
+}
+
+/* Connections a redis-server has accepted so far. */
+static long
+connections_received(uint16_t port)
+{
+    redisContext *c = redisConnect("127.0.0.1", port);
+    redisReply *r;
+    const char *at;
+    long n = -1;
+
+    cr_assert(c != NULL && c->err == 0);
+    r = redisCommand(c, "INFO stats");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
+    at = strstr(r->str, "total_connections_received:");
+    if (at != NULL) {
+        n = strtol(at + strlen("total_connections_received:"), NULL, 10);
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+struct flood_wait {
+    struct proc *gw; /* the gateway; borrowed */
+    char *url;       /* its route; borrowed */
+};
+
+/* The gateway decides again, after the switches it followed. */
+static bool
+decides_after_switches(void *arg)
+{
+    struct flood_wait *f = arg;
+    struct http_response r;
+    char *log = proc_log(f->gw);
+    bool twice = count_of(log, "mymaster switched from") >= 2;
+    long status;
+
+    free(log);
+    if (!twice) {
+        return false;
+    }
+    http_get(&r, f->url, 4000);
+    status = r.status;
+    http_response_free(&r);
+    return status == 200;
+}
+
+/* A sentinel announcing switch after switch: each would cost the client
+ * its connection. At most one a second is followed, the last one heard
+ * at the end of that second, so a flood of 1,000 costs a few connections
+ * and the gateway ends on the address announced last. */
+Test(bad_replies, a_flood_of_switches_is_followed_once_a_second, .timeout = 60)
+{
+    struct standin s;
+    struct proc redis, echo, gw;
+    uint16_t redis_port, echo_port, port = harness_free_port();
+    struct flood_wait f;
+    char *yaml, *path;
+    long before, after;
+
+    redis_start(&redis, &redis_port);
+    standin_start(&s, "unused");
+    s.dead_port = harness_free_port();
+    s.switches = 1000;
+    s.primary = redis_port;
+    echo_start(&echo, &echo_port);
+    yaml = harness_strf("server:\n"
+                        "  listen: 127.0.0.1:%u\n"
+                        "  workers: 1\n"
+                        "redis:\n"
+                        "  sentinel:\n"
+                        "    master: mymaster\n"
+                        "    nodes: ['127.0.0.1:%u']\n"
+                        "  timeout: 500ms\n"
+                        "limiters:\n"
+                        "  lim: { algorithm: fixed_window, limit: 100, "
+                        "window: 1h }\n"
+                        "routes:\n"
+                        "  - id: api\n"
+                        "    uri: http://127.0.0.1:%u\n"
+                        "    predicates: [Path=/**]\n"
+                        "    filters:\n"
+                        "      - name: RequestRateLimiter\n"
+                        "        args: { key: route, limiter: lim, "
+                        "on_redis_error: deny }\n",
+                        port, s.port, echo_port);
+    path = harness_write_temp(yaml);
+    before = connections_received(redis_port);
+    gateway_start(&gw, path, port);
+    f.gw = &gw;
+    f.url = harness_strf("http://127.0.0.1:%u/x", port);
+    cr_assert(harness_wait_until(decides_after_switches, &f, 20000),
+              "no decision after the switches; gateway log:\n%s",
+              proc_log(&gw));
+    after = connections_received(redis_port);
+    /* The first connection, one per switch followed (two, maybe three),
+     * and this test's own INFO: not one per switch. */
+    cr_assert_leq(after - before, 6,
+                  "%ld connections for %u switches announced", after - before,
+                  s.switches);
+    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
+    proc_stop(&echo, SIGTERM, 5000);
+    standin_stop(&s);
+    proc_stop(&redis, SIGTERM, 5000);
+    unlink(path);
+    free(path);
+    free(f.url);
     free(yaml);
 }
