@@ -110,6 +110,9 @@ struct rcluster {
     uint64_t asked_gen;               /* moved_gen when the refresh
                                          awaited went out */
     bool map_failing;                 /* a failed refresh was logged */
+    size_t uncovered_told;            /* slots without a primary last
+                                         warned of: warned again only
+                                         when the count changes */
     int64_t last_refresh_ms;          /* when the refresh timer last
                                          fired */
     int64_t refresh_due_ms;           /* when it fires next, while
@@ -332,13 +335,17 @@ node_busy(const struct rcluster *cl, const struct rnode *n)
 
 /* 'map' (owned now) replaces the client's; nodes that are no primary of
  * it are closed, unless busy (an ASK target while a slot is imported by
- * a primary that holds none yet): those at a later install. */
+ * a primary that holds none yet), or unless no primary of it is
+ * connected: a seed closed then would be opened again for the next
+ * refresh, every refresh, for as long as the primaries are out of
+ * reach. Those go at a later install. */
 static void
 install(struct rcluster *cl, struct cluster_map *map)
 {
     size_t n = cluster_map_nnodes(map);
     unsigned first, last;
     size_t uncovered = cluster_map_uncovered(map, &first, &last);
+    bool primary_ready = false;
 
     if (uncovered == CLUSTER_SLOTS && cl->map != NULL) {
         /* A node that knows no slots (just started, or cut off) says
@@ -351,10 +358,13 @@ install(struct rcluster *cl, struct cluster_map *map)
         log_info("redis: cluster: a lost primary's slots have a new "
                  "primary");
     }
-    if (uncovered > 0) {
+    if (uncovered > 0 && uncovered != cl->uncovered_told) {
         log_warn("redis: cluster: %zu slots have no primary (first %u-%u)",
                  uncovered, first, last);
+    } else if (uncovered == 0 && cl->uncovered_told > 0) {
+        log_info("redis: cluster: every slot has a primary again");
     }
+    cl->uncovered_told = uncovered;
     cluster_map_free(cl->map);
     cl->map = map;
     for (size_t i = 0; i < cl->nnodes; i++) {
@@ -364,9 +374,9 @@ install(struct rcluster *cl, struct cluster_map *map)
         memset(cl->by_index, 0, cl->by_index_cap * sizeof(*cl->by_index));
     }
     for (size_t i = 0; i < n; i++) {
-        index_node(cl, (int)i);
+        primary_ready |= redis_client_ready(index_node(cl, (int)i)->client);
     }
-    for (size_t i = cl->nnodes; i-- > 0;) {
+    for (size_t i = cl->nnodes; primary_ready && i-- > 0;) {
         if (!cl->nodes[i]->in_map && !node_busy(cl, cl->nodes[i])) {
             node_close(cl, i);
         }

@@ -27,23 +27,27 @@
 
 /* The stand-in Redis: a listening socket served by one thread. */
 struct standin {
-    int fd;               /* listening socket */
-    uint16_t port;        /* its port */
-    int stop[2];          /* a pipe: writing ends the thread */
-    pthread_t thread;     /* serves every connection */
-    const char *reply;    /* integers joined by ':'; borrowed */
-    uint16_t primary;     /* as a sentinel: the primary's port, and after
-                             SUBSCRIBE a reply that never ends; 0: no */
-    bool wrong_sha;       /* SCRIPT LOAD answers a hash that is not the
-                             script's */
-    unsigned switches;    /* as a sentinel: after SUBSCRIBE, this many
-                             +switch-master messages instead of the
-                             endless reply, alternating between
-                             'dead_port' and 'primary', the last one to
-                             'primary' */
-    uint16_t dead_port;   /* where nothing listens */
-    unsigned long evals;  /* EVALSHA commands answered */
-    pthread_mutex_t lock; /* guards 'evals' */
+    int fd;                 /* listening socket */
+    uint16_t port;          /* its port */
+    int stop[2];            /* a pipe: writing ends the thread */
+    pthread_t thread;       /* serves every connection */
+    const char *reply;      /* integers joined by ':'; borrowed */
+    uint16_t primary;       /* as a sentinel: the primary's port, and after
+                               SUBSCRIBE a reply that never ends; 0: no */
+    bool wrong_sha;         /* SCRIPT LOAD answers a hash that is not the
+                               script's */
+    unsigned switches;      /* as a sentinel: after SUBSCRIBE, this many
+                               +switch-master messages instead of the
+                               endless reply, alternating between
+                               'dead_port' and 'primary', the last one to
+                               'primary' */
+    uint16_t dead_port;     /* where nothing listens */
+    const char *slots;      /* as a cluster node: the answer to CLUSTER
+                               SLOTS (RESP), or NULL; borrowed */
+    unsigned long accepted; /* connections taken */
+    unsigned long maps;     /* CLUSTER SLOTS answered */
+    unsigned long evals;    /* EVALSHA commands answered */
+    pthread_mutex_t lock;   /* guards 'evals' */
 };
 
 /* One connection: its commands are read as hiredis reads replies, the
@@ -121,6 +125,12 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
         endless[0] = '-';
         send_all(fd, endless, n);
         free(endless);
+        return;
+    } else if (word_is(w[0], wl[0], "CLUSTER") && s->slots != NULL) {
+        pthread_mutex_lock(&s->lock);
+        s->maps++;
+        pthread_mutex_unlock(&s->lock);
+        send_all(fd, s->slots, strlen(s->slots));
         return;
     } else if (word_is(w[0], wl[0], "SCRIPT") && nw == 3) {
         const struct lua_script sent = {"sent", w[2], wl[2], false};
@@ -206,6 +216,12 @@ standin_run(void *arg)
         }
         if (pfd[1].revents & POLLIN) {
             int fd = accept(s->fd, NULL, NULL);
+
+            if (fd >= 0) {
+                pthread_mutex_lock(&s->lock);
+                s->accepted++;
+                pthread_mutex_unlock(&s->lock);
+            }
 
             for (size_t i = 0; fd >= 0 && i < STANDIN_CLIENTS; i++) {
                 if (conns[i].fd < 0 &&
@@ -309,15 +325,22 @@ standin_stop(struct standin *s)
     pthread_mutex_destroy(&s->lock);
 }
 
+/* One of the stand-in's counters, read under its lock. */
 static unsigned long
-standin_evals(struct standin *s)
+standin_count(struct standin *s, const unsigned long *counter)
 {
     unsigned long n;
 
     pthread_mutex_lock(&s->lock);
-    n = s->evals;
+    n = *counter;
     pthread_mutex_unlock(&s->lock);
     return n;
+}
+
+static unsigned long
+standin_evals(struct standin *s)
+{
+    return standin_count(s, &s->evals);
 }
 
 static bool
@@ -695,4 +718,103 @@ Test(bad_replies, a_flood_of_switches_is_followed_once_a_second, .timeout = 60)
     free(path);
     free(f.url);
     free(yaml);
+}
+
+/* The stand-in, as a cluster's seed, has answered CLUSTER SLOTS five
+ * times. */
+static bool
+five_maps(void *arg)
+{
+    struct standin *s = arg;
+
+    return standin_count(s, &s->maps) >= 5;
+}
+
+/* Runs a gateway on a cluster whose one seed is the stand-in answering
+ * CLUSTER SLOTS with 'slots_fmt', its one %u the stand-in's own port if
+ * 'self_in_map', else a port where nothing listens, until five maps were
+ * asked for; returns its log (the caller's to free), and the connections
+ * the stand-in took in '*accepted'. */
+static char *
+cluster_run(const char *slots_fmt, bool self_in_map, unsigned long *accepted)
+{
+    struct standin s;
+    struct proc echo, gw;
+    uint16_t echo_port, port = harness_free_port();
+    char *yaml, *path, *slots, *log;
+
+    standin_start(&s, "1:4:0:1000:0:0");
+    slots =
+        harness_strf(slots_fmt, self_in_map ? (unsigned)s.port
+                                            : (unsigned)harness_free_port());
+    s.slots = slots;
+    echo_start(&echo, &echo_port);
+    yaml = harness_strf("server:\n"
+                        "  listen: 127.0.0.1:%u\n"
+                        "  workers: 1\n"
+                        "redis:\n"
+                        "  cluster:\n"
+                        "    nodes: ['127.0.0.1:%u']\n"
+                        "  timeout: 500ms\n"
+                        "limiters:\n"
+                        "  lim: { algorithm: fixed_window, limit: 100, "
+                        "window: 1h }\n"
+                        "routes:\n"
+                        "  - id: api\n"
+                        "    uri: http://127.0.0.1:%u\n"
+                        "    predicates: [Path=/**]\n"
+                        "    filters:\n"
+                        "      - name: RequestRateLimiter\n"
+                        "        args: { key: route, limiter: lim, "
+                        "on_redis_error: deny }\n",
+                        port, s.port, echo_port);
+    path = harness_write_temp(yaml);
+    gateway_start(&gw, path, port);
+    cr_assert(harness_wait_until(five_maps, &s, 20000),
+              "the slot map was asked for %lu times; gateway log:\n%s",
+              standin_count(&s, &s.maps), proc_log(&gw));
+    *accepted = standin_count(&s, &s.accepted);
+    log = proc_log(&gw);
+    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
+    proc_stop(&echo, SIGTERM, 5000);
+    standin_stop(&s);
+    unlink(path);
+    free(path);
+    free(slots);
+    free(yaml);
+    return log;
+}
+
+/* Every slot on one primary, at port %u. */
+#define ALL_SLOTS_AT                                                           \
+    "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:%u\r\n"             \
+    "$40\r\n" ID40 "\r\n"
+/* Half the slots on one primary, at port %u; the rest on none. */
+#define HALF_SLOTS_AT                                                          \
+    "*1\r\n*3\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:%u\r\n"              \
+    "$40\r\n" ID40 "\r\n"
+#define ID40 "0123456789012345678901234567890123456789"
+
+/* While a cluster's only primary is out of reach, the map is asked for
+ * every quarter of a second: of the seed, over one connection kept for
+ * it, not over a new one each time. */
+Test(bad_replies, a_seed_asked_while_no_primary_answers_keeps_its_connection,
+     .timeout = 60)
+{
+    unsigned long accepted;
+    char *log = cluster_run(ALL_SLOTS_AT, false, &accepted);
+
+    cr_assert_leq(accepted, 2, "%lu connections for 5 maps:\n%s", accepted,
+                  log);
+    free(log);
+}
+
+/* Slots without a primary are warned of once, not at every refresh. */
+Test(bad_replies, slots_without_a_primary_are_warned_of_once, .timeout = 60)
+{
+    unsigned long accepted;
+    char *log = cluster_run(HALF_SLOTS_AT, true, &accepted);
+
+    cr_assert_eq(count_of(log, "slots have no primary"), 1, "%s", log);
+    free(log);
 }
