@@ -1428,6 +1428,11 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         pool_give(&p->in_spare, &in);
         return;
     }
+    /* The framing was judged on the values as evhttp read them ("\tchunked"
+     * is no coding to it); the router, the keys and the upstream read
+     * them as any recipient does: evhttp strips the spaces before a
+     * value, not its tabs, nor what an obs-fold leaves after it. */
+    headers_trim_values(&in);
     if (evreq_head_bytes(creq) > sc->max_header_bytes) {
         pool_give(&p->in_spare, &in);
         early_reply(p, creq, 431,

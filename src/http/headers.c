@@ -336,3 +336,16 @@ headers_trim_ows(const char **p, size_t *len)
         (*len)--;
     }
 }
+
+void
+headers_trim_values(struct headers *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const char *v = h->v[i].value;
+        size_t len = strlen(v);
+
+        headers_trim_ows(&v, &len);
+        h->v[i].value += v - h->v[i].value;
+        h->v[i].value[len] = '\0';
+    }
+}

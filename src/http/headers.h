@@ -90,4 +90,8 @@ headers_is_ows(char c)
 /* Narrows the slice [*p, *p + *len) to leave out the OWS around it. */
 void headers_trim_ows(const char **p, size_t *len);
 
+/* Leaves out of every value of 'h' the OWS around it, in place: the value
+ * as a recipient reads it (RFC 9112 5). */
+void headers_trim_values(struct headers *h);
+
 #endif

@@ -340,3 +340,103 @@ Test(forgery, underscore_spellings_of_identity_fields_are_not_read_either)
     cr_assert_eq(echo_stack_get_status(&st, "/x", h), 404);
     echo_stack_stop(&st);
 }
+
+/* ---- whitespace around a value ---- */
+
+/* The status of one request on its own connection, 'fields' (CRLF-ended
+ * lines) sent as they are. */
+static int
+raw_status(const struct echo_stack *st, const char *fields)
+{
+    char *req = harness_strf("GET /x HTTP/1.1\r\nHost: x\r\n%s"
+                             "Connection: close\r\n\r\n",
+                             fields);
+    char *reply = raw_http(st->gw_port, req, strlen(req), 5000);
+    int status = 0;
+
+    cr_assert(reply != NULL, "connection refused");
+    sscanf(reply, "HTTP/1.1 %d", &status);
+    free(reply);
+    free(req);
+    return status;
+}
+
+/*
+ * A value is what lies between the spaces and tabs around it: evhttp
+ * strips only the spaces before it, so a tab before the key, or an
+ * obs-fold that leaves whitespace after it, made a new bucket for each
+ * spelling while the upstream read one key.
+ */
+Test(forgery, whitespace_around_a_value_makes_no_new_bucket)
+{
+    static const char *const spellings[] = {
+        "X-Api-Key:\tvictim\r\n",
+        "X-Api-Key: \t victim\t\r\n",
+        "X-Api-Key: victim\r\n \r\n",
+        "X-Api-Key:\t\tvictim \r\n\t\r\n",
+    };
+    struct echo_stack st;
+    char *route = limited_route("\"header:X-Api-Key\"");
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, route);
+    cr_assert_eq(raw_status(&st, "X-Api-Key: victim\r\n"), 200);
+    for (size_t i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
+        cr_assert_eq(raw_status(&st, spellings[i]), 429,
+                     "\"%s\" had a bucket of its own", spellings[i]);
+    }
+    free(route);
+    echo_stack_stop(&st);
+}
+
+/* The Host predicate reads the value as the upstream will. */
+Test(forgery, a_tab_before_host_does_not_change_the_route)
+{
+    struct echo_stack st;
+    const char *routes = "  - id: admin\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Host=admin.example.org]\n"
+                         "    filters:\n"
+                         "      - name: RequestRateLimiter\n"
+                         "        args: { key: route, limiter: one }\n"
+                         "  - id: rest\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/**]\n";
+    char *req1 = "GET /x HTTP/1.1\r\nHost: admin.example.org\r\n"
+                 "Connection: close\r\n\r\n";
+    char *req2 = "GET /x HTTP/1.1\r\nHost:\tadmin.example.org\t\r\n"
+                 "Connection: close\r\n\r\n";
+    char *reply;
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, routes);
+    reply = raw_http(st.gw_port, req1, strlen(req1), 5000);
+    cr_assert(reply != NULL && strncmp(reply, "HTTP/1.1 200", 12) == 0, "%s",
+              reply);
+    free(reply);
+    reply = raw_http(st.gw_port, req2, strlen(req2), 5000);
+    cr_assert(reply != NULL && strncmp(reply, "HTTP/1.1 429", 12) == 0,
+              "a tab before Host escaped the admin route: %s", reply);
+    free(reply);
+    echo_stack_stop(&st);
+}
+
+/* Trimming comes after the framing checks: evhttp reads "\tchunked" as no
+ * coding, so it must still be refused, not read as chunked. */
+Test(forgery, a_tab_before_chunked_is_still_refused)
+{
+    struct echo_stack st;
+    const char *req = "POST /x HTTP/1.1\r\nHost: x\r\n"
+                      "Transfer-Encoding:\tchunked\r\n\r\n"
+                      "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    char *reply;
+
+    echo_stack_start(&st, "", ONE_PER_HOUR,
+                     "  - id: api\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
+    reply = raw_http(st.gw_port, req, strlen(req), 5000);
+    cr_assert(reply != NULL && strncmp(reply, "HTTP/1.1 501", 12) == 0, "%s",
+              reply);
+    cr_assert(strstr(reply, "smuggled") == NULL, "%s", reply);
+    free(reply);
+    echo_stack_stop(&st);
+}

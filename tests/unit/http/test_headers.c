@@ -339,3 +339,26 @@ Test(headers, names_differing_only_in_a_non_letter_are_different)
     cr_assert_eq(headers_count(&h, "x-1"), 1);
     headers_deinit(&h);
 }
+
+Test(headers, trim_values_leaves_out_the_ows_around_each_value)
+{
+    struct headers h;
+
+    headers_init(&h);
+    headers_add(&h, "A", "\tvalue");
+    headers_add(&h, "B", "value \t ");
+    headers_add(&h, "C", " \t in \t side \t");
+    headers_add(&h, "D", "\t");
+    headers_add(&h, "E", "plain");
+    headers_trim_values(&h);
+    cr_assert_eq(h.n, 5);
+    cr_assert_str_eq(headers_get(&h, "A"), "value");
+    cr_assert_str_eq(headers_get(&h, "B"), "value");
+    cr_assert_str_eq(headers_get(&h, "C"), "in \t side");
+    cr_assert_str_eq(headers_get(&h, "D"), "");
+    cr_assert_str_eq(headers_get(&h, "E"), "plain");
+    /* The list stays usable. */
+    headers_add(&h, "F", " f ");
+    cr_assert_str_eq(headers_get(&h, "F"), " f ");
+    headers_deinit(&h);
+}
