@@ -188,6 +188,10 @@ struct exchange {
     char client[64];                 /* resolved client address */
     char *user;                      /* the decided user, for the access
                                         log, or NULL; owned */
+    char *client_host;               /* the Host routed on, for response
+                                        filters, or NULL; owned */
+    char *client_path;               /* the path asked for, as sent, for
+                                        response filters, or NULL; owned */
     /* Retry (filter.h): */
     const struct retry_conf *retry; /* the route's, or NULL; borrowed */
     struct evbuffer *body_copy;     /* the body kept for a retry, or
@@ -432,6 +436,8 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         free(ex->target);
     }
     free(ex->user);
+    free(ex->client_host);
+    free(ex->client_path);
     config_unref(ex->cfg);
     if (ex->prev != NULL) {
         ex->prev->next = ex->next;
@@ -742,17 +748,14 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     if (filtered) {
         /* ---- response filters (filter.h), before the status line:
          * SetStatus changes it ---- */
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ex->creq);
-
         headers_init(&resp);
         for (size_t i = 0; i < uh->n; i++) {
             if (forward_response_field(uh->v[i].name, connection)) {
                 headers_add(&resp, uh->v[i].name, uh->v[i].value);
             }
         }
-        edit.client_host = evhttp_find_header(
-            evhttp_request_get_input_headers(ex->creq), "Host");
-        edit.client_path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+        edit.client_host = ex->client_host;
+        edit.client_path = ex->client_path;
         for (size_t i = 0; i < r->nfilters; i++) {
             filter_apply_response(&r->filters[i], &edit);
         }
@@ -1390,8 +1393,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
              struct clientconn *cc)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(creq);
-    const char *raw_path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
+    struct reqcheck_target target;
     struct evhttp_connection *cconn = evhttp_request_get_connection(creq);
     enum evhttp_cmd_type method = evhttp_request_get_command(creq);
     const struct server_conf *sc = &cfg->server;
@@ -1440,12 +1443,20 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                     addr, t0, wall);
         return;
     }
-    if (raw_path == NULL || raw_path[0] == '\0') {
+    /* The path from the target as sent: evhttp's URI parser reads the
+     * "//admin" of "//admin/x" as an authority, and its path as "/x". */
+    if (uri == NULL ||
+        !reqcheck_target_split(evhttp_request_get_uri(creq), &target)) {
         pool_give(&p->in_spare, &in);
         early_reply(p, creq, 400, "request target has no path", addr, t0, wall);
         return;
     }
-    st = path_normalize(raw_path, strlen(raw_path), &path);
+    if (target.authority != NULL) {
+        /* RFC 9112 3.2.2: absolute-form names the host; Host is ignored. */
+        headers_remove(&in, "Host");
+        headers_add_n(&in, "Host", 4, target.authority, target.authority_len);
+    }
+    st = path_normalize(target.path, target.path_len, &path);
     if (st != PATH_OK) {
         pool_give(&p->in_spare, &in);
         early_reply(p, creq, 400, path_status_str(st), addr, t0, wall);
@@ -1507,6 +1518,12 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     ex = exchange_new(p, cfg, route, creq, cc, addr, t0, wall);
     if (id.user != NULL && p->log != NULL) {
         ex->user = xstrdup(id.user);
+    }
+    if (route_filters_response(route)) {
+        const char *host = headers_get(&in, "Host");
+
+        ex->client_host = host != NULL ? xstrdup(host) : NULL;
+        ex->client_path = xstrndup(target.path, target.path_len);
     }
     if (route_answered(ex, &in, query)) {
         pool_give(&p->in_spare, &in);

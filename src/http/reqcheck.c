@@ -1,5 +1,6 @@
 #include "reqcheck.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdint.h>
@@ -22,6 +23,120 @@ target_ok(const char *target)
         if (*p <= 0x20 || *p == 0x7f) {
             return false;
         }
+    }
+    return true;
+}
+
+/* A character of a reg-name (RFC 3986 3.2.2) but '%': unreserved or
+ * sub-delims. */
+static bool
+regname_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("-._~!$&'()*+,;=", c) != NULL);
+}
+
+static bool
+hex_digit(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
+}
+
+bool
+reqcheck_host_ok(const char *v, size_t len)
+{
+    const char *end = v + len, *p = v;
+    unsigned port;
+
+    if (len == 0) {
+        return true; /* RFC 9110 7.2: a target URI without authority */
+    }
+    if (*p == '[') {
+        /* IP-literal: an IPv6 address, as inet_pton() reads one. IPvFuture
+         * and zone identifiers name nothing a gateway connects to. */
+        const char *close = memchr(p, ']', len);
+        char addr[INET6_ADDRSTRLEN];
+        struct in6_addr a6;
+
+        if (close == NULL || (size_t)(close - p - 1) >= sizeof(addr)) {
+            return false;
+        }
+        memcpy(addr, p + 1, (size_t)(close - p - 1));
+        addr[close - p - 1] = '\0';
+        if (inet_pton(AF_INET6, addr, &a6) != 1) {
+            return false;
+        }
+        p = close + 1;
+    } else {
+        /* reg-name, which IPv4address is a case of. */
+        while (p < end && *p != ':') {
+            if (*p == '%') {
+                if (end - p < 3 || !hex_digit((unsigned char)p[1]) ||
+                    !hex_digit((unsigned char)p[2])) {
+                    return false;
+                }
+                p += 3;
+            } else if (regname_char((unsigned char)*p)) {
+                p++;
+            } else {
+                return false;
+            }
+        }
+        if (p == v) {
+            return false; /* a port with no host */
+        }
+    }
+    if (p == end) {
+        return true;
+    }
+    if (*p != ':') {
+        return false;
+    }
+    /* port = *DIGIT, read within the slice (it need not end in NUL) */
+    port = 0;
+    for (p++; p < end; p++) {
+        if (*p < '0' || *p > '9' ||
+            (port = port * 10 + (unsigned)(*p - '0')) > 65535) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool
+reqcheck_target_split(const char *target, struct reqcheck_target *out)
+{
+    size_t scheme;
+
+    memset(out, 0, sizeof(*out));
+    if (target[0] == '/') {
+        /* origin-form, "//x" included: all of it is the path, never an
+         * authority (a URI reference parser would take "x" for one). */
+        out->path = target;
+        out->path_len = strcspn(target, "?#");
+        return true;
+    }
+    if (strncasecmp(target, "http://", 7) == 0) {
+        scheme = 7;
+    } else if (strncasecmp(target, "https://", 8) == 0) {
+        scheme = 8;
+    } else {
+        return false; /* asterisk-form, authority-form, other schemes */
+    }
+    /* absolute-form: the authority, then the path (or none: "/"). */
+    out->authority = target + scheme;
+    out->authority_len = strcspn(out->authority, "/?#");
+    if (memchr(out->authority, '@', out->authority_len) != NULL ||
+        !reqcheck_host_ok(out->authority, out->authority_len) ||
+        out->authority_len == 0) {
+        return false;
+    }
+    out->path = out->authority + out->authority_len;
+    out->path_len = strcspn(out->path, "?#");
+    if (out->path_len == 0 || out->path[0] != '/') {
+        out->path = "/";
+        out->path_len = 1;
     }
     return true;
 }
@@ -137,6 +252,7 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
     const char *te;
     const char *bad;
     size_t nhost;
+    struct reqcheck_target target;
     uint64_t content_length;
     bool has_cl;
 
@@ -156,6 +272,12 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
         return refuse(why, "space or control character in the request "
                            "target");
     }
+    /* asterisk-form ("OPTIONS *") is the router's to answer */
+    if (strcmp(r->target, "*") != 0 &&
+        !reqcheck_target_split(r->target, &target)) {
+        return refuse(why, "request target is neither a path nor an "
+                           "http(s) URI with a valid host");
+    }
     for (size_t i = 0; i < h->n; i++) {
         if (!headers_valid_name(h->v[i].name)) {
             return refuse(why, "a header name is not a token");
@@ -172,6 +294,16 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
     }
     if (nhost == 0 && http11) {
         return refuse(why, "HTTP/1.1 request without Host");
+    }
+    if (nhost == 1) {
+        const char *v = headers_get(h, "Host");
+        size_t n = strlen(v);
+
+        headers_trim_ows(&v, &n);
+        if (!reqcheck_host_ok(v, n)) {
+            return refuse(why, "Host is not a host name or address with an "
+                               "optional port");
+        }
     }
 
     if ((bad = check_content_length(h, &content_length)) != NULL) {

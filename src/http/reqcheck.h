@@ -12,13 +12,16 @@
  * fields that differ; Transfer-Encoding with Content-Length, in HTTP/1.0,
  * in more than one field, or listing chunked twice; a Content-Length
  * other than 0 or any Transfer-Encoding when no body is read; more than
- * one Host, or none in HTTP/1.1. With REQCHECK_NOT_IMPLEMENTED: a
+ * one Host, or none in HTTP/1.1, or one that is not uri-host [":" port];
+ * a target in neither origin-form nor http(s) absolute-form (with a valid
+ * host and no userinfo). With REQCHECK_NOT_IMPLEMENTED: a
  * Transfer-Encoding other than exactly one "chunked".
  */
 #ifndef SLUICE_REQCHECK_H
 #define SLUICE_REQCHECK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "headers.h"
 
@@ -48,6 +51,32 @@ enum reqcheck_verdict {
  */
 enum reqcheck_verdict reqcheck_request(const struct reqcheck_request *r,
                                        const char **why);
+
+/* A request target in the forms the gateway serves (RFC 9112 3.2);
+ * borrows from the target. */
+struct reqcheck_target {
+    const char *path;      /* origin-form: the target up to '?' or '#';
+                              absolute-form: what follows the authority,
+                              or "/" */
+    size_t path_len;       /* bytes of 'path' */
+    const char *authority; /* absolute-form: host [":" port]; else NULL */
+    size_t authority_len;  /* bytes of 'authority' */
+};
+
+/*
+ * Splits 'target': origin-form ("/..."; "//x/y" is the path "//x/y", not
+ * the authority "x") or absolute-form ("http://" or "https://", any case,
+ * then a valid host and no userinfo). False for any other form.
+ */
+bool reqcheck_target_split(const char *target, struct reqcheck_target *out);
+
+/*
+ * True when the 'len' bytes at 'v' are a Host value: uri-host [":" port]
+ * (RFC 9110 7.2, RFC 3986 3.2.2), where uri-host is a bracketed IPv6
+ * address or a reg-name (an IPv4 address is one), and port up to 65535;
+ * or empty.
+ */
+bool reqcheck_host_ok(const char *v, size_t len);
 
 /* The HTTP status of a refusal: 400 or 501; 0 for REQCHECK_OK. */
 int reqcheck_status(enum reqcheck_verdict v);

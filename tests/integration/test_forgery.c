@@ -440,3 +440,99 @@ Test(forgery, a_tab_before_chunked_is_still_refused)
     free(reply);
     echo_stack_stop(&st);
 }
+
+/* ---- the request target ---- */
+
+/* An admin route limited to one request per hour, and a catch-all. */
+#define ADMIN_AND_REST                                                         \
+    "  - id: admin\n"                                                          \
+    "    uri: http://@ECHO@\n"                                                 \
+    "    predicates: [\"Path=/admin/**\"]\n"                                   \
+    "    filters:\n"                                                           \
+    "      - name: RequestRateLimiter\n"                                       \
+    "        args: { key: route, limiter: one }\n"                             \
+    "  - id: admin_host\n"                                                     \
+    "    uri: http://@ECHO@\n"                                                 \
+    "    predicates: [Host=admin.example.org]\n"                               \
+    "    filters:\n"                                                           \
+    "      - name: RequestRateLimiter\n"                                       \
+    "        args: { key: route, limiter: one }\n"                             \
+    "  - id: rest\n"                                                           \
+    "    uri: http://@ECHO@\n"                                                 \
+    "    predicates: [Path=/**]\n"
+
+/* The status line of the answer to 'target' with 'host', on a connection
+ * of its own; the caller frees it. */
+static char *
+status_of(const struct echo_stack *st, const char *target, const char *host)
+{
+    char *req = harness_strf("GET %s HTTP/1.1\r\nHost: %s\r\n"
+                             "Connection: close\r\n\r\n",
+                             target, host);
+    char *reply = raw_http(st->gw_port, req, strlen(req), 5000);
+
+    cr_assert(reply != NULL, "connection refused");
+    reply[strcspn(reply, "\r")] = '\0';
+    free(req);
+    return reply;
+}
+
+static void
+assert_status(const struct echo_stack *st, const char *target, const char *host,
+              const char *want)
+{
+    char *got = status_of(st, target, host);
+
+    cr_assert_str_eq(got, want, "GET %s with Host %s", target, host);
+    free(got);
+}
+
+/* A URI parser reads "//admin/x" as the authority "admin" and the path
+ * "/x": the route must see the path the upstream will, "/admin/x". */
+Test(forgery, a_target_starting_with_two_slashes_keeps_its_first_segment)
+{
+    struct echo_stack st;
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, ADMIN_AND_REST);
+    assert_status(&st, "/admin/x", "a", "HTTP/1.1 200 OK");
+    assert_status(&st, "//admin/x", "a", "HTTP/1.1 429 Too Many Requests");
+    assert_status(&st, "//admin//y", "a", "HTTP/1.1 429 Too Many Requests");
+    /* And "//x/admin/a" is no admin path. */
+    assert_status(&st, "//x/admin/a", "a", "HTTP/1.1 200 OK");
+    echo_stack_stop(&st);
+}
+
+/* RFC 9112 3.2.2: absolute-form names the host, whatever Host says. */
+Test(forgery, an_absolute_form_target_is_routed_on_its_own_host)
+{
+    struct echo_stack st;
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, ADMIN_AND_REST);
+    assert_status(&st, "/zzz", "admin.example.org", "HTTP/1.1 200 OK");
+    assert_status(&st, "http://admin.example.org/zzz", "other",
+                  "HTTP/1.1 429 Too Many Requests");
+    assert_status(&st, "HTTP://admin.example.org", "other",
+                  "HTTP/1.1 429 Too Many Requests");
+    /* Other schemes and forms are no targets of an HTTP gateway. */
+    assert_status(&st, "foo://x/admin/a", "a", "HTTP/1.1 400 Bad Request");
+    assert_status(&st, "http:/admin/a", "a", "HTTP/1.1 400 Bad Request");
+    assert_status(&st, "http://u@admin.example.org/", "a",
+                  "HTTP/1.1 400 Bad Request");
+    echo_stack_stop(&st);
+}
+
+/* A Host that is not host[:port] is refused, not cut at its first ':'
+ * into a name a Host route matches. */
+Test(forgery, a_host_that_is_not_a_host_is_refused)
+{
+    struct echo_stack st;
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, ADMIN_AND_REST);
+    assert_status(&st, "/zzz", "admin.example.org:80@evil.com",
+                  "HTTP/1.1 400 Bad Request");
+    assert_status(&st, "/zzz", "admin.example.org:junk/../x",
+                  "HTTP/1.1 400 Bad Request");
+    assert_status(&st, "/zzz", "admin.example.org:8080", "HTTP/1.1 200 OK");
+    assert_status(&st, "/zzz", "[::1]:8080", "HTTP/1.1 200 OK");
+    echo_stack_stop(&st);
+}

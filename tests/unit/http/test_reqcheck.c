@@ -374,3 +374,138 @@ Test(reqcheck, versions_other_than_1_0_and_1_1_are_refused)
     headers_remove(&fields, "Host");
     accepted();
 }
+
+/* RFC 9110 7.2: Host = uri-host [ ":" port ]. */
+Test(reqcheck, a_host_that_is_not_a_host_and_port_is_refused)
+{
+    static const char *const good[] = {
+        "example.com",
+        "example.com:8080",
+        "EXAMPLE.com:",
+        "127.0.0.1",
+        "127.0.0.1:80",
+        "[::1]",
+        "[::1]:443",
+        "[2001:db8::1]",
+        "a-b_c~d.e",
+        "xn--bcher-kva.ch",
+        "%41bc",
+        "sub.delims!$&'()*+,;=",
+        "",
+        " example.com\t",
+        "a:65535",
+    };
+    static const char *const bad[] = {
+        "admin.example.org:80@evil.com",
+        "admin.example.org:junk/../x",
+        "a/b",
+        "a b",
+        "a:65536",
+        "a:123456",
+        ":80",
+        "a:-1",
+        "a:8 0",
+        "[::1",
+        "[::1]x",
+        "[v1.future]",
+        "[fe80::1%25eth0]",
+        "[127.0.0.1]",
+        "a%4",
+        "a%zz",
+        "a\"b",
+        "a@b",
+        "a:80:80",
+    };
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        headers_set(&fields, "Host", good[i]);
+        accepted();
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        headers_set(&fields, "Host", bad[i]);
+        refused();
+    }
+}
+
+/* "[::1]:" ends with an empty port, which RFC 3986 allows. */
+Test(reqcheck, an_empty_port_is_a_port)
+{
+    cr_assert(reqcheck_host_ok("[::1]:", 6));
+    cr_assert(reqcheck_host_ok("a:", 2));
+}
+
+/* The port is read within the slice, never past it. */
+Test(reqcheck, host_ok_reads_only_its_slice)
+{
+    cr_assert(reqcheck_host_ok("a:6553599", 7));
+    cr_assert(!reqcheck_host_ok("a:6553599", 9));
+    cr_assert(reqcheck_host_ok("a@b", 1));
+}
+
+/* origin-form is all path, "//x" included; absolute-form only for http
+ * and https, with a host and no userinfo. */
+Test(reqcheck, targets_split_into_path_and_authority)
+{
+    static const struct {
+        const char *target;
+        const char *path;      /* the path's bytes */
+        const char *authority; /* NULL: origin-form */
+    } good[] = {
+        {"/", "/", NULL},
+        {"/a/b?q=1#f", "/a/b", NULL},
+        {"//admin/x", "//admin/x", NULL},
+        {"//admin", "//admin", NULL},
+        {"/a#frag?x", "/a", NULL},
+        {"http://example.com/a?q", "/a", "example.com"},
+        {"HTTPS://example.com:8443", "/", "example.com:8443"},
+        {"http://[::1]:80?q", "/", "[::1]:80"},
+        {"http://h#f", "/", "h"},
+    };
+    static const char *const bad[] = {
+        "*",
+        "example.com:80",
+        "ftp://x/",
+        "http:/x",
+        "foo://x/admin",
+        "http://",
+        "http:///x",
+        "http://u:p@host/x",
+        "http://a b/",
+        "http://a:x/",
+        "x/y",
+        "",
+    };
+    struct reqcheck_target t;
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        cr_assert(reqcheck_target_split(good[i].target, &t), "%s",
+                  good[i].target);
+        cr_assert_eq(t.path_len, strlen(good[i].path), "%s", good[i].target);
+        cr_assert(strncmp(t.path, good[i].path, t.path_len) == 0, "%s",
+                  good[i].target);
+        if (good[i].authority == NULL) {
+            cr_assert_null(t.authority, "%s", good[i].target);
+        } else {
+            cr_assert_eq(t.authority_len, strlen(good[i].authority));
+            cr_assert(
+                strncmp(t.authority, good[i].authority, t.authority_len) == 0,
+                "%s", good[i].target);
+        }
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert(!reqcheck_target_split(bad[i], &t), "%s", bad[i]);
+    }
+}
+
+Test(reqcheck, a_target_of_another_form_is_refused)
+{
+    static const char *const bad[] = {"foo://x/admin/a", "http:/admin/a",
+                                      "http://u@h/", "example.com:443"};
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        req.target = bad[i];
+        refused();
+    }
+    req.target = "http://example.com/a";
+    accepted();
+}
