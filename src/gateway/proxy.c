@@ -1240,13 +1240,17 @@ identity_or_reply(struct proxy *p, const struct config *cfg,
 
 /*
  * identity.jwt: '*claims' is a reference to the claims of the request's
- * token when it is valid, else NULL. Without a valid token and with
- * required: true, answers 401 with a Bearer challenge (RFC 6750) and
- * returns true.
+ * token when it is valid, else NULL. A token field (or cookie) repeated
+ * or empty is ambiguous: answered 400, the connection closed. Without a
+ * valid token and with required: true, answers 401 with a Bearer
+ * challenge (RFC 6750); with required: false, a token field that did not
+ * verify is removed from 'in', so that the upstream is not handed a
+ * credential the caller was not taken for. Returns true when it has
+ * answered.
  */
 static bool
 jwt_or_reply(struct proxy *p, const struct config *cfg,
-             struct evhttp_request *creq, const struct headers *in,
+             struct evhttp_request *creq, struct headers *in,
              const char *client, int64_t t0, int64_t wall,
              struct claims **claims)
 {
@@ -1263,8 +1267,19 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     case JWTCHECK_NO_TOKEN:
         break;
     case JWTCHECK_BAD_TOKEN:
+        /* Which of two tokens is meant? Parsers differ (the first, the
+         * last, both): the upstream could take the caller for someone
+         * the limiter did not. */
         why = "token field repeated or empty";
-        break;
+        if (p->metrics != NULL) {
+            const char *result[1] = {"invalid"};
+
+            metrics_add(p->metrics, M_JWT_TOKENS, result, 1);
+        }
+        log_debug("proxy: refused a request from %s: %s", client, why);
+        evreq_close_after_reply(creq);
+        early_reply(p, creq, 400, why, client, t0, wall);
+        return true;
     case JWTCHECK_TOKEN:
         if (!jc->cache) {
             int64_t until;
@@ -1294,6 +1309,9 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
         log_debug("proxy: invalid token from %s: %s", client, why);
     }
     if (!jc->required) {
+        if (why != NULL && jc->header != NULL) {
+            headers_remove(in, jc->header);
+        }
         return false;
     }
     snprintf(detail, sizeof(detail), "%s%s",

@@ -122,6 +122,7 @@ struct seen {
     long status;
     char key[256];
     char *user;     /* X-User-Id the upstream got, or NULL; owned */
+    char *auth;     /* Authorization the upstream got, or NULL; owned */
     char *role;     /* X-User-Role, or NULL; owned */
     char *www_auth; /* WWW-Authenticate of the answer, or NULL; owned */
     char *ctype;    /* Content-Type of the answer, or NULL; owned */
@@ -131,6 +132,7 @@ static void
 seen_free(struct seen *s)
 {
     free(s->user);
+    free(s->auth);
     free(s->role);
     free(s->www_auth);
     free(s->ctype);
@@ -173,6 +175,7 @@ request(struct rig *r, const char *token, struct seen *s)
     only_key(r->rc, s->key, sizeof(s->key));
     if (resp.status == 200) {
         s->user = echo_header(resp.body, "X-User-Id");
+        s->auth = echo_header(resp.body, "Authorization");
         s->role = echo_header(resp.body, "X-User-Role");
     }
     s->www_auth = http_response_header(&resp, "WWW-Authenticate");
@@ -216,6 +219,9 @@ assert_anonymous(struct rig *r, const char *token, const char *what)
     cr_assert_str_eq(s.key, "api:ip:127.0.0.1", "%s", what);
     cr_assert_null(s.user, "%s: upstream got user %s", what, s.user);
     cr_assert_null(s.role, "%s: upstream got role %s", what, s.role);
+    /* Nor a credential the caller was not taken for: an upstream that
+     * accepted it would serve a user the limiter counted as an address. */
+    cr_assert_null(s.auth, "%s: upstream got Authorization %s", what, s.auth);
     seen_free(&s);
 }
 
@@ -338,6 +344,45 @@ Test(jwt, every_invalid_token_yields_no_identity, .timeout = 120)
     free(big);
     jt_pair_free(&rsa);
     jt_pair_free(&other);
+}
+
+/* Two Authorization fields: which one is meant depends on the parser
+ * (the first, the last, both), so the request is refused and its
+ * connection closed, with or without a valid token among them. */
+Test(jwt, a_repeated_token_field_is_refused, .timeout = 60)
+{
+    struct jt_pair rsa = jt_keygen("RSA");
+    struct rig r;
+    char *c = claims("dave", "");
+    char *good = jt_sign_str("RS256", rsa.priv, c);
+    const char *seconds[] = {"Bearer x.y.z", "Basic ZGF2ZTpkYXZl", NULL};
+
+    rig_start(&r, rsa.pub,
+              "{ algorithms: [RS256], key_file: @KEY@, issuer: "
+              "'https://auth.example', audience: api }",
+              user_or_ip);
+    for (size_t i = 0; i < 3; i++) {
+        const char *second = seconds[i] != NULL ? seconds[i] : "";
+        char *req = harness_strf(
+            "GET /api/x HTTP/1.1\r\nHost: x\r\n"
+            "Authorization: Bearer %s\r\nAuthorization: %s\r\n\r\n"
+            "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            good, i < 2 ? second : (const char *)good);
+        char *reply = raw_http(r.port, req, strlen(req), 5000);
+
+        cr_assert_not_null(reply);
+        cr_assert(strncmp(reply, "HTTP/1.1 400", 12) == 0, "%zu: %s", i, reply);
+        cr_assert(strstr(reply + 12, "HTTP/1.1 ") == NULL,
+                  "the connection went on after the refusal: %s", reply);
+        free(reply);
+        free(req);
+    }
+    /* One field with the same token passes. */
+    assert_user(&r, good, "dave", "admin");
+    rig_stop(&r);
+    free(c);
+    free(good);
+    jt_pair_free(&rsa);
 }
 
 static long
