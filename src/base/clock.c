@@ -23,6 +23,15 @@ clock_mono_ms(void)
     return ms_of(CLOCK_MONOTONIC);
 }
 
+int64_t
+clock_mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 struct timeval
 clock_tv(uint64_t ms)
 {

@@ -1,7 +1,7 @@
 /*
- * clock.h - the three time helpers every module needs: wall-clock and
- * monotonic milliseconds, and milliseconds as a struct timeval for
- * libevent timers. Reads the clock; no other I/O.
+ * clock.h - the time helpers every module needs: wall-clock and
+ * monotonic milliseconds (and monotonic microseconds), and milliseconds
+ * as a struct timeval for libevent timers. Reads the clock; no other I/O.
  */
 #ifndef SLUICE_CLOCK_H
 #define SLUICE_CLOCK_H
@@ -13,6 +13,9 @@
 int64_t clock_wall_ms(void);
 /* Milliseconds on CLOCK_MONOTONIC: for durations and deadlines. */
 int64_t clock_mono_ms(void);
+/* Microseconds on CLOCK_MONOTONIC: for durations shorter than a few ms
+ * (a histogram's sub-millisecond buckets). */
+int64_t clock_mono_us(void);
 /* 'ms' as a timeval. */
 struct timeval clock_tv(uint64_t ms);
 

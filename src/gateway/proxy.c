@@ -179,6 +179,7 @@ struct exchange {
     int64_t wall;                    /* epoch ms at arrival */
     int64_t up_t0;                   /* monotonic ms the upstream request
                                         went out */
+    int64_t up_t0_us;                /* the same in monotonic us */
     int64_t up_ms;                   /* until its response head; -1 */
     int status;                      /* sent to the client; 499 when the
                                         client left first */
@@ -738,6 +739,7 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     struct headers resp;
     struct response_edit edit = {head->status, head->reason, &resp, NULL, NULL};
     bool filtered = route_filters_response(r);
+    int64_t up_us;
 
     if (ex->state != EX_UPSTREAM || retried(ex, head->status, 0)) {
         return;
@@ -787,12 +789,15 @@ on_upstream_head(void *arg, const struct resparse_head *head)
 
     ex->state = EX_STREAMING;
     ex->status = edit.status;
-    ex->up_ms = clock_mono_ms() - ex->up_t0;
+    up_us = clock_mono_us() - ex->up_t0_us;
+    ex->up_ms = up_us / 1000;
     if (p->metrics != NULL) {
         const char *labels[1] = {r->id};
 
+        /* In us: from two ms readings, a 300 us answer would be 0 or 1 ms,
+         * and the sub-millisecond buckets would mean nothing. */
         metrics_observe(p->metrics, M_UPSTREAM_SECONDS, labels,
-                        (double)ex->up_ms / 1000.0);
+                        (double)up_us / 1e6);
     }
     /*
      * Set first: reading and writing are both off here, so nothing is
@@ -971,6 +976,7 @@ start_upstream(struct exchange *ex)
     ur.response_timeout_ms = r->response_timeout_ms;
     ur.keepalive = ex->cfg->upstream.keepalive;
     ex->up_t0 = clock_mono_ms();
+    ex->up_t0_us = clock_mono_us();
     if (ex->attempt++ == 0) {
         retry_prepare(ex);
     }
