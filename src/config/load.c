@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -686,45 +687,63 @@ check_single_document(struct loader *ld, yaml_parser_t *parser)
 
 /* A node with an anchor: how many nodes an alias to it stands for. */
 struct anchor {
-    char *name;   /* owned */
-    size_t nodes; /* the node and everything under it, aliases expanded */
+    char *name;        /* owned */
+    size_t nodes;      /* the node and everything under it, aliases
+                          expanded */
+    size_t defined_at; /* 1 for the first anchor of the file, 2 for the
+                          next, ... */
 };
 
 /* What check_shape() keeps while it reads the events. */
 struct shape {
-    struct anchor *anchors;       /* closed anchors, in document order */
-    size_t nanchors;              /* entries in 'anchors' */
-    size_t cap;                   /* allocated entries in 'anchors' */
-    size_t open[DEPTH_MAX];       /* 'nodes' when each open collection
-                                     started */
-    char *open_anchor[DEPTH_MAX]; /* its anchor or NULL; owned */
-    size_t depth;                 /* open collections */
-    size_t nodes;                 /* so far, aliases expanded */
-    size_t defined;               /* anchors met so far, open or closed */
+    struct anchor *anchors;         /* closed anchors, in document order */
+    size_t nanchors;                /* entries in 'anchors' */
+    size_t cap;                     /* allocated entries in 'anchors' */
+    size_t open[DEPTH_MAX];         /* 'nodes' when each open collection
+                                       started */
+    char *open_anchor[DEPTH_MAX];   /* its anchor or NULL; owned */
+    size_t open_defined[DEPTH_MAX]; /* its anchor's 'defined_at' */
+    size_t depth;                   /* open collections */
+    size_t nodes;                   /* so far, aliases expanded */
+    size_t defined;                 /* anchors met so far, open or closed */
 };
 
 static void
-shape_anchor(struct shape *sh, const yaml_char_t *name, size_t nodes)
+shape_anchor(struct shape *sh, const yaml_char_t *name, size_t nodes,
+             size_t defined_at)
 {
     sh->anchors =
         xgrow(sh->anchors, &sh->cap, sh->nanchors + 1, sizeof(*sh->anchors));
     sh->anchors[sh->nanchors].name = xstrdup((const char *)name);
     sh->anchors[sh->nanchors].nodes = nodes;
+    sh->anchors[sh->nanchors].defined_at = defined_at;
     sh->nanchors++;
 }
 
-/* What an alias stands for: the last anchor of that name (an anchor
- * may be redefined). 1 if none is closed yet: yaml_parser_load() then
- * reports the alias. */
+/* What an alias stands for: the anchor of that name defined last (an
+ * anchor may be redefined). 1 if there is none: yaml_parser_load() then
+ * reports the alias. SIZE_MAX when that anchor is on a collection still
+ * open, one that holds the alias: libyaml makes the collection contain
+ * itself, and a walk of it would never end. */
 static size_t
 shape_alias(const struct shape *sh, const yaml_char_t *name)
 {
-    for (size_t i = sh->nanchors; i-- > 0;) {
-        if (strcmp(sh->anchors[i].name, (const char *)name) == 0) {
-            return sh->anchors[i].nodes;
+    size_t best = 0, nodes = 1;
+
+    for (size_t i = 0; i < sh->nanchors; i++) {
+        if (sh->anchors[i].defined_at > best &&
+            strcmp(sh->anchors[i].name, (const char *)name) == 0) {
+            best = sh->anchors[i].defined_at;
+            nodes = sh->anchors[i].nodes;
         }
     }
-    return 1;
+    for (size_t d = 0; d < sh->depth; d++) {
+        if (sh->open_anchor[d] != NULL && sh->open_defined[d] > best &&
+            strcmp(sh->open_anchor[d], (const char *)name) == 0) {
+            return SIZE_MAX;
+        }
+    }
+    return nodes;
 }
 
 /* Counts an anchor where it is defined; false after reporting one too
@@ -754,7 +773,7 @@ shape_event(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
             return false;
         }
         if (ev->data.scalar.anchor != NULL) {
-            shape_anchor(sh, ev->data.scalar.anchor, 1);
+            shape_anchor(sh, ev->data.scalar.anchor, 1, sh->defined);
         }
         sh->nodes++;
         return true;
@@ -774,6 +793,7 @@ shape_event(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
         sh->open[sh->depth] = sh->nodes;
         sh->open_anchor[sh->depth] =
             anchor != NULL ? xstrdup((const char *)anchor) : NULL;
+        sh->open_defined[sh->depth] = sh->defined;
         sh->depth++;
         sh->nodes++;
         return true;
@@ -785,13 +805,20 @@ shape_event(struct loader *ld, struct shape *sh, const yaml_event_t *ev)
         sh->depth--;
         if (sh->open_anchor[sh->depth] != NULL) {
             shape_anchor(sh, (const yaml_char_t *)sh->open_anchor[sh->depth],
-                         sh->nodes - sh->open[sh->depth]);
+                         sh->nodes - sh->open[sh->depth],
+                         sh->open_defined[sh->depth]);
             free(sh->open_anchor[sh->depth]);
             sh->open_anchor[sh->depth] = NULL;
         }
         return true;
     case YAML_ALIAS_EVENT:
         n = shape_alias(sh, ev->data.alias.anchor);
+        if (n == SIZE_MAX) {
+            load_report_at(ld, ev->start_mark, NULL,
+                           "yaml: alias *%s is inside the node it names",
+                           (const char *)ev->data.alias.anchor);
+            return false;
+        }
         if (sh->nodes > NODES_MAX || n > NODES_MAX - sh->nodes) {
             load_report_at(ld, ev->start_mark, NULL,
                            "yaml: aliases expand the document to more than "

@@ -402,6 +402,21 @@ Test(config_abuse, too_many_anchors)
     free(yaml);
 }
 
+/* An alias inside the node it names: libyaml makes the node contain
+ * itself, and the walks over the document never ended (a Spring-shaped
+ * file hung the loader, and a reload the gateway's main thread). */
+Test(config_abuse, an_alias_inside_its_own_anchor_is_refused, .timeout = 20)
+{
+    assert_error("spring: {cloud: {gateway: {routes: []}}}\n"
+                 "management: &m {a: *m, b: *m}\n",
+                 "t.yaml:2:20: yaml: alias *m is inside the node it names");
+    assert_error("x: &m [1, [2, *m]]\n" ROUTE,
+                 "t.yaml:1:15: yaml: alias *m is inside the node it names");
+    /* Redefined: the alias names the open one, defined last. */
+    assert_error("a: &m {x: 1}\nb: &m [*m]\n" ROUTE,
+                 "t.yaml:2:8: yaml: alias *m is inside the node it names");
+}
+
 Test(config_abuse, a_few_aliases_are_fine)
 {
     assert_ok("upstream: &u {keepalive: 8}\n"
