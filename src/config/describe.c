@@ -42,7 +42,11 @@ add_rate_limiter(struct strbuf *b, const struct route *r,
             strbuf_adds(b, rl->derived == d ? " (from redis-rate-limiter)"
                                             : " (from limiters:)");
         }
-        strbuf_addf(b, "; key %s", t->key.text);
+        if (t->key.text != NULL) {
+            strbuf_addf(b, "; key %s", t->key.text);
+        } else {
+            strbuf_adds(b, "; no key");
+        }
         if (t->when_role != NULL) {
             strbuf_addf(b, "; when role %s", t->when_role);
         }

@@ -150,3 +150,19 @@ Test(describe, https_routes_and_the_tls_listener)
     assert_lines(text, want, sizeof(want) / sizeof(want[0]));
     free(text);
 }
+
+/* A tier of limiter none may have no key: said so, never printf'ed from
+ * NULL. */
+Test(describe, a_tier_without_a_key)
+{
+    char *text = describe("routes:\n"
+                          "  - id: a\n"
+                          "    uri: http://h\n"
+                          "    filters:\n"
+                          "      - name: RequestRateLimiter\n"
+                          "        args: { limiter: none }\n");
+    const char *want[] = {"    limiter none; no key\n"};
+
+    assert_lines(text, want, 1);
+    free(text);
+}
