@@ -6,10 +6,13 @@
  * which is how a key is rotated.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "jwtcheck.h"
 #include "load.h"
@@ -99,12 +102,27 @@ static const char *
 read_file(const char *path, unsigned char **out, size_t *len, char *why,
           size_t whylen)
 {
-    FILE *fp = fopen(path, "rb");
+    /* Not blocking on a FIFO's open: the loader runs on the thread that
+     * serves /health and reloads. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
     unsigned char *buf;
     size_t n;
+    FILE *fp;
 
+    if (fd < 0) {
+        snprintf(why, whylen, "cannot read: %s", strerror(errno));
+        return why;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, whylen, "not a regular file");
+        close(fd);
+        return why;
+    }
+    fp = fdopen(fd, "rb");
     if (fp == NULL) {
         snprintf(why, whylen, "cannot read: %s", strerror(errno));
+        close(fd);
         return why;
     }
     buf = xmalloc(KEY_FILE_MAX + 1);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../support/jwtsign.h"
@@ -310,4 +311,32 @@ Test(load_identity, a_claim_condition_must_name_claims_and_values)
     free(empty);
     free(scalar);
     free(blank);
+}
+
+/* A key file that is no file: a FIFO blocked the loader (and a reload the
+ * main thread) until someone wrote to it; a directory read as empty. */
+Test(load_identity, a_key_file_that_is_not_a_regular_file_is_refused,
+     .timeout = 20)
+{
+    char dir[] = "/tmp/sluice-jwt-dir-XXXXXX";
+    char *fifo, *jwt, *yaml;
+
+    cr_assert_not_null(mkdtemp(dir));
+    fifo = xasprintf("%s/key", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    jwt = xasprintf("{algorithms: [HS256], secret_file: %s}", fifo);
+    yaml = yaml_of(jwt, NULL);
+    assert_error(
+        yaml, "t.yaml:4:43: identity.jwt.secret_file: ", "not a regular file");
+    free(yaml);
+    free(jwt);
+    jwt = xasprintf("{algorithms: [HS256], secret_file: %s}", dir);
+    yaml = yaml_of(jwt, NULL);
+    assert_error(
+        yaml, "t.yaml:4:43: identity.jwt.secret_file: ", "not a regular file");
+    free(yaml);
+    free(jwt);
+    unlink(fifo);
+    rmdir(dir);
+    free(fifo);
 }
