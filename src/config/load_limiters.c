@@ -567,6 +567,15 @@ load_limiters(struct loader *ld, yaml_node_t *node, const struct field *f,
                    "limited");
             continue;
         }
+        if (strncmp(name, "scg.", 4) == 0) {
+            /* A limiter of that name would share the Redis keys of a
+             * redis-rate-limiter's (\"scg.<route>\"). */
+            report(ld, k, path,
+                   "bad limiter name \"%s\": names starting with \"scg.\" "
+                   "are the redis-rate-limiter's",
+                   name);
+            continue;
+        }
         /* libyaml keeps both of two equal keys: the second is refused. */
         for (yaml_node_pair_t *q = node->data.mapping.pairs.start;
              q < p && !dup; q++) {

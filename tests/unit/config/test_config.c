@@ -1651,6 +1651,11 @@ Test(config, limiters_must_be_a_mapping_of_valid_names)
                  "routes: []\n",
                  "t.yaml:2:3: limiters: \"none\" is reserved: a tier with "
                  "limiter: none is never limited");
+    /* It would count in the buckets of route dup's redis-rate-limiter. */
+    assert_error("limiters:\n  scg.dup: {algorithm: gcra, rate: 1/s}\n"
+                 "routes: []\n",
+                 "t.yaml:2:3: limiters: bad limiter name \"scg.dup\": names "
+                 "starting with \"scg.\" are the redis-rate-limiter's");
     assert_error("limiters:\n"
                  "  a: {algorithm: gcra, rate: 1/s}\n"
                  "  a: {algorithm: gcra, rate: 2/s}\n"
