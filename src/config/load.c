@@ -635,19 +635,40 @@ report_yaml_error(struct loader *ld, const yaml_parser_t *parser)
     const char *problem = parser->problem;
 
     if (parser->error == YAML_READER_ERROR) {
+        /* The reader gives a byte offset; every other mark counts
+         * characters, after a BOM, with CR, LF and CRLF as line breaks. */
+        const unsigned char *t = (const unsigned char *)ld->text;
         size_t end =
             parser->problem_offset < ld->len ? parser->problem_offset : ld->len;
+        size_t i =
+            end >= 3 && t[0] == 0xef && t[1] == 0xbb && t[2] == 0xbf ? 3 : 0;
 
         mark.line = 0;
         mark.column = 0;
-        for (size_t i = 0; i < end; i++) {
-            if (ld->text[i] == '\n') {
+        for (; i < end; i++) {
+            if (t[i] == '\n' || t[i] == '\r') {
+                if (t[i] == '\r' && i + 1 < end && t[i + 1] == '\n') {
+                    i++;
+                }
                 mark.line++;
                 mark.column = 0;
-            } else {
-                mark.column++;
+            } else if ((t[i] & 0xc0) != 0x80) {
+                mark.column++; /* not a UTF-8 continuation byte */
             }
         }
+    }
+    if (parser->context != NULL &&
+        (parser->context_mark.line != parser->problem_mark.line ||
+         parser->context_mark.column != parser->problem_mark.column)) {
+        /* Where what went wrong began, when that is elsewhere: "found
+         * duplicate anchor; first occurrence" at context_mark, "second
+         * occurrence" at problem_mark; "while scanning a quoted scalar"
+         * where it opened, "found unexpected end of stream" at the end. */
+        load_report_at(ld, mark, NULL, "yaml: %s at line %zu, column %zu; %s",
+                       parser->context, parser->context_mark.line + 1,
+                       parser->context_mark.column + 1,
+                       problem != NULL ? problem : "cannot parse");
+        return;
     }
     load_report_at(ld, mark, NULL, "yaml: %s",
                    problem != NULL ? problem : "cannot parse");

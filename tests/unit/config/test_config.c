@@ -433,7 +433,12 @@ Test(config, yaml_syntax_error_has_the_parser_position)
     assert_error("routes: []\nserver: [\n",
                  "t.yaml:3:1: yaml: did not find expected node content");
     assert_error("routes: []\nserver:\n  listen: a\n listen: b\n",
-                 "t.yaml:4:2: yaml: did not find expected key");
+                 "t.yaml:4:2: yaml: while parsing a block mapping at line 1, "
+                 "column 1; did not find expected key");
+    /* Where the unfinished thing began, when that is elsewhere. */
+    assert_error("routes: []\nlog: {level: \"abc\n",
+                 "t.yaml:3:1: yaml: while scanning a quoted scalar at line 2, "
+                 "column 14; found unexpected end of stream");
 }
 
 Test(config, bad_utf8_is_a_yaml_error)

@@ -487,6 +487,31 @@ Test(config_abuse, invalid_utf8)
                  "t.yaml:1:2: yaml: invalid trailing UTF-8 octet");
 }
 
+/* The position of a bad byte counts characters, as every other position
+ * does: not the bytes of what comes before it, nor a BOM; and a CR alone
+ * ends a line. */
+Test(config_abuse, a_bad_bytes_position_counts_characters_and_lines)
+{
+    assert_error("routes: []\nlog: {level: \xc3\xa9\xc3\xa9\xff}\n",
+                 "t.yaml:2:16: yaml: invalid leading UTF-8 octet");
+    assert_error("\xef\xbb\xbfroutes: []\nlog: {level: \xff}\n",
+                 "t.yaml:2:14: yaml: invalid leading UTF-8 octet");
+    assert_error("\xef\xbb\xbfx: \xff\n",
+                 "t.yaml:1:4: yaml: invalid leading UTF-8 octet");
+    assert_error("routes: []\rlog: {level: \xff}\r",
+                 "t.yaml:2:14: yaml: invalid leading UTF-8 octet");
+    assert_error("routes: []\r\nlog: {level: \xff}\r\n",
+                 "t.yaml:2:14: yaml: invalid leading UTF-8 octet");
+}
+
+/* A duplicate anchor says what it is and where the first one was. */
+Test(config_abuse, a_duplicate_anchor_names_both_places)
+{
+    assert_error("a: &x 1\nb: &x 2\n" ROUTE,
+                 "t.yaml:2:4: yaml: found duplicate anchor; first occurrence "
+                 "at line 1, column 4; second occurrence");
+}
+
 /* Messages are one line each, whatever the file holds. */
 Test(config_abuse, control_characters_in_a_message_are_escaped)
 {
