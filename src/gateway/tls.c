@@ -1,10 +1,14 @@
 #include "tls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -108,13 +112,44 @@ ctx_new(const SSL_METHOD *method, char *why, size_t len)
     return ctx;
 }
 
+/*
+ * NULL when 'path' names a regular file this process can open, else why
+ * not (strerror's text, or "not a regular file"; static). Asked before
+ * OpenSSL opens it: OpenSSL's own error for a missing file is "system
+ * lib", and its open of a FIFO would block the thread that loads the
+ * config (the main one, which serves /health and the signals).
+ */
+static const char *
+file_problem(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    bool regular;
+
+    if (fd < 0) {
+        return strerror(errno);
+    }
+    regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    return regular ? NULL : "not a regular file";
+}
+
 /* Loads a certificate chain and its key into 'ctx'; -1 with 'why' set. */
 static int
 ctx_use_pair(SSL_CTX *ctx, const char *cert, const char *key, char *why,
              size_t len)
 {
     char err[200];
+    const char *bad;
 
+    if ((bad = file_problem(cert)) != NULL) {
+        snprintf(why, len, "cert_file: cannot load \"%s\": %s", cert, bad);
+        return -1;
+    }
+    if ((bad = file_problem(key)) != NULL) {
+        snprintf(why, len, "key_file: cannot load \"%s\": %s", key, bad);
+        return -1;
+    }
     if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
         ssl_error(err, sizeof(err), "no certificate");
         snprintf(why, len, "cert_file: cannot load \"%s\": %s", cert, err);
@@ -264,8 +299,15 @@ client_new(const struct upstream_tls *t, char *why, size_t len)
     SSL_CTX *ctx = ctx_new(TLS_client_method(), why, len);
     struct tls_client *c;
     char err[200];
+    const char *bad;
 
     if (ctx == NULL) {
+        return NULL;
+    }
+    if (t->verify && t->ca_file != NULL &&
+        (bad = file_problem(t->ca_file)) != NULL) {
+        snprintf(why, len, "ca_file: cannot load \"%s\": %s", t->ca_file, bad);
+        SSL_CTX_free(ctx);
         return NULL;
     }
     if (t->verify) {

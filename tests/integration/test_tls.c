@@ -1290,10 +1290,48 @@ Test(tls, check_reads_the_certificates_and_names_the_bad_one)
     cr_assert_not_null(strstr(out, ":2:8: server.tls.key_file: cannot load"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "nowhere.key"), "%s", out);
+    /* The reason, not OpenSSL's "system lib". */
+    cr_assert_not_null(strstr(out, "No such file or directory"), "%s", out);
     unlink(path);
     free(path);
     free(cmd);
     free(text);
+}
+
+/* A FIFO as a certificate: OpenSSL's open of it would block --check, and
+ * a reload the main thread, until something wrote to it. */
+Test(tls, a_certificate_that_is_not_a_regular_file_is_refused, .timeout = 30)
+{
+    char dir[] = "/tmp/sluice-tls-fifo-XXXXXX";
+    char *fifo, *text, *path, *cmd;
+    char out[4096] = "";
+    FILE *f;
+    size_t n;
+
+    cr_assert_not_null(mkdtemp(dir));
+    fifo = harness_strf("%s/cert.pem", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    text =
+        harness_strf("server:\n  tls: {cert_file: %s, key_file: %s/srv.key}\n"
+                     "routes:\n  - id: a\n    uri: http://x\n",
+                     fifo, pki_dir);
+    path = harness_write_temp(text);
+    cmd = harness_strf("'%s' --check -c '%s' 2>&1", getenv("SLUICE_BIN"), path);
+    f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    cr_assert_neq(pclose(f), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "server.tls.cert_file: cannot load"), "%s",
+                       out);
+    cr_assert_not_null(strstr(out, "not a regular file"), "%s", out);
+    unlink(fifo);
+    rmdir(dir);
+    unlink(path);
+    free(path);
+    free(cmd);
+    free(text);
+    free(fifo);
 }
 
 /* A route's tls: that names a file the gateway cannot read is reported
