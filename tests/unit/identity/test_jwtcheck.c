@@ -530,3 +530,34 @@ Test(jwtcheck, identity_takes_strings_fit_for_a_header_only)
     claims_unref(a);
     claims_unref(b);
 }
+
+Test(jwtcheck, identity_with_blanks_at_either_end_is_no_identity)
+{
+    struct jwtcheck_conf c = conf_of(JWTCHECK_HS256);
+    /* Each would be a bucket of its own, while the upstream's parser
+     * strips the blanks and reads "alice". */
+    static const char *const unfit[] = {
+        "{\"sub\":\" alice\",\"role\":\"admin \"}",
+        "{\"sub\":\"\\talice \",\"role\":[\"\\tadmin\"]}",
+        "{\"sub\":\"alice\\t\",\"role\":\" \"}",
+        "{\"sub\":\"\",\"role\":\"\"}",
+    };
+    static const char inner[] = "{\"sub\":\"alice smith\",\"role\":\"a\\tb\"}";
+    const char *user, *role;
+    struct claims *k;
+
+    for (size_t i = 0; i < sizeof(unfit) / sizeof(unfit[0]); i++) {
+        k = claims_parse(unfit[i], strlen(unfit[i]));
+        cr_assert_not_null(k, "%s", unfit[i]);
+        jwtcheck_identity(&c, k, &user, &role);
+        cr_assert_null(user, "%s gave user \"%s\"", unfit[i], user);
+        cr_assert_null(role, "%s gave role \"%s\"", unfit[i], role);
+        claims_unref(k);
+    }
+    /* Blanks inside are the value's own. */
+    k = claims_parse(inner, strlen(inner));
+    jwtcheck_identity(&c, k, &user, &role);
+    cr_assert_str_eq(user, "alice smith");
+    cr_assert_str_eq(role, "a\tb");
+    claims_unref(k);
+}
