@@ -363,6 +363,42 @@ Test(jwtcheck, a_crit_header_is_refused)
     jwtcheck_free(hs);
 }
 
+/*
+ * libjwt 1.10's jwt_decode() refuses a typ other than JWT (any case), so
+ * an RFC 9068 access token (at+jwt) gives no identity (README,
+ * identity.jwt). Pinned so that a library that starts accepting them is
+ * noticed, and the README changed with it.
+ */
+Test(jwtcheck, a_typ_other_than_jwt_is_refused_by_the_library)
+{
+    struct jwtcheck *hs = verifier(JWTCHECK_HS256, JT_SECRET, NULL, NULL, 0);
+    static const char *const refused[] = {
+        "{\"alg\":\"HS256\",\"typ\":\"at+jwt\"}",
+        "{\"alg\":\"HS256\",\"typ\":\"application/at+jwt\"}",
+        "{\"alg\":\"HS256\",\"typ\":\"JOSE\"}",
+    };
+    static const char *const accepted[] = {
+        "{\"alg\":\"HS256\",\"typ\":\"JWT\"}",
+        "{\"alg\":\"HS256\",\"typ\":\"jwt\"}",
+        "{\"alg\":\"HS256\"}",
+    };
+    char *t;
+
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        t = jt_forge_hs256(refused[i], VALID_CLAIMS, JT_SECRET);
+        assert_refused(hs, t, "malformed token or bad signature");
+        free(t);
+    }
+    /* The same claims signed the same way, with typ JWT or none, are
+     * valid: the refusals above are the typ's. */
+    for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+        t = jt_forge_hs256(accepted[i], VALID_CLAIMS, JT_SECRET);
+        cr_assert_null(refusal(hs, t), "%s: %s", accepted[i], refusal(hs, t));
+        free(t);
+    }
+    jwtcheck_free(hs);
+}
+
 static const char *
 new_refusal(unsigned algs, const char *key)
 {
