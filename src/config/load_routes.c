@@ -747,9 +747,10 @@ parse_predicates(struct loader *ld, yaml_node_t *node, const struct field *f,
 
 /*
  * A filter that would write or remove an identity field (identity.
- * user_header, role_header, in any case, '_' for '-'): the gateway writes those
- * last, from the identity it decided (README, Identity), so the filter could
- * never take effect. Reported rather than left to do nothing.
+ * user_header, role_header; in any case, '_' for '-'): the gateway
+ * writes those last, from the identity it decided (README, Identity), so
+ * the filter could never take effect. Reported rather than left to do
+ * nothing.
  */
 static void
 check_identity_field(struct loader *ld, yaml_node_t *node,
