@@ -747,9 +747,10 @@ parse_predicates(struct loader *ld, yaml_node_t *node, const struct field *f,
 
 /*
  * A filter that would write or remove an identity field (identity.
- * user_header, role_header): the gateway writes those last, from the
- * identity it decided (README, Identity), so the filter could never take
- * effect. Reported rather than left to do nothing.
+ * user_header, role_header; in any case, '_' for '-'): the gateway
+ * writes those last, from the identity it decided (README, Identity), so
+ * the filter could never take effect. Reported rather than left to do
+ * nothing.
  */
 static void
 check_identity_field(struct loader *ld, yaml_node_t *node,
@@ -766,10 +767,11 @@ check_identity_field(struct loader *ld, yaml_node_t *node,
                flt->kind != FILTER_REMOVE_REQUEST_HEADER) {
         return;
     }
-    if (ic->user_header != NULL && strcasecmp(name, ic->user_header) == 0) {
+    /* As forward_request_headers() leaves them out: X_User_Id is
+     * X-User-Id to a CGI upstream, and never forwarded either. */
+    if (forward_same_to_cgi(name, ic->user_header)) {
         field = "identity.user_header";
-    } else if (ic->role_header != NULL &&
-               strcasecmp(name, ic->role_header) == 0) {
+    } else if (forward_same_to_cgi(name, ic->role_header)) {
         field = "identity.role_header";
     }
     if (field != NULL) {

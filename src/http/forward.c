@@ -163,6 +163,41 @@ identity_field(const struct forward_request *r, const char *name)
             forward_same_to_cgi(name, "X-Forwarded-Host"));
 }
 
+/*
+ * The fields other proxies use to tell an upstream of the client's address,
+ * scheme, host or path (RFC 7239 Forwarded, X-Real-IP, and the
+ * X-Forwarded-* ones the gateway does not set): Spring, Tomcat and others
+ * believe them, Spring preferring Forwarded to X-Forwarded-*.
+ */
+static const char *const relayed_fields[] = {
+    "Forwarded",          "X-Real-IP",       "X-Forwarded-Port",
+    "X-Forwarded-Prefix", "X-Forwarded-Ssl",
+};
+
+/*
+ * True when 'name' is one of relayed_fields[] that must not pass: every
+ * spelling from a peer that is not a trusted proxy, which could plant
+ * them, and the '_' spellings from anyone, as with identity_field(): a CGI
+ * upstream would read X_Real_IP beside the X-Real-IP a proxy set.
+ */
+static bool
+relayed_field_dropped(const char *name, bool peer_trusted)
+{
+    if ((name[0] | 0x20) != 'x' && (name[0] | 0x20) != 'f') {
+        return false;
+    }
+    if (peer_trusted && strchr(name, '_') == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(relayed_fields) / sizeof(relayed_fields[0]);
+         i++) {
+        if (forward_same_to_cgi(name, relayed_fields[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void
 forward_request_headers(struct headers *out, const struct forward_request *r)
 {
@@ -183,7 +218,8 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
             xfh = h->value;
         }
         if (f == OWN_NONE && !forwarded_is_hop_by_hop(h->name) &&
-            !identity_field(r, h->name)) {
+            !identity_field(r, h->name) &&
+            !relayed_field_dropped(h->name, r->peer_trusted)) {
             headers_add(out, h->name, h->value);
         }
     }

@@ -85,6 +85,10 @@ struct forward_request {
  * X-Forwarded-For fields are one list, first field first (RFC 9110 5.3),
  * 'r->xff', the list forwarded_client() walks; of the other two the
  * first counts.
+ * The other fields proxies tell an upstream of the client with (Forwarded,
+ * X-Real-IP, X-Forwarded-Port, -Prefix and -Ssl) pass as they are from a
+ * trusted proxy and are left out from anyone else, who could plant them;
+ * their '_' spellings are left out from every peer.
  * 'r->in' is what the filters made of the client's fields, so the
  * client's Connection list is not applied again here: it would remove
  * what the gateway added (forward_drop_nominated() applied it before).

@@ -59,6 +59,19 @@ decode_unreserved(const char *raw, size_t len, char *dst, size_t *dstlen)
     return PATH_OK;
 }
 
+/*
+ * True when the segment 'seg' ('len' bytes) is "." or ".." with path
+ * parameters: ".;x", "..;". Tomcat and Jetty strip the parameters first
+ * and then read a dot-segment, so "/x/..;/admin" is "/admin" to them but
+ * a segment named "..;" to a router: which one is meant is ambiguous.
+ */
+static bool
+is_dot_with_params(const char *seg, size_t len)
+{
+    return (len >= 2 && seg[0] == '.' && seg[1] == ';') ||
+           (len >= 3 && seg[0] == '.' && seg[1] == '.' && seg[2] == ';');
+}
+
 enum path_status
 path_normalize(const char *raw, size_t len, char **out)
 {
@@ -101,15 +114,15 @@ path_normalize(const char *raw, size_t len, char **out)
             trailing = true;
         } else if (seglen == 2 && seg[0] == '.' && seg[1] == '.') {
             if (rn == 0) {
-                if (buf != local) {
-                    free(buf);
-                }
-                free(res);
-                return PATH_ABOVE_ROOT;
+                st = PATH_ABOVE_ROOT;
+                break;
             }
             while (res[--rn] != '/') {
             }
             trailing = true;
+        } else if (is_dot_with_params(seg, seglen)) {
+            st = PATH_DOT_PARAMS;
+            break;
         } else {
             res[rn++] = '/';
             memcpy(res + rn, seg, seglen);
@@ -120,6 +133,13 @@ path_normalize(const char *raw, size_t len, char **out)
             break;
         }
         pos += seglen + 1;
+    }
+    if (st != PATH_OK) {
+        if (buf != local) {
+            free(buf);
+        }
+        free(res);
+        return st;
     }
     if (rn == 0 || trailing) {
         res[rn++] = '/';
@@ -144,6 +164,8 @@ path_status_str(enum path_status st)
         return "bad percent-escape in path";
     case PATH_ABOVE_ROOT:
         return "path climbs above the root";
+    case PATH_DOT_PARAMS:
+        return "dot-segment with parameters in path";
     }
     return "unknown path status";
 }

@@ -13,6 +13,7 @@ enum path_status {
     PATH_NOT_ABSOLUTE, /* does not start with '/' */
     PATH_BAD_ESCAPE,   /* '%' not followed by two hex digits, or "%00" */
     PATH_ABOVE_ROOT,   /* ".." would climb above "/" */
+    PATH_DOT_PARAMS,   /* a "." or ".." segment with parameters: "..;" */
 };
 
 /*
@@ -21,7 +22,10 @@ enum path_status {
  *     every other escape is kept, with its hex digits in upper case, so
  *     "%2F" stays an escaped slash and never becomes a separator;
  *   - runs of '/' collapse into one;
- *   - "." segments are dropped and ".." removes the segment before it.
+ *   - "." segments are dropped and ".." removes the segment before it;
+ *   - a segment that is "." or ".." followed by ';' (escaped dots
+ *     included: "%2e%2e;") is PATH_DOT_PARAMS: Tomcat and Jetty read
+ *     "..;" as "..", a router as a name.
  * A trailing slash is kept. On PATH_OK '*out' is a new string the caller
  * frees; otherwise '*out' is left untouched.
  */

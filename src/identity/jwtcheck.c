@@ -445,11 +445,23 @@ jwtcheck_find_token(const struct jwtcheck_conf *conf, const struct headers *h,
     return *len > 0 ? JWTCHECK_TOKEN : JWTCHECK_BAD_TOKEN;
 }
 
-/* 's' if it can go into a header value as it is, else NULL. */
+/*
+ * 's' if it can go into a header value as it is and be read back the
+ * same, else NULL: no control character, not empty, and no SP or HTAB at
+ * either end, which an HTTP parser strips (RFC 9110 5.5), so that " alice"
+ * would be a bucket of its own while the upstream read "alice".
+ */
 static const char *
 fit(const char *s)
 {
-    return s != NULL && headers_valid_value(s) ? s : NULL;
+    size_t n;
+
+    if (s == NULL || !headers_valid_value(s)) {
+        return NULL;
+    }
+    n = strlen(s);
+    return n > 0 && !headers_is_ows(s[0]) && !headers_is_ows(s[n - 1]) ? s
+                                                                       : NULL;
 }
 
 void

@@ -123,7 +123,9 @@ enum jwtcheck_found jwtcheck_find_token(const struct jwtcheck_conf *conf,
 /*
  * The user and role of verified 'claims' (conf->user_claim,
  * conf->role_claim; claims_get_string()), NULL for one that is absent,
- * not a string or not fit for a header value (a control character).
+ * not a string or not fit for a header value: empty, a control
+ * character, or SP or HTAB at either end (which the upstream's parser
+ * would strip, reading another value than the limiter keyed on).
  * Borrowed from 'claims'.
  */
 void jwtcheck_identity(const struct jwtcheck_conf *conf,

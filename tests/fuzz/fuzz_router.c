@@ -185,8 +185,9 @@ hex_value(char c)
 
 /*
  * What a normalised path is: absolute, no empty, "." or ".." segment but
- * a trailing slash, every escape "%XX" in upper case of a byte that is
- * neither unreserved nor NUL, and no longer than what it came from.
+ * a trailing slash, no segment starting ".;" or "..;", every escape "%XX"
+ * in upper case of a byte that is neither unreserved nor NUL, and no
+ * longer than what it came from.
  */
 static void
 check_normal(const char *path, size_t raw_len)
@@ -200,6 +201,10 @@ check_normal(const char *path, size_t raw_len)
 
         FUZZ_CHECK(!(len == 1 && seg[0] == '.'));
         FUZZ_CHECK(!(len == 2 && seg[0] == '.' && seg[1] == '.'));
+        /* Nor one Tomcat would read as a dot-segment: ".;x", "..;". */
+        FUZZ_CHECK(!(len >= 2 && seg[0] == '.' && seg[1] == ';'));
+        FUZZ_CHECK(
+            !(len >= 3 && seg[0] == '.' && seg[1] == '.' && seg[2] == ';'));
         seg += len + 1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -394,7 +399,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     path_len = query != NULL ? (size_t)(query - in.target) : in.target_len;
     st = path_normalize(in.target, path_len, &path);
     FUZZ_CHECK(st == PATH_OK || st == PATH_NOT_ABSOLUTE ||
-               st == PATH_BAD_ESCAPE || st == PATH_ABOVE_ROOT);
+               st == PATH_BAD_ESCAPE || st == PATH_ABOVE_ROOT ||
+               st == PATH_DOT_PARAMS);
     FUZZ_CHECK(path_status_str(st) != NULL);
     if (st != PATH_OK) {
         FUZZ_CHECK(path == NULL);

@@ -536,3 +536,43 @@ Test(forgery, a_host_that_is_not_a_host_is_refused)
     assert_status(&st, "/zzz", "[::1]:8080", "HTTP/1.1 200 OK");
     echo_stack_stop(&st);
 }
+
+/* ---- what other proxies relay ---- */
+
+Test(forgery, an_untrusted_peer_cannot_plant_forwarded_or_x_real_ip)
+{
+    struct echo_stack st;
+    struct http_response r;
+    /* Spring's ForwardedHeaderFilter prefers Forwarded to X-Forwarded-*. */
+    const char *h[] = {"Forwarded: for=6.6.6.6;proto=https;host=evil.example",
+                       "X-Real-IP: 6.6.6.6",
+                       "X-Forwarded-Port: 443",
+                       "X-Forwarded-Prefix: /evil",
+                       "X_Real_IP: 6.6.6.7",
+                       NULL};
+    const char *routes = "  - id: api\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/**]\n";
+
+    echo_stack_start(&st, "  underscores_in_headers: true\n", "", routes);
+    cr_assert_eq(echo_stack_get(&st, "/x", h, &r), 200);
+    assert_upstream_saw(&r, "Forwarded", NULL);
+    assert_upstream_saw(&r, "X-Real-IP", NULL);
+    assert_upstream_saw(&r, "X-Forwarded-Port", NULL);
+    assert_upstream_saw(&r, "X-Forwarded-Prefix", NULL);
+    assert_upstream_saw(&r, "X_Real_IP", NULL);
+    assert_upstream_saw(&r, "X-Forwarded-For", "127.0.0.1");
+    http_response_free(&r);
+    echo_stack_stop(&st);
+
+    /* A trusted proxy's are passed on as it sent them. */
+    echo_stack_start(&st, TRUSTING, "", routes);
+    cr_assert_eq(echo_stack_get(&st, "/x", h, &r), 200);
+    assert_upstream_saw(&r, "Forwarded",
+                        "for=6.6.6.6;proto=https;host=evil.example");
+    assert_upstream_saw(&r, "X-Real-IP", "6.6.6.6");
+    assert_upstream_saw(&r, "X-Forwarded-Port", "443");
+    assert_upstream_saw(&r, "X-Forwarded-Prefix", "/evil");
+    http_response_free(&r);
+    echo_stack_stop(&st);
+}

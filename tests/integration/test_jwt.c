@@ -402,6 +402,8 @@ Test(jwt, required_token_missing_or_invalid_is_401_with_a_bearer_challenge,
     char *good = jt_sign_str("HS256", JT_SECRET, "{\"sub\":\"bob\"}");
     char *expired = harness_strf("{\"sub\":\"bob\",\"exp\":%lld}", EARLIER);
     char *old = jt_sign_str("HS256", JT_SECRET, expired);
+    char *at_jwt = jt_forge_hs256("{\"alg\":\"HS256\",\"typ\":\"at+jwt\"}",
+                                  "{\"sub\":\"bob\"}", JT_SECRET);
 
     rig_start(&r, JT_SECRET,
               "{ algorithms: [HS256], secret_file: @KEY@, required: true }",
@@ -421,6 +423,14 @@ Test(jwt, required_token_missing_or_invalid_is_401_with_a_bearer_challenge,
     cr_assert_eq(s.status, 401);
     cr_assert_not_null(strstr(s.www_auth, "error=\"invalid_token\""));
     seen_free(&s);
+    /* An RFC 9068 access token, signed right: libjwt 1.10 refuses any
+     * typ but JWT (README, identity.jwt). */
+    request(&r, at_jwt, &s);
+    cr_assert_eq(s.status, 401);
+    cr_assert_str_eq(s.www_auth,
+                     "Bearer error=\"invalid_token\", "
+                     "error_description=\"malformed token or bad signature\"");
+    seen_free(&s);
     cr_assert_eq(echo_requests(&r), 0, "nothing reached the upstream");
     /* A valid token passes, with no role claim: no role upstream. */
     assert_user(&r, good, "bob", NULL);
@@ -428,6 +438,7 @@ Test(jwt, required_token_missing_or_invalid_is_401_with_a_bearer_challenge,
     free(good);
     free(expired);
     free(old);
+    free(at_jwt);
 }
 
 Test(jwt, a_claim_keys_the_bucket_and_picks_the_tier, .timeout = 60)

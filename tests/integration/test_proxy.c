@@ -198,6 +198,35 @@ Test(proxy, dot_segments_cannot_escape_a_path_predicate)
     echo_stack_stop(&st);
 }
 
+Test(proxy, a_dot_segment_with_parameters_is_refused_as_ambiguous)
+{
+    struct echo_stack st;
+    char *req = harness_strf("GET /x/..;/admin/a HTTP/1.1\r\nHost: x\r\n"
+                             "Connection: close\r\n\r\n");
+    char *reply;
+
+    echo_stack_start(&st, "", "",
+                     "  - id: admin\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/admin/**]\n"
+                     "  - id: rest\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
+    /* Tomcat serves /admin/a for it; the router would pick "rest". */
+    reply = raw_http(st.gw_port, req, strlen(req), 5000);
+    cr_assert(reply != NULL, "connection refused");
+    cr_assert(strncmp(reply, "HTTP/1.1 400", 12) == 0, "%.60s", reply);
+    cr_assert(strstr(reply, "dot-segment with parameters") != NULL, "%s",
+              reply);
+    free(reply);
+    assert_raw_status(&st, "/x/%2e%2e;/admin/a", "400");
+    assert_raw_status(&st, "/x/.;/admin/a", "400");
+    /* Parameters on a segment that is not a dot-segment are a name. */
+    assert_raw_status(&st, "/a;v=1/b", "200");
+    free(req);
+    echo_stack_stop(&st);
+}
+
 Test(proxy, routes_by_method)
 {
     struct echo_stack st;

@@ -11,6 +11,7 @@
 #include <jwt.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,34 @@ jt_forge(const char *header, const char *payload, const char *sig)
     snprintf(t, n, "%s.%s.%s", h, p, sig);
     free(h);
     free(p);
+    return t;
+}
+
+/*
+ * "b64(header).b64(payload)" signed HS256 with 'secret' by OpenSSL's HMAC:
+ * for a header libjwt would not write as given (its jwt_encode() always
+ * sets typ to JWT).
+ */
+static inline char *
+jt_forge_hs256(const char *header, const char *payload, const char *secret)
+{
+    char *unsigned_tok = jt_forge(header, payload, "");
+    size_t n = strlen(unsigned_tok) - 1; /* without the last '.' */
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char *sig, *t;
+
+    if (HMAC(EVP_sha256(), secret, (int)strlen(secret),
+             (const unsigned char *)unsigned_tok, n, md, &mdlen) == NULL) {
+        fprintf(stderr, "jwtsign: cannot compute an HMAC\n");
+        abort();
+    }
+    sig = jt_b64url(md, mdlen);
+    unsigned_tok[n] = '\0';
+    t = malloc(n + strlen(sig) + 2);
+    sprintf(t, "%s.%s", unsigned_tok, sig);
+    free(unsigned_tok);
+    free(sig);
     return t;
 }
 

@@ -2266,6 +2266,39 @@ Test(config, a_filter_on_an_identity_field_is_an_error)
                           "    filters: ['SetResponseHeader=X-User-Id, u']\n"));
 }
 
+Test(config, a_filter_on_an_identity_field_spelt_with_underscores_is_an_error)
+{
+    /* A CGI upstream reads x_user_id as X-User-Id, so the gateway never
+     * forwards it: the filter would do nothing either. */
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['SetRequestHeader=x_user_id, admin']\n",
+                 "t.yaml:4:15: routes[0].filters[0]: x_user_id is "
+                 "identity.user_header: the gateway writes it from the "
+                 "identity it decided, so this filter would do nothing");
+    assert_error("identity: {role_header: X-Role}\n"
+                 "routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['RemoveRequestHeader=X_ROLE']\n",
+                 "t.yaml:5:15: routes[0].filters[0]: X_ROLE is "
+                 "identity.role_header: the gateway writes it from the "
+                 "identity it decided, so this filter would do nothing");
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://u\n"
+                 "    filters: ['MapRequestHeader=X-Token, X_User_Role']\n",
+                 "t.yaml:4:15: routes[0].filters[0]: X_User_Role is "
+                 "identity.role_header: the gateway writes it from the "
+                 "identity it decided, so this filter would do nothing");
+    /* Another name that merely starts alike is not one of them. */
+    config_unref(parse_ok("routes:\n"
+                          "  - id: a\n"
+                          "    uri: http://u\n"
+                          "    filters: ['SetRequestHeader=X_User_Ids, u']\n"));
+}
+
 Test(config, a_response_filter_on_a_framing_field_is_an_error)
 {
     assert_error("routes:\n"

@@ -165,6 +165,63 @@ Test(forward, a_trusted_proxy_has_its_forwarded_fields_kept_and_extended)
     assert_out("X-Forwarded-Host", "www.example");
 }
 
+/* What other proxies tell an upstream of the client, planted by it. */
+static void
+add_relayed_fields(void)
+{
+    headers_add(&in, "Forwarded", "for=6.6.6.6;proto=https;host=evil");
+    headers_add(&in, "x-real-ip", "6.6.6.6");
+    headers_add(&in, "X-Forwarded-Port", "443");
+    headers_add(&in, "X-Forwarded-Prefix", "/evil");
+    headers_add(&in, "X-Forwarded-Ssl", "on");
+    headers_add(&in, "X-Kept", "1");
+}
+
+Test(forward, an_untrusted_peer_cannot_plant_what_other_proxies_relay)
+{
+    add_relayed_fields();
+    forward(false);
+    assert_out("Forwarded", NULL);
+    assert_out("X-Real-IP", NULL);
+    assert_out("X-Forwarded-Port", NULL);
+    assert_out("X-Forwarded-Prefix", NULL);
+    assert_out("X-Forwarded-Ssl", NULL);
+    assert_out("X-Kept", "1");
+    assert_out("X-Forwarded-For", "10.1.2.3");
+}
+
+Test(forward, a_trusted_proxy_has_what_it_relays_kept_as_it_is)
+{
+    add_relayed_fields();
+    forward(true);
+    assert_out("Forwarded", "for=6.6.6.6;proto=https;host=evil");
+    assert_out("X-Real-IP", "6.6.6.6");
+    assert_out("X-Forwarded-Port", "443");
+    assert_out("X-Forwarded-Prefix", "/evil");
+    assert_out("X-Forwarded-Ssl", "on");
+}
+
+Test(forward, underscore_twins_of_relayed_fields_pass_from_no_peer)
+{
+    /* Allowed through by server.underscores_in_headers; a CGI upstream
+     * reads X_Real_IP as X-Real-IP. */
+    headers_add(&in, "X_Real_IP", "6.6.6.6");
+    headers_add(&in, "x_forwarded_port", "443");
+    headers_add(&in, "X_Forwarded_Prefix", "/evil");
+    headers_add(&in, "X_Forwarded_Ssl", "on");
+    headers_add(&in, "X_Other", "kept");
+    for (int trusted = 0; trusted <= 1; trusted++) {
+        forward(trusted != 0);
+        assert_out("X_Real_IP", NULL);
+        assert_out("x_forwarded_port", NULL);
+        assert_out("X_Forwarded_Prefix", NULL);
+        assert_out("X_Forwarded_Ssl", NULL);
+        assert_out("X_Other", "kept");
+        headers_deinit(&out);
+        headers_init(&out);
+    }
+}
+
 Test(forward, a_request_over_tls_is_forwarded_as_https)
 {
     struct forward_request r = {

@@ -90,6 +90,28 @@ Test(path, climbing_above_the_root_is_refused)
     expect("/%2e%2e/etc/passwd", PATH_ABOVE_ROOT, NULL);
 }
 
+Test(path, a_dot_segment_with_parameters_is_refused)
+{
+    /* Tomcat reads "..;" as "..": /admin/a to it, a catch-all route's
+     * path to a router that took "..;" for a name. */
+    expect("/x/..;/admin/a", PATH_DOT_PARAMS, NULL);
+    expect("/x/..;jsessionid=1/admin", PATH_DOT_PARAMS, NULL);
+    expect("/x/%2e%2e;/admin/a", PATH_DOT_PARAMS, NULL);
+    expect("/x/.%2E;/admin/a", PATH_DOT_PARAMS, NULL);
+    expect("/x/.;/admin", PATH_DOT_PARAMS, NULL);
+    expect("/..;", PATH_DOT_PARAMS, NULL);
+    expect("/.;x", PATH_DOT_PARAMS, NULL);
+    /* Parameters on other segments, and dots that are not the whole
+     * segment before the ';', are names like any other. */
+    expect("/a;v=1/b", PATH_OK, "/a;v=1/b");
+    expect("/x/...;/y", PATH_OK, "/x/...;/y");
+    expect("/x/..a;/y", PATH_OK, "/x/..a;/y");
+    expect("/x/;../y", PATH_OK, "/x/;../y");
+    expect("/x/..%3B/y", PATH_OK, "/x/..%3B/y");
+    cr_assert_str_neq(path_status_str(PATH_DOT_PARAMS),
+                      path_status_str(PATH_ABOVE_ROOT));
+}
+
 Test(path, bad_escapes_are_refused)
 {
     expect("/%zz", PATH_BAD_ESCAPE, NULL);

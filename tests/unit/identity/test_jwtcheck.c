@@ -363,6 +363,42 @@ Test(jwtcheck, a_crit_header_is_refused)
     jwtcheck_free(hs);
 }
 
+/*
+ * libjwt 1.10's jwt_decode() refuses a typ other than JWT (any case), so
+ * an RFC 9068 access token (at+jwt) gives no identity (README,
+ * identity.jwt). Pinned so that a library that starts accepting them is
+ * noticed, and the README changed with it.
+ */
+Test(jwtcheck, a_typ_other_than_jwt_is_refused_by_the_library)
+{
+    struct jwtcheck *hs = verifier(JWTCHECK_HS256, JT_SECRET, NULL, NULL, 0);
+    static const char *const refused[] = {
+        "{\"alg\":\"HS256\",\"typ\":\"at+jwt\"}",
+        "{\"alg\":\"HS256\",\"typ\":\"application/at+jwt\"}",
+        "{\"alg\":\"HS256\",\"typ\":\"JOSE\"}",
+    };
+    static const char *const accepted[] = {
+        "{\"alg\":\"HS256\",\"typ\":\"JWT\"}",
+        "{\"alg\":\"HS256\",\"typ\":\"jwt\"}",
+        "{\"alg\":\"HS256\"}",
+    };
+    char *t;
+
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        t = jt_forge_hs256(refused[i], VALID_CLAIMS, JT_SECRET);
+        assert_refused(hs, t, "malformed token or bad signature");
+        free(t);
+    }
+    /* The same claims signed the same way, with typ JWT or none, are
+     * valid: the refusals above are the typ's. */
+    for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+        t = jt_forge_hs256(accepted[i], VALID_CLAIMS, JT_SECRET);
+        cr_assert_null(refusal(hs, t), "%s: %s", accepted[i], refusal(hs, t));
+        free(t);
+    }
+    jwtcheck_free(hs);
+}
+
 static const char *
 new_refusal(unsigned algs, const char *key)
 {
@@ -529,4 +565,35 @@ Test(jwtcheck, identity_takes_strings_fit_for_a_header_only)
     cr_assert_null(role);
     claims_unref(a);
     claims_unref(b);
+}
+
+Test(jwtcheck, identity_with_blanks_at_either_end_is_no_identity)
+{
+    struct jwtcheck_conf c = conf_of(JWTCHECK_HS256);
+    /* Each would be a bucket of its own, while the upstream's parser
+     * strips the blanks and reads "alice". */
+    static const char *const unfit[] = {
+        "{\"sub\":\" alice\",\"role\":\"admin \"}",
+        "{\"sub\":\"\\talice \",\"role\":[\"\\tadmin\"]}",
+        "{\"sub\":\"alice\\t\",\"role\":\" \"}",
+        "{\"sub\":\"\",\"role\":\"\"}",
+    };
+    static const char inner[] = "{\"sub\":\"alice smith\",\"role\":\"a\\tb\"}";
+    const char *user, *role;
+    struct claims *k;
+
+    for (size_t i = 0; i < sizeof(unfit) / sizeof(unfit[0]); i++) {
+        k = claims_parse(unfit[i], strlen(unfit[i]));
+        cr_assert_not_null(k, "%s", unfit[i]);
+        jwtcheck_identity(&c, k, &user, &role);
+        cr_assert_null(user, "%s gave user \"%s\"", unfit[i], user);
+        cr_assert_null(role, "%s gave role \"%s\"", unfit[i], role);
+        claims_unref(k);
+    }
+    /* Blanks inside are the value's own. */
+    k = claims_parse(inner, strlen(inner));
+    jwtcheck_identity(&c, k, &user, &role);
+    cr_assert_str_eq(user, "alice smith");
+    cr_assert_str_eq(role, "a\tb");
+    claims_unref(k);
 }
