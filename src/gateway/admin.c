@@ -11,6 +11,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "config.h"
+#include "evreq.h"
 #include "routes_json.h"
 #include "log.h"
 #include "netaddr.h"
@@ -26,15 +27,23 @@ struct admin {
 
 /* ---- the listener ---- */
 
+/*
+ * Content-Length is set here, not left to evhttp: a HEAD answer says the
+ * length the GET would have, while evreq_reply_prepare() empties its body.
+ */
 static void
 reply(struct evhttp_request *req, int status, const char *type,
       const char *body)
 {
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     struct evbuffer *buf = evbuffer_new();
+    char len[24];
 
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      type);
+    snprintf(len, sizeof(len), "%zu", strlen(body));
+    evhttp_add_header(out, "Content-Type", type);
+    evhttp_add_header(out, "Content-Length", len);
     evbuffer_add(buf, body, strlen(body));
+    evreq_reply_prepare(req, buf);
     evhttp_send_reply(req, status,
                       status == 200 ? "OK" : problem_reason(status), buf);
     evbuffer_free(buf);

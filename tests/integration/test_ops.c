@@ -378,6 +378,46 @@ Test(ops, admin_answers_health_ready_and_routes)
     cr_assert_eq(ops_stop(&o), 0);
 }
 
+/* Where the response starting at 'p' ends: after its head and the
+ * Content-Length bytes of body it announces (none for a HEAD). */
+static const char *
+response_end(const char *p, bool head)
+{
+    const char *end = strstr(p, "\r\n\r\n");
+    const char *cl = strstr(p, "Content-Length: ");
+
+    cr_assert(end != NULL, "no whole head in: %s", p);
+    if (head || cl == NULL || cl > end) {
+        return end + 4;
+    }
+    return end + 4 + atol(cl + strlen("Content-Length: "));
+}
+
+Test(ops, admin_head_replies_have_no_body)
+{
+    static const char req[] = "HEAD /health HTTP/1.1\r\nHost: a\r\n\r\n"
+                              "GET /health HTTP/1.1\r\nHost: a\r\n"
+                              "Connection: close\r\n\r\n";
+    struct ops o;
+    char *got;
+    const char *second;
+
+    ops_start(&o, NULL);
+    got = raw_http(o.admin, req, sizeof(req) - 1, 5000);
+    cr_assert(got != NULL);
+    cr_assert(strncmp(got, "HTTP/1.1 200", 12) == 0, "%s", got);
+    /* The HEAD answer says the GET's length and sends no byte of it. */
+    cr_assert(strstr(got, "Content-Length: 16\r\n") != NULL, "%s", got);
+    second = response_end(got, true);
+    cr_assert(strncmp(second, "HTTP/1.1 200", 12) == 0,
+              "the second response does not start where the HEAD one "
+              "ends: %s",
+              got);
+    cr_assert_str_eq(response_end(second, false) - 16, "{\"status\":\"ok\"}\n");
+    free(got);
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
 Test(ops, ready_waits_for_redis_when_the_policy_needs_it, .timeout = 30)
 {
     struct ops o;
