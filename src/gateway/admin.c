@@ -9,7 +9,9 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
+#include "acceptrest.h"
 #include "config.h"
 #include "evreq.h"
 #include "routes_json.h"
@@ -21,6 +23,9 @@
 
 struct admin {
     struct evhttp *http;         /* owned */
+    struct evconnlistener *lev;  /* the listener; owned by 'http' */
+    struct acceptrest *rest;     /* pauses 'lev' after a failed accept();
+                                    owned, or NULL */
     const struct admin_ops *ops; /* borrowed */
     void *arg;                   /* for 'ops' */
 };
@@ -139,11 +144,37 @@ on_request(struct evhttp_request *req, void *arg)
     }
 }
 
+static void
+on_rest_changed(void *arg)
+{
+    struct admin *a = arg;
+
+    if (acceptrest_resting(a->rest)) {
+        evconnlistener_disable(a->lev);
+    } else {
+        evconnlistener_enable(a->lev);
+    }
+}
+
+static const struct acceptrest_ops rest_ops = {on_rest_changed, NULL};
+
+/* evhttp has accepted a connection; NULL lets it make the bufferevent. */
+static struct bufferevent *
+on_new_bev(struct event_base *base, void *arg)
+{
+    struct admin *a = arg;
+
+    (void)base;
+    acceptrest_accepted(a->rest);
+    return NULL;
+}
+
 struct admin *
 admin_new(struct event_base *base, const struct listen_addr *addr,
           const struct admin_ops *ops, void *arg)
 {
     struct admin *a = xcalloc(1, sizeof(*a));
+    struct evhttp_bound_socket *bound;
 
     a->ops = ops;
     a->arg = arg;
@@ -154,13 +185,16 @@ admin_new(struct event_base *base, const struct listen_addr *addr,
     evhttp_set_max_headers_size(a->http, 16 * 1024);
     evhttp_set_max_body_size(a->http, 64 * 1024);
     evhttp_set_gencb(a->http, on_request, a);
-    if (evhttp_bind_socket_with_handle(a->http, addr->host, addr->port) ==
-        NULL) {
+    evhttp_set_bevcb(a->http, on_new_bev, a);
+    bound = evhttp_bind_socket_with_handle(a->http, addr->host, addr->port);
+    if (bound == NULL) {
         log_error("admin: listen %s:%u: %s", addr->host, addr->port,
                   strerror(errno));
         admin_free(a);
         return NULL;
     }
+    a->lev = evhttp_bound_socket_get_listener(bound);
+    a->rest = acceptrest_new(base, a->lev, "admin", "", &rest_ops, a);
     return a;
 }
 
@@ -170,6 +204,7 @@ admin_free(struct admin *a)
     if (a == NULL) {
         return;
     }
+    acceptrest_free(a->rest);
     if (a->http != NULL) {
         evhttp_free(a->http);
     }
