@@ -12,6 +12,7 @@
 #include <event2/listener.h>
 
 #include "acceptrest.h"
+#include "clock.h"
 #include "config.h"
 #include "evreq.h"
 #include "routes_json.h"
@@ -196,6 +197,14 @@ admin_new(struct event_base *base, const struct listen_addr *addr,
     a->lev = evhttp_bound_socket_get_listener(bound);
     a->rest = acceptrest_new(base, a->lev, "admin", "", &rest_ops, a);
     return a;
+}
+
+void
+admin_set_timeout(struct admin *a, uint64_t ms)
+{
+    struct timeval tv = clock_tv(ms);
+
+    evhttp_set_timeout_tv(a->http, &tv);
 }
 
 void

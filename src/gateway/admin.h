@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct config;
 struct config_errors;
@@ -40,5 +41,12 @@ struct admin_ops {
 struct admin *admin_new(struct event_base *base, const struct listen_addr *addr,
                         const struct admin_ops *ops, void *arg);
 void admin_free(struct admin *a); /* NULL is a no-op */
+
+/*
+ * Connections accepted from now on are closed when they stay silent, or
+ * cannot be written to, for 'ms' (idle, or partway through a request);
+ * those already open keep the timeout they were accepted with.
+ */
+void admin_set_timeout(struct admin *a, uint64_t ms);
 
 #endif

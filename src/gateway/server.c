@@ -632,6 +632,9 @@ reload(struct server *s, struct config_errors *errs)
     }
     config_unref(s->cfg);
     s->cfg = next;
+    if (s->admin != NULL) {
+        admin_set_timeout(s->admin, next->server.header_timeout_ms);
+    }
     s->generation++;
     metrics_set(s->metrics, M_CONFIG_GENERATION, s->generation);
     metrics_add(s->main_metrics, M_RELOADS, ok, 1);
@@ -980,6 +983,8 @@ server_new(struct config *cfg, bool watch)
             server_free(s);
             return NULL;
         }
+        /* An admin request is a few lines: its head's time is enough. */
+        admin_set_timeout(s->admin, sc->header_timeout_ms);
     }
     if (watch || cfg->server.watch) {
         start_watch(s);

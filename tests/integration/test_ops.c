@@ -378,6 +378,44 @@ Test(ops, admin_answers_health_ready_and_routes)
     cr_assert_eq(ops_stop(&o), 0);
 }
 
+/* Milliseconds until the admin listener closes a connection that sent
+ * 'text' and no more (it is never answered); 'limit_ms' if it did not. */
+static int64_t
+admin_cut_ms(uint16_t admin, const char *text, int limit_ms)
+{
+    int64_t t0 = harness_now_ms();
+    char *got = raw_http(admin, text, strlen(text), limit_ms);
+
+    cr_assert(got != NULL, "the admin listener refused the connection");
+    cr_assert_str_eq(got, "", "an answer to a partial head: %s", got);
+    free(got);
+    return harness_now_ms() - t0;
+}
+
+Test(ops, admin_connections_time_out_at_header_timeout, .timeout = 60)
+{
+    struct echo_stack st;
+    uint16_t admin = harness_free_port();
+    char *sections = harness_strf("admin:\n  listen: 127.0.0.1:%u\n", admin);
+    int64_t partial, idle;
+
+    echo_stack_start(&st, "  header_timeout: 1s\n", sections,
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
+    free(sections);
+    cr_assert(harness_wait_port(admin, 5000), "no admin listener");
+    partial = admin_cut_ms(admin, "GET /health HTTP/1.1\r\nHost: a\r\n", 8000);
+    idle = admin_cut_ms(admin, "", 8000);
+    cr_assert_lt(partial, 5000, "a partial head stayed open %lld ms",
+                 (long long)partial);
+    cr_assert_lt(idle, 5000, "a silent connection stayed open %lld ms",
+                 (long long)idle);
+    /* Not cut at once: the timeout is header_timeout's second. */
+    cr_assert_geq(partial, 500, "cut after %lld ms", (long long)partial);
+    echo_stack_stop(&st);
+}
+
 /* Where the response starting at 'p' ends: after its head and the
  * Content-Length bytes of body it announces (none for a HEAD). */
 static const char *
