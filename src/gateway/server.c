@@ -100,6 +100,9 @@ struct worker {
 
 struct server {
     struct config *cfg;                 /* reference to the newest config */
+    struct config *started;             /* reference to the config started
+                                           with: its restart-only settings
+                                           are the ones in force */
     struct event_base *base;            /* main thread: signals; owned */
     struct worker *workers;             /* owned */
     struct local_store *store;          /* local limiter state, all workers */
@@ -576,7 +579,8 @@ probe_port(const struct sockaddr *sa, socklen_t salen)
     return rc;
 }
 
-/* Says which changed settings a reload cannot apply to a running process. */
+/* Says which settings of 'next' differ from those in force ('cur', the
+ * config started with) and wait for a restart. */
 static void
 warn_restart_only(const struct config *cur, const struct config *next)
 {
@@ -617,7 +621,7 @@ reload(struct server *s, struct config_errors *errs)
         metrics_add(s->main_metrics, M_RELOADS, bad, 1);
         return -1;
     }
-    warn_restart_only(s->cfg, next);
+    warn_restart_only(s->started, next);
     for (size_t i = 0; i < next->warnings.n; i++) {
         log_warn("config: %s", next->warnings.v[i]);
     }
@@ -927,6 +931,7 @@ server_new(struct config *cfg, bool watch)
 
     s = xcalloc(1, sizeof(*s));
     s->cfg = config_ref(cfg);
+    s->started = config_ref(cfg);
     s->watch_fd = -1;
     s->base = event_base_new();
     s->metrics = metrics_new();
@@ -1072,5 +1077,6 @@ server_free(struct server *s)
     accesslog_close(s->log);
     metrics_free(s->metrics);
     config_unref(s->cfg);
+    config_unref(s->started);
     free(s);
 }
