@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -364,6 +365,167 @@ Test(ops, watch_reloads_when_the_file_changes, .timeout = 30)
     cr_assert(harness_wait_until(b_answers, &o, 5000),
               "the change on disk was not picked up");
     cr_assert_eq(ops_stop(&o), 0);
+}
+
+/* ---- --watch through symlinks ---- */
+
+static bool
+b_gone(void *arg)
+{
+    return status(arg, "/b/x") == 404;
+}
+
+/* The config with server.watch on. */
+static char *
+watch_yaml(const struct ops *o, bool with_b)
+{
+    char *yaml = ops_yaml(o, with_b);
+    char *watching =
+        harness_subst(yaml, "  workers: 2\n", "  workers: 2\n  watch: true\n");
+
+    free(yaml);
+    return watching;
+}
+
+/* Writes 'text' to 'path' in place, as an editor writing through a
+ * symlink does (no rename). */
+static void
+write_in_place(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    cr_assert(f != NULL, "%s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static char *
+make_dir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *dir = harness_strf("%s/sluice-watch-XXXXXX",
+                             tmp != NULL && tmp[0] ? tmp : "/tmp");
+
+    cr_assert(mkdtemp(dir) != NULL);
+    return dir;
+}
+
+/* A ConfigMap's next version: dir/..vN/gw.yaml, then ..data swapped to
+ * it at once, as the kubelet does. */
+static void
+configmap_version(const char *dir, int n, const char *text)
+{
+    char *ver = harness_strf("%s/..v%d", dir, n);
+    char *file = harness_strf("%s/gw.yaml", ver);
+    char *target = harness_strf("..v%d", n);
+    char *tmp = harness_strf("%s/..data_tmp", dir);
+    char *data = harness_strf("%s/..data", dir);
+
+    cr_assert_eq(mkdir(ver, 0700), 0);
+    write_in_place(file, text);
+    cr_assert_eq(symlink(target, tmp), 0);
+    cr_assert_eq(rename(tmp, data), 0);
+    free(ver);
+    free(file);
+    free(target);
+    free(tmp);
+    free(data);
+}
+
+Test(ops, watch_follows_a_configmap_swap, .timeout = 60)
+{
+    struct ops o;
+    char *dir, *link, *yaml;
+
+    memset(&o, 0, sizeof(o));
+    echo_start(&o.echo, &o.echo_port);
+    o.port = harness_free_port();
+    o.admin = harness_free_port();
+    dir = make_dir();
+    yaml = watch_yaml(&o, false);
+    configmap_version(dir, 1, yaml);
+    free(yaml);
+    link = harness_strf("%s/gw.yaml", dir);
+    cr_assert_eq(symlink("..data/gw.yaml", link), 0);
+    o.cfg_path = harness_strf("%s", link);
+    gateway_start(&o.gw, o.cfg_path, o.port);
+    cr_assert_eq(status(&o, "/b/x"), 404);
+
+    yaml = watch_yaml(&o, true);
+    configmap_version(dir, 2, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_answers, &o, 5000),
+              "the swap of ..data to ..v2 was not picked up");
+    yaml = watch_yaml(&o, false);
+    configmap_version(dir, 3, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_gone, &o, 5000),
+              "the swap of ..data to ..v3 was not picked up");
+
+    cr_assert_eq(proc_stop(&o.gw, SIGTERM, 15000), 0);
+    proc_stop(&o.echo, SIGTERM, 5000);
+    for (int n = 1; n <= 3; n++) {
+        char *f = harness_strf("%s/..v%d/gw.yaml", dir, n);
+        char *d = harness_strf("%s/..v%d", dir, n);
+
+        unlink(f);
+        rmdir(d);
+        free(f);
+        free(d);
+    }
+    unlink(link);
+    free(link);
+    link = harness_strf("%s/..data", dir);
+    unlink(link);
+    free(link);
+    rmdir(dir);
+    free(dir);
+    free(o.cfg_path);
+}
+
+Test(ops, watch_follows_a_symlink_to_another_directory, .timeout = 60)
+{
+    struct ops o;
+    char *dir_link, *dir_file, *real, *yaml;
+
+    memset(&o, 0, sizeof(o));
+    echo_start(&o.echo, &o.echo_port);
+    o.port = harness_free_port();
+    o.admin = harness_free_port();
+    dir_link = make_dir();
+    dir_file = make_dir();
+    real = harness_strf("%s/real.yaml", dir_file);
+    yaml = watch_yaml(&o, false);
+    write_in_place(real, yaml);
+    free(yaml);
+    o.cfg_path = harness_strf("%s/gw.yaml", dir_link);
+    cr_assert_eq(symlink(real, o.cfg_path), 0);
+    gateway_start(&o.gw, o.cfg_path, o.port);
+    cr_assert_eq(status(&o, "/b/x"), 404);
+
+    /* Edited where it is: only its own directory sees it. */
+    yaml = watch_yaml(&o, true);
+    write_in_place(real, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_answers, &o, 5000),
+              "an edit of the symlink's target was not picked up");
+    /* Replaced by a rename there: still followed. */
+    yaml = watch_yaml(&o, false);
+    write_file(real, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_gone, &o, 5000),
+              "a second edit of the symlink's target was not picked up");
+
+    cr_assert_eq(proc_stop(&o.gw, SIGTERM, 15000), 0);
+    proc_stop(&o.echo, SIGTERM, 5000);
+    unlink(o.cfg_path);
+    unlink(real);
+    rmdir(dir_link);
+    rmdir(dir_file);
+    free(real);
+    free(dir_link);
+    free(dir_file);
+    free(o.cfg_path);
 }
 
 /* ---- admin listener and metrics ---- */
