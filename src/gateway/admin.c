@@ -98,6 +98,8 @@ on_request(struct evhttp_request *req, void *arg)
     }
     if (strcmp(path, "/reload") == 0) {
         if (cmd != EVHTTP_REQ_POST) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                              "POST");
             reply(req, 405, "application/json",
                   "{\"error\":\"use POST /reload\"}\n");
             return;
@@ -108,6 +110,8 @@ on_request(struct evhttp_request *req, void *arg)
     if (!get &&
         (strcmp(path, "/health") == 0 || strcmp(path, "/ready") == 0 ||
          strcmp(path, "/routes") == 0 || strcmp(path, "/metrics") == 0)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET, HEAD");
         reply(req, 405, "application/json", "{\"error\":\"use GET\"}\n");
         return;
     }

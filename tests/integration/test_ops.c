@@ -608,6 +608,36 @@ Test(ops, admin_answers_health_ready_and_routes)
     cr_assert_eq(ops_stop(&o), 0);
 }
 
+/* 'method' on admin 'path' is a 405 whose Allow field is 'allow'. */
+static void
+assert_405_allow(const struct ops *o, const char *method, const char *path,
+                 const char *allow)
+{
+    char *u = harness_strf("http://127.0.0.1:%u%s", o->admin, path);
+    struct http_response r;
+    char *got;
+
+    http_request(&r, method, u, NULL, NULL, 0, 10000);
+    cr_assert_eq(r.status, 405, "%s %s: %ld", method, path, r.status);
+    got = http_response_header(&r, "Allow");
+    cr_assert(got != NULL, "%s %s: a 405 without Allow", method, path);
+    cr_assert_str_eq(got, allow, "%s %s", method, path);
+    free(got);
+    http_response_free(&r);
+    free(u);
+}
+
+Test(ops, admin_405_answers_say_which_methods_are_allowed)
+{
+    struct ops o;
+
+    ops_start(&o, NULL);
+    assert_405_allow(&o, "GET", "/reload", "POST");
+    assert_405_allow(&o, "POST", "/health", "GET, HEAD");
+    assert_405_allow(&o, "POST", "/metrics", "GET, HEAD");
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
 /* Milliseconds until the admin listener closes a connection that sent
  * 'text' and no more (it is never answered); 'limit_ms' if it did not. */
 static int64_t
