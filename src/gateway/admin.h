@@ -6,6 +6,8 @@
  *   GET  /routes   the active routes, predicates, filters and limiters
  *   GET  /metrics  Prometheus text exposition
  *   POST /reload   re-read the config file: 200, or 400 with the errors
+ * HEAD wherever GET (no body); the wrong one of GET and POST is a 405
+ * with Allow. Out of descriptors, the listener pauses (acceptrest.h).
  * Runs on the main thread's event_base; does I/O. The server supplies
  * what it answers through 'struct admin_ops'.
  */
