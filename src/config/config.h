@@ -166,11 +166,15 @@ void config_errors_add(struct config_errors *e, char *s);
 /*
  * Reads and validates 'path'. Returns a config with one reference, or NULL
  * with every problem found appended to 'errs' (an unreadable file is one
- * error, "path: cannot read: why"). Unknown keys are errors; a misspelled
+ * error, "path: cannot read: why"; so is anything but a regular file,
+ * followed through symlinks, and a file over CONFIG_FILE_MAX bytes: a
+ * FIFO or a device is never read, so that a reload cannot block or eat
+ * memory). Unknown keys are errors; a misspelled
  * key or name gets a suggestion. A file whose top level holds spring: is
  * read as Spring Cloud Gateway's application.yml (README, Migrating from
  * Spring Cloud Gateway); the keys it ignores are in cfg->warnings.
  */
+#define CONFIG_FILE_MAX (16 * 1024 * 1024)
 struct config *config_load(const char *path, struct config_errors *errs);
 
 /*

@@ -6,11 +6,14 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "config.h"
@@ -999,41 +1002,112 @@ config_parse(const char *text, size_t len, const char *name,
     return ld.cfg;
 }
 
+/* What 'st' is, for a refusal: "a FIFO", "a directory", ... (static) */
+static const char *
+file_kind(const struct stat *st)
+{
+    if (S_ISDIR(st->st_mode)) {
+        return "a directory";
+    }
+    if (S_ISFIFO(st->st_mode)) {
+        return "a FIFO";
+    }
+    if (S_ISCHR(st->st_mode)) {
+        return "a character device";
+    }
+    if (S_ISBLK(st->st_mode)) {
+        return "a block device";
+    }
+    if (S_ISSOCK(st->st_mode)) {
+        return "a socket";
+    }
+    return "a special file";
+}
+
+/*
+ * The whole of the regular file 'fd' into '*buf' and '*len'; -1 after
+ * reporting. Read up to one byte past the cap, in case the file grew
+ * since fstat().
+ */
+static int
+read_all(int fd, const char *path, char **buf, size_t *len,
+         struct config_errors *errs)
+{
+    size_t cap = 0;
+
+    *buf = NULL;
+    *len = 0;
+    for (;;) {
+        ssize_t got;
+
+        *buf = xgrow(*buf, &cap, *len + 4096, 1);
+        if (cap > (size_t)CONFIG_FILE_MAX + 1) {
+            cap = (size_t)CONFIG_FILE_MAX + 1;
+        }
+        got = read(fd, *buf + *len, cap - *len);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got < 0) {
+            errors_push(
+                errs, xasprintf("%s: cannot read: %s", path, strerror(errno)));
+            return -1;
+        }
+        if (got == 0) {
+            return 0;
+        }
+        *len += (size_t)got;
+        if (*len > CONFIG_FILE_MAX) {
+            errors_push(errs, xasprintf("%s: cannot read: more than the %d "
+                                        "MiB a config file may have",
+                                        path, CONFIG_FILE_MAX >> 20));
+            return -1;
+        }
+    }
+}
+
 struct config *
 config_load(const char *path, struct config_errors *errs)
 {
-    FILE *fp = fopen(path, "rb");
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct config *cfg;
-    char *buf = NULL;
-    size_t cap = 0;
-    size_t len = 0;
+    struct stat st;
+    char *buf;
+    size_t len;
+    int rc;
 
-    if (fp == NULL) {
+    if (fd < 0) {
         errors_push(errs,
                     xasprintf("%s: cannot read: %s", path, strerror(errno)));
         return NULL;
     }
-    for (;;) {
-        size_t got;
-
-        buf = xgrow(buf, &cap, len + 4096, 1);
-        got = fread(buf + len, 1, cap - len, fp);
-        len += got;
-        if (got == 0) {
-            break;
-        }
-    }
-    if (ferror(fp)) {
-        /* fopen() succeeds on a directory; the read says EISDIR. */
-        int err = errno;
-
+    if (fstat(fd, &st) < 0) {
         errors_push(errs,
-                    xasprintf("%s: cannot read: %s", path, strerror(err)));
-        fclose(fp);
+                    xasprintf("%s: cannot read: %s", path, strerror(errno)));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errors_push(errs, xasprintf("%s: cannot read: %s, not a regular file",
+                                    path, file_kind(&st)));
+        close(fd);
+        return NULL;
+    }
+    if (st.st_size > CONFIG_FILE_MAX) {
+        errors_push(errs, xasprintf("%s: cannot read: %lld bytes, more than "
+                                    "the %d MiB a config file may have",
+                                    path, (long long)st.st_size,
+                                    CONFIG_FILE_MAX >> 20));
+        close(fd);
+        return NULL;
+    }
+    rc = read_all(fd, path, &buf, &len, errs);
+    close(fd);
+    if (rc < 0) {
         free(buf);
         return NULL;
     }
-    fclose(fp);
     cfg = config_parse(buf, len, path, errs);
     free(buf);
     return cfg;

@@ -9,8 +9,12 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
+#include "acceptrest.h"
+#include "clock.h"
 #include "config.h"
+#include "evreq.h"
 #include "routes_json.h"
 #include "log.h"
 #include "netaddr.h"
@@ -20,21 +24,32 @@
 
 struct admin {
     struct evhttp *http;         /* owned */
+    struct evconnlistener *lev;  /* the listener; owned by 'http' */
+    struct acceptrest *rest;     /* pauses 'lev' after a failed accept();
+                                    owned, or NULL */
     const struct admin_ops *ops; /* borrowed */
     void *arg;                   /* for 'ops' */
 };
 
 /* ---- the listener ---- */
 
+/*
+ * Content-Length is set here, not left to evhttp: a HEAD answer says the
+ * length the GET would have, while evreq_reply_prepare() empties its body.
+ */
 static void
 reply(struct evhttp_request *req, int status, const char *type,
       const char *body)
 {
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     struct evbuffer *buf = evbuffer_new();
+    char len[24];
 
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      type);
+    snprintf(len, sizeof(len), "%zu", strlen(body));
+    evhttp_add_header(out, "Content-Type", type);
+    evhttp_add_header(out, "Content-Length", len);
     evbuffer_add(buf, body, strlen(body));
+    evreq_reply_prepare(req, buf);
     evhttp_send_reply(req, status,
                       status == 200 ? "OK" : problem_reason(status), buf);
     evbuffer_free(buf);
@@ -83,6 +98,8 @@ on_request(struct evhttp_request *req, void *arg)
     }
     if (strcmp(path, "/reload") == 0) {
         if (cmd != EVHTTP_REQ_POST) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                              "POST");
             reply(req, 405, "application/json",
                   "{\"error\":\"use POST /reload\"}\n");
             return;
@@ -93,6 +110,8 @@ on_request(struct evhttp_request *req, void *arg)
     if (!get &&
         (strcmp(path, "/health") == 0 || strcmp(path, "/ready") == 0 ||
          strcmp(path, "/routes") == 0 || strcmp(path, "/metrics") == 0)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET, HEAD");
         reply(req, 405, "application/json", "{\"error\":\"use GET\"}\n");
         return;
     }
@@ -130,11 +149,37 @@ on_request(struct evhttp_request *req, void *arg)
     }
 }
 
+static void
+on_rest_changed(void *arg)
+{
+    struct admin *a = arg;
+
+    if (acceptrest_resting(a->rest)) {
+        evconnlistener_disable(a->lev);
+    } else {
+        evconnlistener_enable(a->lev);
+    }
+}
+
+static const struct acceptrest_ops rest_ops = {on_rest_changed, NULL};
+
+/* evhttp has accepted a connection; NULL lets it make the bufferevent. */
+static struct bufferevent *
+on_new_bev(struct event_base *base, void *arg)
+{
+    struct admin *a = arg;
+
+    (void)base;
+    acceptrest_accepted(a->rest);
+    return NULL;
+}
+
 struct admin *
 admin_new(struct event_base *base, const struct listen_addr *addr,
           const struct admin_ops *ops, void *arg)
 {
     struct admin *a = xcalloc(1, sizeof(*a));
+    struct evhttp_bound_socket *bound;
 
     a->ops = ops;
     a->arg = arg;
@@ -145,14 +190,25 @@ admin_new(struct event_base *base, const struct listen_addr *addr,
     evhttp_set_max_headers_size(a->http, 16 * 1024);
     evhttp_set_max_body_size(a->http, 64 * 1024);
     evhttp_set_gencb(a->http, on_request, a);
-    if (evhttp_bind_socket_with_handle(a->http, addr->host, addr->port) ==
-        NULL) {
+    evhttp_set_bevcb(a->http, on_new_bev, a);
+    bound = evhttp_bind_socket_with_handle(a->http, addr->host, addr->port);
+    if (bound == NULL) {
         log_error("admin: listen %s:%u: %s", addr->host, addr->port,
                   strerror(errno));
         admin_free(a);
         return NULL;
     }
+    a->lev = evhttp_bound_socket_get_listener(bound);
+    a->rest = acceptrest_new(base, a->lev, "admin", "", &rest_ops, a);
     return a;
+}
+
+void
+admin_set_timeout(struct admin *a, uint64_t ms)
+{
+    struct timeval tv = clock_tv(ms);
+
+    evhttp_set_timeout_tv(a->http, &tv);
 }
 
 void
@@ -161,6 +217,7 @@ admin_free(struct admin *a)
     if (a == NULL) {
         return;
     }
+    acceptrest_free(a->rest);
     if (a->http != NULL) {
         evhttp_free(a->http);
     }

@@ -6,6 +6,8 @@
  *   GET  /routes   the active routes, predicates, filters and limiters
  *   GET  /metrics  Prometheus text exposition
  *   POST /reload   re-read the config file: 200, or 400 with the errors
+ * HEAD wherever GET (no body); the wrong one of GET and POST is a 405
+ * with Allow. Out of descriptors, the listener pauses (acceptrest.h).
  * Runs on the main thread's event_base; does I/O. The server supplies
  * what it answers through 'struct admin_ops'.
  */
@@ -14,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct config;
 struct config_errors;
@@ -40,5 +43,12 @@ struct admin_ops {
 struct admin *admin_new(struct event_base *base, const struct listen_addr *addr,
                         const struct admin_ops *ops, void *arg);
 void admin_free(struct admin *a); /* NULL is a no-op */
+
+/*
+ * Connections accepted from now on are closed when they stay silent, or
+ * cannot be written to, for 'ms' (idle, or partway through a request);
+ * those already open keep the timeout they were accepted with.
+ */
+void admin_set_timeout(struct admin *a, uint64_t ms);
 
 #endif

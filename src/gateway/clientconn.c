@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -14,22 +13,14 @@
 #include <event2/http.h>
 #include <event2/listener.h>
 
+#include "acceptrest.h"
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "tls.h"
 #include "xmalloc.h"
 
-/*
- * After a failed accept() the listener rests this long, doubling up to
- * the maximum while accept() keeps failing: the pending connection keeps
- * the socket readable, so retrying at once only spins. A connection
- * closing ends the rest early, since it frees a descriptor.
- */
-#define ACCEPT_PAUSE_MIN_MS 100
-#define ACCEPT_PAUSE_MAX_MS 1600
-/* One log line per this many ms at most, for each kind of trouble. */
-#define ACCEPT_LOG_EVERY_MS 5000
+/* One "full" log line per this many ms at most. */
 #define FULL_LOG_EVERY_MS 60000
 /* Segments of a buffer looked at per peek. */
 #define SCAN_VECS 8
@@ -124,21 +115,12 @@ struct clientconns {
                                       against the same share, or NULL;
                                       borrowed */
     bool full;                     /* open_count() >= max_connections */
-    bool resting;                  /* paused after a failed accept() */
-    struct event *resume;          /* ends the rest */
-    uint64_t pause_ms;             /* length of the next rest */
-    int64_t accept_logged_ms;      /* last accept() log line, or 0 */
-    unsigned long unlogged;        /* rests since that line */
+    struct acceptrest *rest;       /* pauses 'lev' after a failed
+                                      accept() (a connection closing
+                                      ends the pause early); owned, or
+                                      NULL with no listener */
     int64_t full_logged_ms;        /* last "full" log line, or 0 */
-    struct clientconns *next_lev;  /* in 'listening_sets' */
 };
-
-/*
- * The listener's error callback gets evhttp's argument, not ours: it
- * finds its clientconns here, by listener. Workers share the list.
- */
-static pthread_mutex_t listening_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct clientconns *listening_sets;
 
 static void conn_closed(struct clientconn *cc);
 
@@ -147,7 +129,7 @@ static void conn_closed(struct clientconn *cc);
 static void
 listener_apply(struct clientconns *cs)
 {
-    bool want = !cs->full && !cs->resting;
+    bool want = !cs->full && !acceptrest_resting(cs->rest);
 
     if (cs->lev == NULL || want == cs->listening) {
         return;
@@ -208,58 +190,18 @@ clientconns_pair(struct clientconns *a, struct clientconns *b)
 }
 
 static void
-on_resume(evutil_socket_t fd, short what, void *arg)
+on_rest_changed(void *arg)
 {
-    struct clientconns *cs = arg;
-
-    (void)fd;
-    (void)what;
-    cs->resting = false;
-    listener_apply(cs);
+    listener_apply(arg);
 }
 
-static void
-on_accept_error(struct evconnlistener *lev, void *arg)
+static size_t
+rest_open(void *arg)
 {
-    int err = errno;
-    struct clientconns *cs;
-    struct timeval tv;
-    int64_t now = clock_mono_ms();
-
-    (void)arg;
-    pthread_mutex_lock(&listening_mu);
-    for (cs = listening_sets; cs != NULL && cs->lev != lev; cs = cs->next_lev) {
-    }
-    pthread_mutex_unlock(&listening_mu);
-    if (cs == NULL) {
-        return;
-    }
-    /* Whatever the error, retrying at once would spin: rest first. */
-    cs->resting = true;
-    listener_apply(cs);
-    tv = clock_tv(cs->pause_ms);
-    evtimer_add(cs->resume, &tv);
-    cs->unlogged++;
-    if (cs->accept_logged_ms == 0) {
-        log_warn("clientconn: accept: %s; new connections wait %llu ms "
-                 "(%zu open in this worker)",
-                 strerror(err), (unsigned long long)cs->pause_ms, cs->n);
-        cs->accept_logged_ms = now;
-        cs->unlogged = 0;
-    } else if (now - cs->accept_logged_ms >= ACCEPT_LOG_EVERY_MS) {
-        log_warn("clientconn: accept: %s; new connections paused %lu "
-                 "times in %lld s, now for %llu ms (%zu open in this "
-                 "worker)",
-                 strerror(err), cs->unlogged,
-                 (long long)((now - cs->accept_logged_ms) / 1000),
-                 (unsigned long long)cs->pause_ms, cs->n);
-        cs->accept_logged_ms = now;
-        cs->unlogged = 0;
-    }
-    if (cs->pause_ms < ACCEPT_PAUSE_MAX_MS) {
-        cs->pause_ms *= 2;
-    }
+    return ((struct clientconns *)arg)->n;
 }
+
+static const struct acceptrest_ops rest_ops = {on_rest_changed, rest_open};
 
 /* ---- records ---- */
 
@@ -351,11 +293,8 @@ record_free(struct clientconn *cc)
         metrics_add(cs->metrics, M_CONNECTIONS, NULL, -1);
     }
     free(cc);
-    if (cs->resting) {
-        /* A descriptor came free: worth one accept() now. */
-        evtimer_del(cs->resume);
-        cs->resting = false;
-    }
+    /* A descriptor came free: worth one accept() now. */
+    acceptrest_wake(cs->rest);
     count_changed(cs);
 }
 
@@ -458,7 +397,7 @@ on_new_bev(struct event_base *base, void *arg)
         /* Options as evhttp's own: it closes the descriptor itself. */
         bev = bufferevent_socket_new(base, -1, 0);
     }
-    cs->pause_ms = ACCEPT_PAUSE_MIN_MS;
+    acceptrest_accepted(cs->rest);
     if (bev == NULL) {
         return NULL;
     }
@@ -1026,17 +965,12 @@ clientconns_new(struct event_base *base, struct evhttp *http,
     cs->lev = lev;
     cs->metrics = metrics;
     cs->listening = true;
-    cs->pause_ms = ACCEPT_PAUSE_MIN_MS;
     cs->attach = event_new(base, -1, 0, on_attach, cs);
-    cs->resume = evtimer_new(base, on_resume, cs);
     clientconns_configure(cs, conf);
     evhttp_set_bevcb(http, on_new_bev, cs);
     if (lev != NULL) {
-        pthread_mutex_lock(&listening_mu);
-        cs->next_lev = listening_sets;
-        listening_sets = cs;
-        pthread_mutex_unlock(&listening_mu);
-        evconnlistener_set_error_cb(lev, on_accept_error);
+        cs->rest = acceptrest_new(base, lev, "clientconn", "in this worker",
+                                  &rest_ops, cs);
     }
     return cs;
 }
@@ -1120,18 +1054,11 @@ clientconn_tls(const struct clientconn *cc)
 void
 clientconns_forget_listener(struct clientconns *cs)
 {
-    struct clientconns **pp;
-
     if (cs->lev == NULL) {
         return;
     }
-    evconnlistener_set_error_cb(cs->lev, NULL);
-    pthread_mutex_lock(&listening_mu);
-    for (pp = &listening_sets; *pp != cs; pp = &(*pp)->next_lev) {
-    }
-    *pp = cs->next_lev;
-    pthread_mutex_unlock(&listening_mu);
-    evtimer_del(cs->resume);
+    acceptrest_free(cs->rest);
+    cs->rest = NULL;
     cs->lev = NULL;
 }
 
@@ -1158,7 +1085,6 @@ clientconns_free(struct clientconns *cs)
         record_free(cc);
     }
     event_free(cs->attach);
-    event_free(cs->resume);
     free(cs->by_fd);
     free(cs);
 }

@@ -8,8 +8,8 @@
  * evhttp has one close callback per connection and no user pointer; this
  * module owns that callback and each request's on-complete callback, so
  * that nothing else in the gateway sets either. It also owns the evhttp's
- * bufferevent callback (evhttp_set_bevcb) and the listener's error
- * callback.
+ * bufferevent callback (evhttp_set_bevcb) and, through acceptrest.h, the
+ * listener's error callback.
  *
  * The head deadline. evhttp does not tell when it has read a request
  * head, so this module reads along: it scans the bytes arriving on a

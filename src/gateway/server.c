@@ -13,6 +13,7 @@
 #include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,15 @@
 
 struct server;
 
+/* Which file a path leads to, and whether it has changed. */
+struct file_id {
+    bool present;          /* stat() succeeded */
+    dev_t dev;             /* st_dev */
+    ino_t ino;             /* st_ino */
+    off_t size;            /* st_size */
+    struct timespec mtime; /* st_mtim */
+};
+
 struct worker {
     struct server *srv;                /* borrowed: the owner */
     unsigned index;                    /* 0-based, for log lines */
@@ -100,6 +110,9 @@ struct worker {
 
 struct server {
     struct config *cfg;                 /* reference to the newest config */
+    struct config *started;             /* reference to the config started
+                                           with: its restart-only settings
+                                           are the ones in force */
     struct event_base *base;            /* main thread: signals; owned */
     struct worker *workers;             /* owned */
     struct local_store *store;          /* local limiter state, all workers */
@@ -115,6 +128,11 @@ struct server {
     int watch_fd;                       /* inotify, or -1 */
     struct event *watch_ev;             /* reads 'watch_fd' */
     struct event *watch_timer;          /* reloads once the file settles */
+    int watch_dir_wd;                   /* the path's directory */
+    int watch_target_wd;                /* the directory of the file a
+                                           symlinked path leads to, when
+                                           not the path's own; or -1 */
+    struct file_id watch_loaded;        /* the file as last read */
 };
 
 /* ---- worker thread ---- */
@@ -576,7 +594,8 @@ probe_port(const struct sockaddr *sa, socklen_t salen)
     return rc;
 }
 
-/* Says which changed settings a reload cannot apply to a running process. */
+/* Says which settings of 'next' differ from those in force ('cur', the
+ * config started with) and wait for a restart. */
 static void
 warn_restart_only(const struct config *cur, const struct config *next)
 {
@@ -590,6 +609,8 @@ warn_restart_only(const struct config *cur, const struct config *next)
     }
 }
 
+static void watch_note(struct server *s);
+
 /*
  * Re-reads the config file and hands it to every worker. On errors the
  * running config stays; they are logged and appended to 'errs'.
@@ -601,6 +622,9 @@ reload(struct server *s, struct config_errors *errs)
     size_t before = errs->n;
     struct config *next;
 
+    if (s->watch_fd >= 0) {
+        watch_note(s);
+    }
     next = config_load(s->cfg->path, errs);
     if (next != NULL && tls_attach(next, errs) < 0) {
         /* A certificate or key that will not load: as a config error,
@@ -617,7 +641,7 @@ reload(struct server *s, struct config_errors *errs)
         metrics_add(s->main_metrics, M_RELOADS, bad, 1);
         return -1;
     }
-    warn_restart_only(s->cfg, next);
+    warn_restart_only(s->started, next);
     for (size_t i = 0; i < next->warnings.n; i++) {
         log_warn("config: %s", next->warnings.v[i]);
     }
@@ -632,6 +656,9 @@ reload(struct server *s, struct config_errors *errs)
     }
     config_unref(s->cfg);
     s->cfg = next;
+    if (s->admin != NULL) {
+        admin_set_timeout(s->admin, next->server.header_timeout_ms);
+    }
     s->generation++;
     metrics_set(s->metrics, M_CONFIG_GENERATION, s->generation);
     metrics_add(s->main_metrics, M_RELOADS, ok, 1);
@@ -771,6 +798,91 @@ static const struct admin_ops admin_ops = {admin_ready, admin_reload,
 /* ---- watching the config file ---- */
 
 static void
+file_id_of(const char *path, struct file_id *out)
+{
+    struct stat st;
+
+    memset(out, 0, sizeof(*out));
+    if (stat(path, &st) == 0) {
+        out->present = true;
+        out->dev = st.st_dev;
+        out->ino = st.st_ino;
+        out->size = st.st_size;
+        out->mtime = st.st_mtim;
+    }
+}
+
+static bool
+file_id_same(const struct file_id *a, const struct file_id *b)
+{
+    return a->present == b->present && a->dev == b->dev && a->ino == b->ino &&
+           a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* The directory part of 'path' into 'dir' ("." for none, "/" for the
+ * root). */
+static void
+dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+
+    if (slash == NULL) {
+        snprintf(dir, len, ".");
+    } else if (slash == path) {
+        snprintf(dir, len, "/");
+    } else {
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+    }
+}
+
+#define WATCH_EVENTS                                                           \
+    (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE |    \
+     IN_ATTRIB)
+
+/*
+ * A path that is a symlink (a Kubernetes ConfigMap's gw.yaml ->
+ * ..data/gw.yaml, ..data -> ..2024_01_01...) leads to a file elsewhere,
+ * whose edits show in its own directory: that one is watched too, and
+ * found again on every reload, since the link may have moved on.
+ */
+static void
+watch_target(struct server *s)
+{
+    struct stat st;
+    char *real;
+    char dir[4096];
+    int wd;
+
+    if (s->watch_target_wd >= 0) {
+        /* EINVAL when the directory is gone, which removed the watch. */
+        inotify_rm_watch(s->watch_fd, s->watch_target_wd);
+        s->watch_target_wd = -1;
+    }
+    if (lstat(s->cfg->path, &st) < 0 || !S_ISLNK(st.st_mode) ||
+        (real = realpath(s->cfg->path, NULL)) == NULL) {
+        return;
+    }
+    dir_of(real, dir, sizeof(dir));
+    free(real);
+    wd = inotify_add_watch(s->watch_fd, dir, WATCH_EVENTS);
+    if (wd < 0) {
+        log_warn("server: cannot watch %s: %s", dir, strerror(errno));
+    } else if (wd != s->watch_dir_wd) {
+        s->watch_target_wd = wd;
+    }
+}
+
+/* What the path leads to now, read or about to be: later events are
+ * compared with it. */
+static void
+watch_note(struct server *s)
+{
+    file_id_of(s->cfg->path, &s->watch_loaded);
+    watch_target(s);
+}
+
+static void
 on_watch_settled(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -779,28 +891,24 @@ on_watch_settled(evutil_socket_t fd, short what, void *arg)
     reload_and_log(arg);
 }
 
+/*
+ * Any event in a watched directory: whatever its name (a renamed
+ * symlink, ..data, changes the file without naming it), the file the
+ * path leads to is compared with the one last read. A path that leads
+ * nowhere for now (a file being replaced) waits for the next event.
+ */
 static void
 on_watch(evutil_socket_t fd, short what, void *arg)
 {
     struct server *s = arg;
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-    const char *name = strrchr(s->cfg->path, '/');
-    bool ours = false;
-    ssize_t n;
+    struct file_id now;
 
     (void)what;
-    name = name != NULL ? name + 1 : s->cfg->path;
-    while ((n = read(fd, buf, sizeof(buf))) > 0) {
-        for (char *p = buf; p < buf + n;) {
-            struct inotify_event *ev = (struct inotify_event *)p;
-
-            if (ev->len > 0 && strcmp(ev->name, name) == 0) {
-                ours = true;
-            }
-            p += sizeof(*ev) + ev->len;
-        }
+    while (read(fd, buf, sizeof(buf)) > 0) {
     }
-    if (ours) {
+    file_id_of(s->cfg->path, &now);
+    if (now.present && !file_id_same(&now, &s->watch_loaded)) {
         struct timeval tv = clock_tv(WATCH_SETTLE_MS);
 
         evtimer_add(s->watch_timer, &tv);
@@ -816,21 +924,19 @@ static void
 start_watch(struct server *s)
 {
     char dir[4096];
-    const char *slash = strrchr(s->cfg->path, '/');
 
-    if (slash == NULL) {
-        snprintf(dir, sizeof(dir), ".");
-    } else {
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - s->cfg->path),
-                 s->cfg->path);
-    }
+    dir_of(s->cfg->path, dir, sizeof(dir));
     s->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (s->watch_fd < 0 ||
-        inotify_add_watch(s->watch_fd, dir[0] ? dir : "/",
-                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
+    if (s->watch_fd < 0 || (s->watch_dir_wd = inotify_add_watch(
+                                s->watch_fd, dir, WATCH_EVENTS)) < 0) {
         log_warn("server: cannot watch %s: %s", s->cfg->path, strerror(errno));
+        if (s->watch_fd >= 0) {
+            close(s->watch_fd);
+            s->watch_fd = -1;
+        }
         return;
     }
+    watch_note(s);
     s->watch_ev =
         event_new(s->base, s->watch_fd, EV_READ | EV_PERSIST, on_watch, s);
     event_add(s->watch_ev, NULL);
@@ -924,7 +1030,9 @@ server_new(struct config *cfg, bool watch)
 
     s = xcalloc(1, sizeof(*s));
     s->cfg = config_ref(cfg);
+    s->started = config_ref(cfg);
     s->watch_fd = -1;
+    s->watch_target_wd = -1;
     s->base = event_base_new();
     s->metrics = metrics_new();
     s->main_metrics = metrics_shard(s->metrics);
@@ -980,6 +1088,8 @@ server_new(struct config *cfg, bool watch)
             server_free(s);
             return NULL;
         }
+        /* An admin request is a few lines: its head's time is enough. */
+        admin_set_timeout(s->admin, sc->header_timeout_ms);
     }
     if (watch || cfg->server.watch) {
         start_watch(s);
@@ -1067,5 +1177,6 @@ server_free(struct server *s)
     accesslog_close(s->log);
     metrics_free(s->metrics);
     config_unref(s->cfg);
+    config_unref(s->started);
     free(s);
 }

@@ -15,7 +15,8 @@ struct server; /* opaque */
 /*
  * Binds the listening sockets of 'cfg' (takes a reference), opens the
  * access log and the admin listener. With 'watch' (or server.watch) the
- * file is reloaded when it changes on disk. Returns NULL, having logged
+ * file is reloaded when the file its path leads to (symlinks followed)
+ * changes on disk. Returns NULL, having logged
  * why, when an address cannot be resolved or is in use, or the access log
  * cannot be opened.
  */

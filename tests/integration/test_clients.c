@@ -636,3 +636,101 @@ Test(clients, out_of_descriptors_the_listener_pauses_instead_of_spinning)
     close(keep);
     echo_stack_stop(&st);
 }
+
+/* The admin listener, out of descriptors, rests as the workers do. */
+Test(clients, out_of_descriptors_the_admin_listener_pauses_too)
+{
+    static const char *const wrapper[] = {
+        "prlimit", "--nofile=" STR(FD_LIMIT) ":" STR(FD_LIMIT), "--", NULL};
+    static const char health[] =
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    struct echo_stack st;
+    uint16_t admin = harness_free_port();
+    char *sections = harness_strf("admin:\n"
+                                  "  listen: 127.0.0.1:%u\n"
+                                  "log:\n"
+                                  "  access: off\n",
+                                  admin);
+    int fill[MAX_FILL];
+    int nfill = 0;
+    int waiting = -1, fresh;
+    long status, cpu0, cpu1;
+    int64_t t0, t1;
+    size_t lines0, lines1;
+    char *log;
+
+    echo_stack_start_wrapped(&st, wrapper, "", sections,
+                             "  - id: all\n"
+                             "    uri: http://@ECHO@\n"
+                             "    predicates: [Path=/**]\n");
+    free(sections);
+    cr_assert(harness_wait_port(admin, 5000), "no admin listener");
+
+    /* Idle admin connections, each answered once, until one is not. */
+    while (nfill < MAX_FILL) {
+        enum reply_end end;
+        int fd = tcp_connect(admin);
+
+        fill[nfill++] = fd;
+        cr_assert(send_str(fd, health));
+        end = read_response(fd, harness_now_ms() + 1500, &status);
+        if (end == REPLY_NONE) {
+            waiting = fd;
+            break;
+        }
+        cr_assert_eq(end, REPLY_DONE, "admin connection %d closed", nfill);
+        cr_assert_eq(status, 200);
+    }
+    cr_assert_geq(waiting, 0,
+                  "%d admin connections were all served under a limit of "
+                  "%d descriptors",
+                  nfill, FD_LIMIT);
+
+    lines0 = log_lines(&st.gw);
+    cpu0 = proc_cpu_ms(st.gw.pid);
+    t0 = harness_now_ms();
+    {
+        struct pollfd pfd = {.fd = waiting, .events = POLLIN};
+
+        cr_assert_eq(poll(&pfd, 1, HOLD_MS), 0,
+                     "the pending admin connection saw an answer or a close "
+                     "while the gateway was out of descriptors");
+    }
+    cpu1 = proc_cpu_ms(st.gw.pid);
+    t1 = harness_now_ms();
+    lines1 = log_lines(&st.gw);
+    cr_assert(cpu0 >= 0 && cpu1 >= 0, "no /proc/%d/stat", (int)st.gw.pid);
+    cr_assert_lt((cpu1 - cpu0) * 4, t1 - t0,
+                 "the gateway used %ld ms of CPU in %lld ms with its admin "
+                 "listener out of descriptors",
+                 cpu1 - cpu0, (long long)(t1 - t0));
+    log = log_tail(&st.gw, 2000);
+    cr_assert_leq(lines1 - lines0, MAX_HOLD_LINES,
+                  "the gateway wrote %zu lines in %lld ms with its admin "
+                  "listener out of descriptors; the last of them:\n%s",
+                  lines1 - lines0, (long long)(t1 - t0), log);
+    cr_assert(strstr(log, "admin: accept: Too many open files") != NULL,
+              "the pause was not logged:\n%s", log);
+    free(log);
+
+    /* Descriptors free up: the pending connection and new ones are served
+     * (the admin listener rests at most 1.6 s at a time). */
+    for (int i = 0; i < nfill; i++) {
+        if (fill[i] != waiting) {
+            close(fill[i]);
+        }
+    }
+    cr_assert_eq(read_response(waiting, harness_now_ms() + 5000, &status),
+                 REPLY_DONE,
+                 "the pending admin connection was not served once "
+                 "descriptors were free");
+    cr_assert_eq(status, 200);
+    fresh = tcp_connect(admin);
+    cr_assert(send_str(fresh, health));
+    cr_assert_eq(read_response(fresh, harness_now_ms() + 5000, &status),
+                 REPLY_DONE, "a new admin connection was not served");
+    cr_assert_eq(status, 200);
+    close(fresh);
+    close(waiting);
+    echo_stack_stop(&st);
+}

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -261,6 +262,74 @@ Test(ops, reload_says_which_settings_wait_for_a_restart)
     cr_assert_eq(ops_stop(&o), 0);
 }
 
+/* How many times the gateway's log holds 'needle'. */
+static size_t
+log_count(const struct proc *p, const char *needle)
+{
+    char *log = proc_log(p);
+    size_t n = 0;
+
+    for (const char *q = log; (q = strstr(q, needle)) != NULL;
+         q += strlen(needle)) {
+        n++;
+    }
+    free(log);
+    return n;
+}
+
+struct log_wait {
+    const struct proc *p; /* borrowed */
+    const char *needle;   /* borrowed */
+    size_t n;             /* times wanted */
+};
+
+static bool
+log_count_reached(void *arg)
+{
+    const struct log_wait *w = arg;
+
+    return log_count(w->p, w->needle) >= w->n;
+}
+
+/* Writes the config with 'log_level', reloads it, and waits for the
+ * reload's log line number 'nth'. */
+static void
+reload_with_level(struct ops *o, const char *log_level, size_t nth)
+{
+    struct http_response r;
+    struct log_wait w = {&o->gw, "server: reloaded", nth};
+    char *yaml;
+
+    free(o->extra);
+    o->extra = harness_strf("log:\n  level: %s\n", log_level);
+    yaml = ops_yaml(o, false);
+    write_file(o->cfg_path, yaml);
+    free(yaml);
+    cr_assert_eq(post_reload(o, &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert(harness_wait_until(log_count_reached, &w, 5000),
+              "reload %zu was not logged", nth);
+}
+
+Test(ops, restart_only_warnings_compare_with_the_settings_in_force)
+{
+    static const char warning[] = "log: takes effect on restart only";
+    struct ops o;
+
+    ops_start(&o, "log:\n  level: info\n");
+    reload_with_level(&o, "debug", 1);
+    cr_assert_eq(log_count(&o.gw, warning), 1);
+    /* Still not in force: said again. */
+    reload_with_level(&o, "debug", 2);
+    cr_assert_eq(log_count(&o.gw, warning), 2,
+                 "a second reload of the same change did not warn");
+    /* Back to what runs: nothing waits for a restart. */
+    reload_with_level(&o, "info", 3);
+    cr_assert_eq(log_count(&o.gw, warning), 2,
+                 "a reload back to the settings in force warned");
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
 Test(ops, watch_reloads_when_the_file_changes, .timeout = 30)
 {
     struct ops o;
@@ -296,6 +365,167 @@ Test(ops, watch_reloads_when_the_file_changes, .timeout = 30)
     cr_assert(harness_wait_until(b_answers, &o, 5000),
               "the change on disk was not picked up");
     cr_assert_eq(ops_stop(&o), 0);
+}
+
+/* ---- --watch through symlinks ---- */
+
+static bool
+b_gone(void *arg)
+{
+    return status(arg, "/b/x") == 404;
+}
+
+/* The config with server.watch on. */
+static char *
+watch_yaml(const struct ops *o, bool with_b)
+{
+    char *yaml = ops_yaml(o, with_b);
+    char *watching =
+        harness_subst(yaml, "  workers: 2\n", "  workers: 2\n  watch: true\n");
+
+    free(yaml);
+    return watching;
+}
+
+/* Writes 'text' to 'path' in place, as an editor writing through a
+ * symlink does (no rename). */
+static void
+write_in_place(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    cr_assert(f != NULL, "%s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static char *
+make_dir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *dir = harness_strf("%s/sluice-watch-XXXXXX",
+                             tmp != NULL && tmp[0] ? tmp : "/tmp");
+
+    cr_assert(mkdtemp(dir) != NULL);
+    return dir;
+}
+
+/* A ConfigMap's next version: dir/..vN/gw.yaml, then ..data swapped to
+ * it at once, as the kubelet does. */
+static void
+configmap_version(const char *dir, int n, const char *text)
+{
+    char *ver = harness_strf("%s/..v%d", dir, n);
+    char *file = harness_strf("%s/gw.yaml", ver);
+    char *target = harness_strf("..v%d", n);
+    char *tmp = harness_strf("%s/..data_tmp", dir);
+    char *data = harness_strf("%s/..data", dir);
+
+    cr_assert_eq(mkdir(ver, 0700), 0);
+    write_in_place(file, text);
+    cr_assert_eq(symlink(target, tmp), 0);
+    cr_assert_eq(rename(tmp, data), 0);
+    free(ver);
+    free(file);
+    free(target);
+    free(tmp);
+    free(data);
+}
+
+Test(ops, watch_follows_a_configmap_swap, .timeout = 60)
+{
+    struct ops o;
+    char *dir, *link, *yaml;
+
+    memset(&o, 0, sizeof(o));
+    echo_start(&o.echo, &o.echo_port);
+    o.port = harness_free_port();
+    o.admin = harness_free_port();
+    dir = make_dir();
+    yaml = watch_yaml(&o, false);
+    configmap_version(dir, 1, yaml);
+    free(yaml);
+    link = harness_strf("%s/gw.yaml", dir);
+    cr_assert_eq(symlink("..data/gw.yaml", link), 0);
+    o.cfg_path = harness_strf("%s", link);
+    gateway_start(&o.gw, o.cfg_path, o.port);
+    cr_assert_eq(status(&o, "/b/x"), 404);
+
+    yaml = watch_yaml(&o, true);
+    configmap_version(dir, 2, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_answers, &o, 5000),
+              "the swap of ..data to ..v2 was not picked up");
+    yaml = watch_yaml(&o, false);
+    configmap_version(dir, 3, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_gone, &o, 5000),
+              "the swap of ..data to ..v3 was not picked up");
+
+    cr_assert_eq(proc_stop(&o.gw, SIGTERM, 15000), 0);
+    proc_stop(&o.echo, SIGTERM, 5000);
+    for (int n = 1; n <= 3; n++) {
+        char *f = harness_strf("%s/..v%d/gw.yaml", dir, n);
+        char *d = harness_strf("%s/..v%d", dir, n);
+
+        unlink(f);
+        rmdir(d);
+        free(f);
+        free(d);
+    }
+    unlink(link);
+    free(link);
+    link = harness_strf("%s/..data", dir);
+    unlink(link);
+    free(link);
+    rmdir(dir);
+    free(dir);
+    free(o.cfg_path);
+}
+
+Test(ops, watch_follows_a_symlink_to_another_directory, .timeout = 60)
+{
+    struct ops o;
+    char *dir_link, *dir_file, *real, *yaml;
+
+    memset(&o, 0, sizeof(o));
+    echo_start(&o.echo, &o.echo_port);
+    o.port = harness_free_port();
+    o.admin = harness_free_port();
+    dir_link = make_dir();
+    dir_file = make_dir();
+    real = harness_strf("%s/real.yaml", dir_file);
+    yaml = watch_yaml(&o, false);
+    write_in_place(real, yaml);
+    free(yaml);
+    o.cfg_path = harness_strf("%s/gw.yaml", dir_link);
+    cr_assert_eq(symlink(real, o.cfg_path), 0);
+    gateway_start(&o.gw, o.cfg_path, o.port);
+    cr_assert_eq(status(&o, "/b/x"), 404);
+
+    /* Edited where it is: only its own directory sees it. */
+    yaml = watch_yaml(&o, true);
+    write_in_place(real, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_answers, &o, 5000),
+              "an edit of the symlink's target was not picked up");
+    /* Replaced by a rename there: still followed. */
+    yaml = watch_yaml(&o, false);
+    write_file(real, yaml);
+    free(yaml);
+    cr_assert(harness_wait_until(b_gone, &o, 5000),
+              "a second edit of the symlink's target was not picked up");
+
+    cr_assert_eq(proc_stop(&o.gw, SIGTERM, 15000), 0);
+    proc_stop(&o.echo, SIGTERM, 5000);
+    unlink(o.cfg_path);
+    unlink(real);
+    rmdir(dir_link);
+    rmdir(dir_file);
+    free(real);
+    free(dir_link);
+    free(dir_file);
+    free(o.cfg_path);
 }
 
 /* ---- admin listener and metrics ---- */
@@ -375,6 +605,114 @@ Test(ops, admin_answers_health_ready_and_routes)
     http_response_free(&r);
     cr_assert_eq(get(o.admin, "/nothing", &r), 404);
     http_response_free(&r);
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+/* 'method' on admin 'path' is a 405 whose Allow field is 'allow'. */
+static void
+assert_405_allow(const struct ops *o, const char *method, const char *path,
+                 const char *allow)
+{
+    char *u = harness_strf("http://127.0.0.1:%u%s", o->admin, path);
+    struct http_response r;
+    char *got;
+
+    http_request(&r, method, u, NULL, NULL, 0, 10000);
+    cr_assert_eq(r.status, 405, "%s %s: %ld", method, path, r.status);
+    got = http_response_header(&r, "Allow");
+    cr_assert(got != NULL, "%s %s: a 405 without Allow", method, path);
+    cr_assert_str_eq(got, allow, "%s %s", method, path);
+    free(got);
+    http_response_free(&r);
+    free(u);
+}
+
+Test(ops, admin_405_answers_say_which_methods_are_allowed)
+{
+    struct ops o;
+
+    ops_start(&o, NULL);
+    assert_405_allow(&o, "GET", "/reload", "POST");
+    assert_405_allow(&o, "POST", "/health", "GET, HEAD");
+    assert_405_allow(&o, "POST", "/metrics", "GET, HEAD");
+    cr_assert_eq(ops_stop(&o), 0);
+}
+
+/* Milliseconds until the admin listener closes a connection that sent
+ * 'text' and no more (it is never answered); 'limit_ms' if it did not. */
+static int64_t
+admin_cut_ms(uint16_t admin, const char *text, int limit_ms)
+{
+    int64_t t0 = harness_now_ms();
+    char *got = raw_http(admin, text, strlen(text), limit_ms);
+
+    cr_assert(got != NULL, "the admin listener refused the connection");
+    cr_assert_str_eq(got, "", "an answer to a partial head: %s", got);
+    free(got);
+    return harness_now_ms() - t0;
+}
+
+Test(ops, admin_connections_time_out_at_header_timeout, .timeout = 60)
+{
+    struct echo_stack st;
+    uint16_t admin = harness_free_port();
+    char *sections = harness_strf("admin:\n  listen: 127.0.0.1:%u\n", admin);
+    int64_t partial, idle;
+
+    echo_stack_start(&st, "  header_timeout: 1s\n", sections,
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
+    free(sections);
+    cr_assert(harness_wait_port(admin, 5000), "no admin listener");
+    partial = admin_cut_ms(admin, "GET /health HTTP/1.1\r\nHost: a\r\n", 8000);
+    idle = admin_cut_ms(admin, "", 8000);
+    cr_assert_lt(partial, 5000, "a partial head stayed open %lld ms",
+                 (long long)partial);
+    cr_assert_lt(idle, 5000, "a silent connection stayed open %lld ms",
+                 (long long)idle);
+    /* Not cut at once: the timeout is header_timeout's second. */
+    cr_assert_geq(partial, 500, "cut after %lld ms", (long long)partial);
+    echo_stack_stop(&st);
+}
+
+/* Where the response starting at 'p' ends: after its head and the
+ * Content-Length bytes of body it announces (none for a HEAD). */
+static const char *
+response_end(const char *p, bool head)
+{
+    const char *end = strstr(p, "\r\n\r\n");
+    const char *cl = strstr(p, "Content-Length: ");
+
+    cr_assert(end != NULL, "no whole head in: %s", p);
+    if (head || cl == NULL || cl > end) {
+        return end + 4;
+    }
+    return end + 4 + atol(cl + strlen("Content-Length: "));
+}
+
+Test(ops, admin_head_replies_have_no_body)
+{
+    static const char req[] = "HEAD /health HTTP/1.1\r\nHost: a\r\n\r\n"
+                              "GET /health HTTP/1.1\r\nHost: a\r\n"
+                              "Connection: close\r\n\r\n";
+    struct ops o;
+    char *got;
+    const char *second;
+
+    ops_start(&o, NULL);
+    got = raw_http(o.admin, req, sizeof(req) - 1, 5000);
+    cr_assert(got != NULL);
+    cr_assert(strncmp(got, "HTTP/1.1 200", 12) == 0, "%s", got);
+    /* The HEAD answer says the GET's length and sends no byte of it. */
+    cr_assert(strstr(got, "Content-Length: 16\r\n") != NULL, "%s", got);
+    second = response_end(got, true);
+    cr_assert(strncmp(second, "HTTP/1.1 200", 12) == 0,
+              "the second response does not start where the HEAD one "
+              "ends: %s",
+              got);
+    cr_assert_str_eq(response_end(second, false) - 16, "{\"status\":\"ok\"}\n");
+    free(got);
     cr_assert_eq(ops_stop(&o), 0);
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "accesslog.h"
@@ -358,6 +359,90 @@ Test(config, load_reports_an_unreadable_file)
                      "no/such/gateway.yaml: cannot read: No such file or "
                      "directory");
     config_errors_deinit(&e);
+}
+
+/* config_load() of 'path' is refused with exactly 'want' (after the path
+ * and ": "), at once: within 2 s, the test's own timeout catching a
+ * loader that blocks. */
+static void
+assert_load_refused(const char *path, const char *want)
+{
+    struct config_errors e;
+    char *full = xasprintf("%s: %s", path, want);
+
+    config_errors_init(&e);
+    cr_assert_null(config_load(path, &e));
+    cr_assert_eq(e.n, 1);
+    cr_assert_str_eq(e.v[0], full);
+    free(full);
+    config_errors_deinit(&e);
+}
+
+Test(config, load_refuses_a_fifo_without_waiting_for_a_writer, .timeout = 5)
+{
+    char dir[] = "/tmp/sluice-test-config-XXXXXX";
+    char *path;
+
+    cr_assert_not_null(mkdtemp(dir));
+    path = xasprintf("%s/gateway.yaml", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    assert_load_refused(path, "cannot read: a FIFO, not a regular file");
+    unlink(path);
+    rmdir(dir);
+    free(path);
+}
+
+Test(config, load_refuses_a_device_through_a_symlink, .timeout = 5)
+{
+    char dir[] = "/tmp/sluice-test-config-XXXXXX";
+    char *path;
+
+    cr_assert_not_null(mkdtemp(dir));
+    path = xasprintf("%s/gateway.yaml", dir);
+    cr_assert_eq(symlink("/dev/zero", path), 0);
+    assert_load_refused(path,
+                        "cannot read: a character device, not a regular file");
+    unlink(path);
+    rmdir(dir);
+    free(path);
+}
+
+Test(config, load_refuses_a_directory)
+{
+    char dir[] = "/tmp/sluice-test-config-XXXXXX";
+
+    cr_assert_not_null(mkdtemp(dir));
+    assert_load_refused(dir, "cannot read: a directory, not a regular file");
+    rmdir(dir);
+}
+
+Test(config, load_refuses_a_file_over_the_cap, .timeout = 5)
+{
+    char path[] = "/tmp/sluice-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    char *want;
+
+    cr_assert_geq(fd, 0);
+    /* Sparse: no 16 MiB written. */
+    cr_assert_eq(ftruncate(fd, CONFIG_FILE_MAX + 1), 0);
+    close(fd);
+    want = xasprintf("cannot read: %d bytes, more than the 16 MiB a config "
+                     "file may have",
+                     CONFIG_FILE_MAX + 1);
+    assert_load_refused(path, want);
+    free(want);
+    /* At the cap it is read (and parsed: a comment line of spaces). */
+    cr_assert_eq(truncate(path, CONFIG_FILE_MAX), 0);
+    {
+        struct config_errors e;
+
+        config_errors_init(&e);
+        cr_assert_null(config_load(path, &e));
+        cr_assert_geq(e.n, 1);
+        cr_assert(strstr(e.v[0], "cannot read") == NULL, "%s", e.v[0]);
+        config_errors_deinit(&e);
+    }
+    unlink(path);
 }
 
 Test(config, load_places_errors_under_the_path_given)
