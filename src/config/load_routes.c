@@ -26,6 +26,10 @@ struct kind_table {
     const char *extra;              /* a kind built here rather than by
                                        the module, or NULL: known to the
                                        suggestions all the same */
+    /* The rules between the elements of one list, or NULL: called with
+     * the 'n' built so far, the last just built from 'node'. */
+    void (*check)(struct loader *ld, yaml_node_t *node,
+                  const struct load_path *path, const void *built, size_t n);
 };
 
 /* Arguments of one predicate or filter, in shortcut order. */
@@ -691,9 +695,13 @@ parse_list(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     for (size_t i = 0; i < n; i++) {
         const struct load_path *sub = PATH_INDEX(path, i);
 
-        if (parse_element(ld, load_sequence_item(ld, node, i), sub, kt,
-                          v + *count * kt->size)) {
+        yaml_node_t *item = load_sequence_item(ld, node, i);
+
+        if (parse_element(ld, item, sub, kt, v + *count * kt->size)) {
             (*count)++;
+            if (kt->check != NULL) {
+                kt->check(ld, item, sub, v, *count);
+            }
         }
     }
     return v;
@@ -713,6 +721,31 @@ init_filter(void *obj, const struct kind_spec *spec, const char *const *args,
     return filter_init(obj, spec, args, nargs, err, errlen);
 }
 
+/*
+ * One Weight a route: the router draws the route's share of one group
+ * (router_weigh()), and a second group would keep no share and never
+ * match.
+ */
+static void
+check_predicates(struct loader *ld, yaml_node_t *node,
+                 const struct load_path *path, const void *built, size_t n)
+{
+    const struct predicate *p = built;
+
+    if (p[n - 1].kind != PREDICATE_WEIGHT) {
+        return;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i].kind == PREDICATE_WEIGHT) {
+            report(ld, node, path,
+                   "a route takes at most one Weight predicate (it is in "
+                   "group \"%s\" already)",
+                   p[i].name);
+            return;
+        }
+    }
+}
+
 static const struct kind_table filter_kinds;
 
 static const struct kind_table predicate_kinds = {
@@ -721,6 +754,7 @@ static const struct kind_table predicate_kinds = {
     .init = init_predicate,
     .size = sizeof(struct predicate),
     .other = &filter_kinds,
+    .check = check_predicates,
 };
 
 /* RequestRateLimiter is not in filter.c's table: its args are nested,

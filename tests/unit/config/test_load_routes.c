@@ -1,0 +1,72 @@
+/*
+ * The routes: section's rules between predicates and filters, and the
+ * arguments of the long form: what loads, and what is refused with one
+ * error naming its file, line, column and key.
+ */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "filter.h"
+#include "predicate.h"
+
+static struct config *
+parse(const char *yaml, struct config_errors *e)
+{
+    config_errors_init(e);
+    return config_parse(yaml, strlen(yaml), "t.yaml", e);
+}
+
+static void
+assert_error(const char *yaml, const char *want)
+{
+    struct config_errors e;
+    struct config *cfg = parse(yaml, &e);
+
+    cr_assert_null(cfg, "accepted: %s", yaml);
+    cr_assert_eq(e.n, 1, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
+    cr_assert_str_eq(e.v[0], want);
+    config_errors_deinit(&e);
+}
+
+static struct config *
+parse_ok(const char *yaml)
+{
+    struct config_errors e;
+    struct config *cfg = parse(yaml, &e);
+
+    cr_assert_not_null(cfg, "refused: %s", e.n > 0 ? e.v[0] : "(no error)");
+    config_errors_deinit(&e);
+    return cfg;
+}
+
+#define ROUTE(extra)                                                           \
+    "routes:\n"                                                                \
+    "  - id: a\n"                                                              \
+    "    uri: http://x\n" extra
+
+Test(load_routes, a_second_weight_predicate_is_refused)
+{
+    assert_error(ROUTE("    predicates: [Path=/w/**, 'Weight=g, 5', "
+                       "'Weight=h, 5']\n"),
+                 "t.yaml:4:45: routes[0].predicates[2]: a route takes at "
+                 "most one Weight predicate (it is in group \"g\" already)");
+    assert_error(ROUTE("    predicates:\n"
+                       "      - Weight=g, 5\n"
+                       "      - name: Weight\n"
+                       "        args: {group: g, weight: 5}\n"),
+                 "t.yaml:6:9: routes[0].predicates[1]: a route takes at "
+                 "most one Weight predicate (it is in group \"g\" already)");
+}
+
+Test(load_routes, one_weight_predicate_beside_others_loads)
+{
+    struct config *cfg =
+        parse_ok(ROUTE("    predicates: [Path=/w/**, 'Weight=g, 5']\n"));
+
+    cr_assert_eq(cfg->routes[0].npredicates, 2);
+    cr_assert_eq(cfg->routes[0].predicates[1].total, 5);
+    config_unref(cfg);
+}
