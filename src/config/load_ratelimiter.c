@@ -1172,6 +1172,20 @@ parse_resolvers(struct loader *ld, yaml_node_t *node, const struct field *f,
             report(ld, k, path, "empty bean name");
             continue;
         }
+        for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *qk = load_node_at(ld, q->key);
+
+            if (qk->type == YAML_SCALAR_NODE &&
+                strcmp((const char *)qk->data.scalar.value, name) == 0) {
+                report(ld, k, path, "duplicate key \"%s\" (first at line %zu)",
+                       name, (size_t)qk->start_mark.line + 1);
+                name = NULL;
+                break;
+            }
+        }
+        if (name == NULL) {
+            continue;
+        }
         text = load_scalar(ld, v, sub);
         if (!parse_key_text(ld, v, sub, text, &spec)) {
             continue;

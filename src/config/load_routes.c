@@ -184,6 +184,23 @@ parse_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
     free(resolved);
 }
 
+/* A key of 'map' before the pair 'p' spelled 'name', or NULL. */
+static yaml_node_t *
+earlier_key(struct loader *ld, yaml_node_t *map, const yaml_node_pair_t *p,
+            const char *name)
+{
+    for (const yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p;
+         q++) {
+        yaml_node_t *k = load_node_at(ld, q->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, name) == 0) {
+            return k;
+        }
+    }
+    return NULL;
+}
+
 void
 load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
                   void *base, const struct load_path *path)
@@ -209,6 +226,7 @@ load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
         struct upstream_uri u;
         const char *uri;
         const char *why = NULL;
+        yaml_node_t *first;
 
         if (name == NULL) {
             continue;
@@ -217,6 +235,11 @@ load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
         if (!load_valid_name(name)) {
             report(ld, k, sub,
                    "bad service name (use letters, digits, '_', '.' and '-')");
+            continue;
+        }
+        if ((first = earlier_key(ld, node, p, name)) != NULL) {
+            report(ld, k, path, "duplicate key \"%s\" (first at line %zu)",
+                   name, (size_t)first->start_mark.line + 1);
             continue;
         }
         uri = load_scalar(ld, v, sub);

@@ -120,3 +120,13 @@ Test(load_ratelimiter, a_dotted_kebab_key_is_named_as_written)
         "redis-rate-limiter.replenish-rate: bad integer \"ten\" "
         "(expected a whole number of at least 1)");
 }
+
+Test(load_ratelimiter, a_key_resolver_named_twice_is_refused)
+{
+    assert_error("scg:\n"
+                 "  key_resolvers:\n"
+                 "    apiKey: header:X-Api-Key\n"
+                 "    apiKey: ip\n" SCG_FILE("", RATE),
+                 "app.yml:4:5: scg.key_resolvers: duplicate key \"apiKey\" "
+                 "(first at line 3)");
+}

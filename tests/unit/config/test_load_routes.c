@@ -70,3 +70,13 @@ Test(load_routes, one_weight_predicate_beside_others_loads)
     cr_assert_eq(cfg->routes[0].predicates[1].total, 5);
     config_unref(cfg);
 }
+
+Test(load_routes, a_service_named_twice_is_refused)
+{
+    assert_error("scg:\n"
+                 "  services:\n"
+                 "    orders: http://10.1.2.3:8081\n"
+                 "    orders: http://10.9.9.9:8081\n" ROUTE(""),
+                 "t.yaml:4:5: scg.services: duplicate key \"orders\" (first "
+                 "at line 3)");
+}
