@@ -436,6 +436,46 @@ join_list(struct loader *ld, yaml_node_t *v, const struct load_path *sub,
 }
 
 /*
+ * A gathering argument given as one scalar, "/a/x,/b/y": its values
+ * cut at ',', as the shortcut form cuts them and as Spring binds a string
+ * to a list. False after reporting an empty one.
+ */
+static bool
+split_gather(struct loader *ld, yaml_node_t *v, const struct load_path *sub,
+             const struct kind_spec *spec, struct arglist *al)
+{
+    const char *s = load_scalar(ld, v, sub);
+    char *copy;
+    char *p;
+
+    if (s == NULL) {
+        return false;
+    }
+    copy = xstrdup(s);
+    al->own = xrealloc(al->own, (al->nown + 1) * sizeof(*al->own));
+    al->own[al->nown++] = copy;
+    p = copy;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        char *piece;
+
+        if (comma != NULL) {
+            *comma = '\0';
+        }
+        piece = load_trim(p);
+        if (*piece == '\0') {
+            report(ld, v, sub, "%s: an empty value in \"%s\"", spec->name, s);
+            return false;
+        }
+        arglist_push(al, piece);
+        if (comma == NULL) {
+            return true;
+        }
+        p = comma + 1;
+    }
+}
+
+/*
  * Puts the values of the long form's args (nodes[i] for spec->args[i],
  * NULL when left out) in shortcut order. Arguments are scalars, and a
  * gathering or list one may be a sequence of them. A sparse spec leaves
@@ -490,6 +530,8 @@ spread_args(struct loader *ld, yaml_node_t *node, const struct load_path *path,
                 }
                 ok = s != NULL;
             }
+        } else if (as->gather) {
+            ok = split_gather(ld, v, sub, spec, al);
         } else {
             const char *s = as->list && v->type == YAML_SEQUENCE_NODE
                                 ? join_list(ld, v, sub, al)

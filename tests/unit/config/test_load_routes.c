@@ -80,3 +80,38 @@ Test(load_routes, a_service_named_twice_is_refused)
                  "t.yaml:4:5: scg.services: duplicate key \"orders\" (first "
                  "at line 3)");
 }
+
+/* Spring binds "GET,POST" to a list; so does the long form here. */
+Test(load_routes, a_long_form_list_given_as_one_string_is_split)
+{
+    struct config *cfg =
+        parse_ok(ROUTE("    predicates:\n"
+                       "      - {name: Method, args: {methods: 'GET, POST'}}\n"
+                       "      - {name: Path, args: {patterns: '/a/**,/b/**'}}\n"
+                       "      - {name: Host, args: {patterns: 'a.org,b.org'}}\n"
+                       "      - name: RemoteAddr\n"
+                       "        args: {sources: '10.0.0.0/8, ::1'}\n"
+                       "      - name: XForwardedRemoteAddr\n"
+                       "        args: {sources: '10.0.0.0/8,192.0.2.1'}\n"));
+    const struct predicate *p = cfg->routes[0].predicates;
+
+    cr_assert_eq(cfg->routes[0].npredicates, 5);
+    cr_assert_eq(p[0].nvalues, 2);
+    cr_assert_str_eq(p[0].values[1], "POST");
+    cr_assert_eq(p[1].nvalues, 2);
+    cr_assert_str_eq(p[1].values[0], "/a/**");
+    cr_assert_str_eq(p[1].values[1], "/b/**");
+    cr_assert_eq(p[2].nvalues, 2);
+    cr_assert_str_eq(p[2].values[1], "b.org");
+    cr_assert_eq(p[3].ncidrs, 2);
+    cr_assert_eq(p[4].ncidrs, 2);
+    config_unref(cfg);
+}
+
+Test(load_routes, an_empty_value_in_a_long_form_list_is_refused)
+{
+    assert_error(ROUTE("    predicates:\n"
+                       "      - {name: Path, args: {patterns: '/a/**,'}}\n"),
+                 "t.yaml:5:39: routes[0].predicates[0].args.patterns: Path: "
+                 "an empty value in \"/a/**,\"");
+}
