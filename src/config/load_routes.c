@@ -910,6 +910,74 @@ check_framing_field(struct loader *ld, yaml_node_t *node,
     }
 }
 
+/* "SetPath", for messages. */
+static const char *
+filter_name(const struct filter *flt)
+{
+    size_t n;
+    const struct kind_spec *specs = filter_specs(&n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (specs[i].kind == (int)flt->kind) {
+            return specs[i].name;
+        }
+    }
+    return "filter";
+}
+
+/* True when a Path predicate of 'route' captures the variable 'name'. */
+static bool
+route_captures(const struct route *route, const char *name, size_t len)
+{
+    for (size_t i = 0; i < route->npredicates; i++) {
+        const struct predicate *p = &route->predicates[i];
+
+        for (size_t j = 0; p->kind == PREDICATE_PATH && j < p->nvalues; j++) {
+            if (glob_captures(p->values[j], name, len)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/*
+ * A "{name}" in a filter's value that no Path pattern of the route
+ * captures would expand to nothing on every request: a typo, reported.
+ * The route's predicates are read before its filters (route_fields).
+ */
+static void
+check_template_vars(struct loader *ld, yaml_node_t *node,
+                    const struct load_path *path, const struct route *route,
+                    const struct filter *flt)
+{
+    const char *s = flt->value;
+    size_t len;
+
+    switch (flt->kind) {
+    case FILTER_PREFIX_PATH:
+    case FILTER_SET_PATH:
+    case FILTER_ADD_REQUEST_HEADER:
+    case FILTER_SET_REQUEST_HEADER:
+    case FILTER_ADD_RESPONSE_HEADER:
+    case FILTER_SET_RESPONSE_HEADER:
+    case FILTER_ADD_REQUEST_PARAMETER:
+        break;
+    default:
+        return;
+    }
+    while (s != NULL && (s = glob_next_ref(s, &len)) != NULL) {
+        if (!route_captures(route, s + 1, len)) {
+            report(ld, node, path,
+                   "%s: no Path pattern of the route captures {%.*s}, so it "
+                   "would always be empty",
+                   filter_name(flt), (int)len, s + 1);
+            return;
+        }
+        s += len + 2;
+    }
+}
+
 /*
  * parse_list(), but a RequestRateLimiter goes to the route's rate
  * limiters, built by load_ratelimiter.c; messages still name its index in
@@ -946,6 +1014,8 @@ append_filters(struct loader *ld, yaml_node_t *node,
                 check_identity_field(ld, item, sub,
                                      &route->filters[route->nfilters]);
                 check_framing_field(ld, item, sub,
+                                    &route->filters[route->nfilters]);
+                check_template_vars(ld, item, sub, route,
                                     &route->filters[route->nfilters]);
                 route->nfilters++;
             }

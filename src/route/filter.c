@@ -373,6 +373,20 @@ init_path(struct filter *f, const char *name, const char *what, const char *arg,
                       what);
         return -1;
     }
+    /* A '{' in a path is a URI variable or a mistake: it would go
+       upstream as it is. */
+    for (const char *open = strchr(arg, '{'); open != NULL;
+         open = strchr(open + 1, '{')) {
+        size_t len;
+
+        if (glob_next_ref(open, &len) != open) {
+            errbuf_printf(err, errlen,
+                          "%s: %s: '{' does not open a {name} (a name of "
+                          "letters, digits, '_' and '-', then '}')",
+                          name, what);
+            return -1;
+        }
+    }
     f->value = xstrdup(arg);
     return 0;
 }

@@ -115,3 +115,47 @@ Test(load_routes, an_empty_value_in_a_long_form_list_is_refused)
                  "t.yaml:5:39: routes[0].predicates[0].args.patterns: Path: "
                  "an empty value in \"/a/**,\"");
 }
+
+Test(load_routes, a_variable_no_path_pattern_captures_is_refused)
+{
+    assert_error(ROUTE("    predicates: ['Path=/items/{id}']\n"
+                       "    filters: ['SetPath=/v2/{idd}']\n"),
+                 "t.yaml:5:15: routes[0].filters[0]: SetPath: no Path "
+                 "pattern of the route captures {idd}, so it would always "
+                 "be empty");
+    assert_error(ROUTE("    predicates: ['Path=/items/{id}']\n"
+                       "    filters: ['AddRequestHeader=X-Item, {idd}']\n"),
+                 "t.yaml:5:15: routes[0].filters[0]: AddRequestHeader: no "
+                 "Path pattern of the route captures {idd}, so it would "
+                 "always be empty");
+    assert_error(ROUTE("    filters: ['AddRequestParameter=item, {id}']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: AddRequestParameter: "
+                 "no Path pattern of the route captures {id}, so it would "
+                 "always be empty");
+}
+
+Test(load_routes, a_variable_one_path_pattern_captures_loads)
+{
+    struct config *cfg = parse_ok(
+        ROUTE("    predicates: ['Path=/items/{id}, /things/{id}/{part}']\n"
+              "    filters:\n"
+              "      - SetPath=/v2/{id}/{part}\n"
+              "      - 'AddRequestHeader=X-Json, {\"a\": 1}'\n"
+              "      - 'SetResponseHeader=X-Item, {id}'\n"));
+
+    cr_assert_eq(cfg->routes[0].nfilters, 3);
+    config_unref(cfg);
+}
+
+Test(load_routes, an_unclosed_brace_in_a_path_template_is_refused)
+{
+    assert_error(ROUTE("    predicates: ['Path=/items/{x}']\n"
+                       "    filters: ['SetPath=/{x']\n"),
+                 "t.yaml:5:15: routes[0].filters[0]: SetPath: template: '{' "
+                 "does not open a {name} (a name of letters, digits, '_' and "
+                 "'-', then '}')");
+    assert_error(ROUTE("    filters: ['PrefixPath=/a{b']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: PrefixPath: prefix: '{' "
+                 "does not open a {name} (a name of letters, digits, '_' and "
+                 "'-', then '}')");
+}
