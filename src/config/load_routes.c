@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "forward.h"
+#include "forwarded.h"
 #include "load.h"
 #include "router.h"
 #include "xmalloc.h"
@@ -978,6 +979,64 @@ check_template_vars(struct loader *ld, yaml_node_t *node,
     }
 }
 
+/* The request fields the gateway writes itself (forward.h,
+ * forward_request_headers()), hop-by-hop ones aside. */
+static const char *const gateway_request_fields[] = {
+    "Host",
+    "Content-Length",
+    "Expect",
+    "X-Forwarded-For",
+    "X-Forwarded-Proto",
+    "X-Forwarded-Host",
+};
+
+/*
+ * A request filter that would write Host, Content-Length, Expect, an
+ * X-Forwarded-* field (in either spelling, '-' or '_') or a hop-by-hop
+ * field: the gateway sets or drops each of them when it forwards, so the
+ * filter could never take effect. Reported rather than left to do
+ * nothing, as check_framing_field() does for responses.
+ */
+static void
+check_request_field(struct loader *ld, yaml_node_t *node,
+                    const struct load_path *path, const struct filter *flt)
+{
+    const char *name = flt->name;
+
+    if (flt->kind == FILTER_MAP_REQUEST_HEADER) {
+        name = flt->name2;
+    } else if (flt->kind != FILTER_ADD_REQUEST_HEADER &&
+               flt->kind != FILTER_SET_REQUEST_HEADER) {
+        return;
+    }
+    if (name == NULL) {
+        return;
+    }
+    if (forward_same_to_cgi(name, "Host")) {
+        report(ld, node, path,
+               "%s is the gateway's to set: use SetRequestHostHeader to send "
+               "another, or PreserveHostHeader to keep the client's",
+               name);
+        return;
+    }
+    for (size_t i = 0; i < NELEMS(gateway_request_fields); i++) {
+        if (forward_same_to_cgi(name, gateway_request_fields[i])) {
+            report(ld, node, path,
+                   "%s is set by the gateway when it forwards the request: "
+                   "a request filter may not set it",
+                   name);
+            return;
+        }
+    }
+    if (forwarded_is_hop_by_hop(name)) {
+        report(ld, node, path,
+               "%s frames the request or governs its connection: the "
+               "gateway does not forward it, and a request filter may not "
+               "set it",
+               name);
+    }
+}
+
 /*
  * parse_list(), but a RequestRateLimiter goes to the route's rate
  * limiters, built by load_ratelimiter.c; messages still name its index in
@@ -1014,6 +1073,8 @@ append_filters(struct loader *ld, yaml_node_t *node,
                 check_identity_field(ld, item, sub,
                                      &route->filters[route->nfilters]);
                 check_framing_field(ld, item, sub,
+                                    &route->filters[route->nfilters]);
+                check_request_field(ld, item, sub,
                                     &route->filters[route->nfilters]);
                 check_template_vars(ld, item, sub, route,
                                     &route->filters[route->nfilters]);

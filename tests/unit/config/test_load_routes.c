@@ -159,3 +159,43 @@ Test(load_routes, an_unclosed_brace_in_a_path_template_is_refused)
                  "does not open a {name} (a name of letters, digits, '_' and "
                  "'-', then '}')");
 }
+
+Test(load_routes, a_request_filter_on_a_field_the_gateway_owns_is_refused)
+{
+    assert_error(ROUTE("    filters: ['SetRequestHeader=Transfer-Encoding, "
+                       "chunked']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: Transfer-Encoding "
+                 "frames the request or governs its connection: the gateway "
+                 "does not forward it, and a request filter may not set it");
+    assert_error(ROUTE("    filters: ['AddRequestHeader=Content-Length, 5']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: Content-Length is set "
+                 "by the gateway when it forwards the request: a request "
+                 "filter may not set it");
+    assert_error(ROUTE("    filters: ['AddRequestHeader=X-Forwarded-For, "
+                       "6.6.6.6']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: X-Forwarded-For is set "
+                 "by the gateway when it forwards the request: a request "
+                 "filter may not set it");
+    assert_error(ROUTE("    filters: ['MapRequestHeader=X-A, x_forwarded_"
+                       "host']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: x_forwarded_host is set "
+                 "by the gateway when it forwards the request: a request "
+                 "filter may not set it");
+    assert_error(ROUTE("    filters: ['SetRequestHeader=Host, x']\n"),
+                 "t.yaml:4:15: routes[0].filters[0]: Host is the gateway's "
+                 "to set: use SetRequestHostHeader to send another, or "
+                 "PreserveHostHeader to keep the client's");
+}
+
+Test(load_routes, a_request_filter_on_another_field_loads)
+{
+    struct config *cfg =
+        parse_ok(ROUTE("    filters:\n"
+                       "      - 'SetRequestHeader=X-Forwarded-Port, 443'\n"
+                       "      - 'MapRequestHeader=Host, X-Original-Host'\n"
+                       "      - RemoveRequestHeader=Connection\n"
+                       "      - SetRequestHostHeader=api.internal\n"));
+
+    cr_assert_eq(cfg->routes[0].nfilters, 4);
+    config_unref(cfg);
+}
