@@ -10,7 +10,6 @@
 #include <strings.h>
 
 #include "forward.h"
-#include "forwarded.h"
 #include "load.h"
 #include "router.h"
 #include "xmalloc.h"
@@ -979,17 +978,6 @@ check_template_vars(struct loader *ld, yaml_node_t *node,
     }
 }
 
-/* The request fields the gateway writes itself (forward.h,
- * forward_request_headers()), hop-by-hop ones aside. */
-static const char *const gateway_request_fields[] = {
-    "Host",
-    "Content-Length",
-    "Expect",
-    "X-Forwarded-For",
-    "X-Forwarded-Proto",
-    "X-Forwarded-Host",
-};
-
 /*
  * A request filter that would write Host, Content-Length, Expect, an
  * X-Forwarded-* field (in either spelling, '-' or '_') or a hop-by-hop
@@ -1012,28 +1000,28 @@ check_request_field(struct loader *ld, yaml_node_t *node,
     if (name == NULL) {
         return;
     }
-    if (forward_same_to_cgi(name, "Host")) {
+    switch (load_request_field(name)) {
+    case LOAD_FIELD_FREE:
+        break;
+    case LOAD_FIELD_HOST:
         report(ld, node, path,
                "%s is the gateway's to set: use SetRequestHostHeader to send "
                "another, or PreserveHostHeader to keep the client's",
                name);
-        return;
-    }
-    for (size_t i = 0; i < NELEMS(gateway_request_fields); i++) {
-        if (forward_same_to_cgi(name, gateway_request_fields[i])) {
-            report(ld, node, path,
-                   "%s is set by the gateway when it forwards the request: "
-                   "a request filter may not set it",
-                   name);
-            return;
-        }
-    }
-    if (forwarded_is_hop_by_hop(name)) {
+        break;
+    case LOAD_FIELD_SET:
+        report(ld, node, path,
+               "%s is set by the gateway when it forwards the request: a "
+               "request filter may not set it",
+               name);
+        break;
+    case LOAD_FIELD_HOP:
         report(ld, node, path,
                "%s frames the request or governs its connection: the "
                "gateway does not forward it, and a request filter may not "
                "set it",
                name);
+        break;
     }
 }
 

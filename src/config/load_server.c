@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward.h"
+#include "forwarded.h"
 #include "load.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -212,6 +214,97 @@ static const struct field admin_fields[] = {
      .offset = offsetof(struct admin_conf, listen)},
 };
 
+/* The request fields the gateway writes itself (forward.h,
+ * forward_request_headers()), hop-by-hop ones and Host aside. */
+static const char *const gateway_request_fields[] = {
+    "Content-Length",    "Expect",           "X-Forwarded-For",
+    "X-Forwarded-Proto", "X-Forwarded-Host",
+};
+
+enum load_field_owner
+load_request_field(const char *name)
+{
+    if (forward_same_to_cgi(name, "Host")) {
+        return LOAD_FIELD_HOST;
+    }
+    for (size_t i = 0; i < NELEMS(gateway_request_fields); i++) {
+        if (forward_same_to_cgi(name, gateway_request_fields[i])) {
+            return LOAD_FIELD_SET;
+        }
+    }
+    return forwarded_is_hop_by_hop(name) ? LOAD_FIELD_HOP : LOAD_FIELD_FREE;
+}
+
+/* The value of 'key' in the mapping 'node', or 'node' itself. */
+static yaml_node_t *
+value_of(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        return node;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, key) == 0) {
+            return load_node_at(ld, p->value);
+        }
+    }
+    return node;
+}
+
+/* A field the gateway writes or drops could carry no identity. */
+static bool
+check_identity_name(struct loader *ld, yaml_node_t *node,
+                    const struct load_path *path, const char *key,
+                    const char *name)
+{
+    const char *why = NULL;
+
+    if (name == NULL) {
+        return false;
+    }
+    switch (load_request_field(name)) {
+    case LOAD_FIELD_FREE:
+        return true;
+    case LOAD_FIELD_HOST:
+    case LOAD_FIELD_SET:
+        why = "the gateway writes it when it forwards the request";
+        break;
+    case LOAD_FIELD_HOP:
+        why = "it is hop-by-hop, never forwarded";
+        break;
+    }
+    report(ld, value_of(ld, node, key), PATH_KEY(path, key),
+           "%s cannot carry the identity: %s", name, why);
+    return false;
+}
+
+/*
+ * user_header and role_header are two fields, each the gateway's alone
+ * to write upstream (forward_request_headers()): one name for both would
+ * make user and role one value, and CGI upstreams read '_' as '-'.
+ */
+static void
+check_identity(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, void *base)
+{
+    const struct identity_conf *ic = base;
+
+    if (!check_identity_name(ld, node, path, "user_header", ic->user_header) ||
+        !check_identity_name(ld, node, path, "role_header", ic->role_header)) {
+        return;
+    }
+    if (forward_same_to_cgi(ic->user_header, ic->role_header)) {
+        report(ld, value_of(ld, node, "role_header"),
+               PATH_KEY(path, "role_header"),
+               "%s is user_header's field too (%s): user and role need two "
+               "fields (names differing in more than case and '_' for '-')",
+               ic->role_header, ic->user_header);
+    }
+}
+
 static const struct field identity_fields[] = {
     {.key = "user_header",
      .parse = load_token,
@@ -312,7 +405,11 @@ const struct table load_admin_table = {
 
 const struct table load_upstream_table = TABLE(upstream_fields);
 
-const struct table load_identity_table = TABLE(identity_fields);
+const struct table load_identity_table = {
+    .fields = identity_fields,
+    .n = NELEMS(identity_fields),
+    .check = check_identity,
+};
 
 /* Its keys are fields of struct config itself. */
 const struct table load_log_table = TABLE(log_fields);

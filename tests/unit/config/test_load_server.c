@@ -1,0 +1,83 @@
+/*
+ * The sections server:, admin: and identity: as a whole: the rules
+ * between their keys, each refused with one error naming its file, line,
+ * column and key.
+ */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+/* A route to make a file complete. */
+#define ROUTE "routes:\n  - id: a\n    uri: http://h\n"
+
+static struct config *
+parse(const char *yaml, struct config_errors *e)
+{
+    config_errors_init(e);
+    return config_parse(yaml, strlen(yaml), "t.yaml", e);
+}
+
+static void
+assert_error(const char *yaml, const char *want)
+{
+    struct config_errors e;
+    struct config *cfg = parse(yaml, &e);
+
+    cr_assert_null(cfg, "accepted: %s", yaml);
+    cr_assert_eq(e.n, 1, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
+    cr_assert_str_eq(e.v[0], want);
+    config_errors_deinit(&e);
+}
+
+static void
+assert_ok(const char *yaml)
+{
+    struct config_errors e;
+    struct config *cfg = parse(yaml, &e);
+
+    cr_assert_not_null(cfg, "refused: %s", e.n > 0 ? e.v[0] : "(no error)");
+    config_unref(cfg);
+    config_errors_deinit(&e);
+}
+
+Test(load_server, user_and_role_need_two_fields)
+{
+    assert_error("identity: {user_header: X-Who, role_header: x-who}\n" ROUTE,
+                 "t.yaml:1:45: identity.role_header: x-who is user_header's "
+                 "field too (X-Who): user and role need two fields (names "
+                 "differing in more than case and '_' for '-')");
+    assert_error("identity:\n"
+                 "  role_header: X_User_Id\n" ROUTE,
+                 "t.yaml:2:16: identity.role_header: X_User_Id is "
+                 "user_header's field too (X-User-Id): user and role need "
+                 "two fields (names differing in more than case and '_' for "
+                 "'-')");
+}
+
+Test(load_server, an_identity_field_the_gateway_owns_is_refused)
+{
+    assert_error("identity: {user_header: Host}\n" ROUTE,
+                 "t.yaml:1:25: identity.user_header: Host cannot carry the "
+                 "identity: the gateway writes it when it forwards the "
+                 "request");
+    assert_error("identity: {user_header: X-Forwarded-For}\n" ROUTE,
+                 "t.yaml:1:25: identity.user_header: X-Forwarded-For cannot "
+                 "carry the identity: the gateway writes it when it forwards "
+                 "the request");
+    assert_error("identity: {role_header: Content-Length}\n" ROUTE,
+                 "t.yaml:1:25: identity.role_header: Content-Length cannot "
+                 "carry the identity: the gateway writes it when it forwards "
+                 "the request");
+    assert_error("identity: {role_header: Connection}\n" ROUTE,
+                 "t.yaml:1:25: identity.role_header: Connection cannot carry "
+                 "the identity: it is hop-by-hop, never forwarded");
+}
+
+Test(load_server, identity_fields_of_their_own_load)
+{
+    assert_ok(
+        "identity: {user_header: X-Account, role_header: X-Plan}\n" ROUTE);
+}
