@@ -1237,6 +1237,32 @@ sort_by_order(struct route *routes, size_t n)
     }
 }
 
+/*
+ * default-filters with no route to go on: read onto a route made for the
+ * purpose and thrown away, so that a wrong one is still reported.
+ */
+static void
+check_defaults_alone(struct loader *ld, yaml_node_t *defaults,
+                     const struct load_path *defaults_path)
+{
+    struct route scratch;
+
+    memset(&scratch, 0, sizeof(scratch));
+    route_defaults(ld->cfg, &scratch);
+    append_filters(ld, defaults, defaults_path, &scratch);
+    for (size_t i = 0; i < scratch.nfilters; i++) {
+        filter_deinit(&scratch.filters[i]);
+    }
+    free(scratch.filters);
+    for (size_t i = 0; i < scratch.nrate_limiters; i++) {
+        rate_limit_conf_free(scratch.rate_limiters[i]);
+    }
+    free(scratch.rate_limiters);
+    free(scratch.tls.ca_file);
+    free(scratch.tls.cert_file);
+    free(scratch.tls.key_file);
+}
+
 void
 load_scg_routes(struct loader *ld, yaml_node_t *node,
                 const struct load_path *path, yaml_node_t *defaults,
@@ -1248,6 +1274,9 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
 
     if (!load_expect_sequence(ld, node, path)) {
         return;
+    }
+    if (n == 0 && defaults != NULL) {
+        check_defaults_alone(ld, defaults, defaults_path);
     }
     cfg->routes = xcalloc(n, sizeof(struct route));
     for (size_t i = 0; i < n; i++) {

@@ -199,3 +199,40 @@ Test(load_routes, a_request_filter_on_another_field_loads)
     cr_assert_eq(cfg->routes[0].nfilters, 4);
     config_unref(cfg);
 }
+
+Test(load_routes, a_wrong_default_filter_is_refused_without_routes)
+{
+    assert_error("spring:\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      default-filters: [Bogus=1]\n"
+                 "      routes: []\n",
+                 "t.yaml:4:25: spring.cloud.gateway.default-filters[0]: "
+                 "unknown filter \"Bogus\" (known: StripPrefix, PrefixPath, "
+                 "RewritePath, SetPath, AddRequestHeader, SetRequestHeader, "
+                 "RemoveRequestHeader, AddResponseHeader, SetResponseHeader, "
+                 "RemoveResponseHeader, PreserveHostHeader, "
+                 "AddRequestParameter, RemoveRequestParameter, "
+                 "MapRequestHeader, SetRequestHostHeader, "
+                 "DedupeResponseHeader, RewriteResponseHeader, "
+                 "RewriteLocationResponseHeader, SecureHeaders, SetStatus, "
+                 "RedirectTo, RequestSize, RequestHeaderSize, Retry, "
+                 "RequestRateLimiter)");
+}
+
+Test(load_routes, right_default_filters_load_without_routes)
+{
+    struct config *cfg = parse_ok("spring:\n"
+                                  "  cloud:\n"
+                                  "    gateway:\n"
+                                  "      default-filters:\n"
+                                  "        - AddResponseHeader=X-Gw, sluice\n"
+                                  "        - name: RequestRateLimiter\n"
+                                  "          args:\n"
+                                  "            redis-rate-limiter."
+                                  "replenishRate: 10\n"
+                                  "      routes: []\n");
+
+    cr_assert_eq(cfg->nroutes, 0);
+    config_unref(cfg);
+}
