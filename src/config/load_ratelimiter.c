@@ -1331,12 +1331,14 @@ load_is_rate_limiter(struct loader *ld, yaml_node_t *node)
 {
     if (node->type == YAML_SCALAR_NODE) {
         const char *s = (const char *)node->data.scalar.value;
-        size_t n = strcspn(s, "=");
+        size_t n;
 
+        /* The name as parse_shortcut() cuts it: blanks both sides. */
+        s += strspn(s, " \t");
+        n = strcspn(s, "=");
         while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) {
             n--;
         }
-        s += strspn(s, " \t");
         return strncmp(s, RATE_LIMITER_NAME, n) == 0 &&
                n == strlen(RATE_LIMITER_NAME);
     }

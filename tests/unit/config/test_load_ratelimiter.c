@@ -130,3 +130,15 @@ Test(load_ratelimiter, a_key_resolver_named_twice_is_refused)
                  "app.yml:4:5: scg.key_resolvers: duplicate key \"apiKey\" "
                  "(first at line 3)");
 }
+
+/* The name is read as the shortcut form reads every name: blanks cut. */
+Test(load_ratelimiter, a_shortcut_with_a_leading_blank_is_known)
+{
+    assert_error("routes:\n"
+                 "  - id: a\n"
+                 "    uri: http://x\n"
+                 "    filters: [' RequestRateLimiter=x']\n",
+                 "app.yml:4:15: routes[0].filters[0]: RequestRateLimiter has "
+                 "no shortcut form: write \"name: RequestRateLimiter\" with "
+                 "\"args: {key: ip, limiter: NAME}\"");
+}
