@@ -300,6 +300,14 @@ enum load_field_owner {
     LOAD_FIELD_HOP,  /* hop-by-hop: never forwarded */
 };
 enum load_field_owner load_request_field(const char *name);
+
+/*
+ * Reports at 'node' ('path') two of the listeners on (server.listen,
+ * server.tls.listen, admin.listen) that would bind one port of one
+ * address, which start-up would find only then (load_server.c).
+ */
+void load_check_listeners(struct loader *ld, yaml_node_t *node,
+                          const struct load_path *path);
 field_parse_cb load_identity_jwt;         /* load_identity.c */
 field_parse_cb load_limiters;             /* load_limiters.c */
 extern const struct table load_log_table; /* load_server.c */

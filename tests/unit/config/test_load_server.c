@@ -81,3 +81,43 @@ Test(load_server, identity_fields_of_their_own_load)
     assert_ok(
         "identity: {user_header: X-Account, role_header: X-Plan}\n" ROUTE);
 }
+
+Test(load_server, two_listeners_on_one_address_are_refused)
+{
+    assert_error("server: {listen: 127.0.0.1:9090}\n"
+                 "admin: {}\n" ROUTE,
+                 "t.yaml:2:8: admin.listen: server.listen and admin.listen "
+                 "would both bind port 9090 (127.0.0.1, 127.0.0.1): give them "
+                 "different ports");
+    assert_error("server: {listen: 0.0.0.0:8081}\n"
+                 "admin: {listen: '127.0.0.1:8081'}\n" ROUTE,
+                 "t.yaml:2:17: admin.listen: server.listen and admin.listen "
+                 "would both bind port 8081 (0.0.0.0, 127.0.0.1): give them "
+                 "different ports");
+    assert_error("server:\n"
+                 "  listen: '[::]:8443'\n"
+                 "  tls: {cert_file: c.pem, key_file: k.pem}\n" ROUTE,
+                 "t.yaml:3:8: server.tls: server.listen and "
+                 "server.tls.listen would both bind port 8443 (::, 0.0.0.0): "
+                 "give them different ports");
+    assert_error("sluice:\n"
+                 "  admin: {listen: '0.0.0.0:9000'}\n"
+                 "server:\n"
+                 "  port: 9000\n"
+                 "spring:\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      routes: []\n",
+                 "t.yaml:4:9: server.port: server.listen and admin.listen "
+                 "would both bind port 9000 (0.0.0.0, 0.0.0.0): give them "
+                 "different ports");
+}
+
+Test(load_server, listeners_on_other_ports_or_families_load)
+{
+    assert_ok("server: {listen: 127.0.0.1:9090}\n"
+              "admin: {listen: '127.0.0.2:9090'}\n" ROUTE);
+    assert_ok("server: {listen: 0.0.0.0:9090}\n"
+              "admin: {listen: '[::1]:9090'}\n" ROUTE);
+    assert_ok("admin: {}\n" ROUTE);
+}
