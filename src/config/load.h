@@ -289,11 +289,30 @@ extern const struct table load_upstream_table; /* load_server.c */
 /* upstream.tls and a route's tls: (struct upstream_tls). */
 extern const struct table load_upstream_tls_table; /* load_server.c */
 extern const struct table load_identity_table;     /* load_server.c */
-field_parse_cb load_identity_jwt;                  /* load_identity.c */
-field_parse_cb load_limiters;                      /* load_limiters.c */
-extern const struct table load_log_table;          /* load_server.c */
-field_parse_cb load_routes;                        /* load_routes.c */
-field_parse_cb load_scg_section; /* load_ratelimiter.c: scg: */
+
+/* Whose a request field is when the gateway forwards it (load_server.c). */
+enum load_field_owner {
+    LOAD_FIELD_FREE, /* the filters' and the client's */
+    LOAD_FIELD_HOST, /* Host: the route's uri, or SetRequestHostHeader */
+    LOAD_FIELD_SET,  /* Content-Length, Expect, X-Forwarded-For, -Proto,
+                        -Host (either spelling, '-' or '_'): the gateway
+                        writes or drops it */
+    LOAD_FIELD_HOP,  /* hop-by-hop: never forwarded */
+};
+enum load_field_owner load_request_field(const char *name);
+
+/*
+ * Reports at 'node' ('path') two of the listeners on (server.listen,
+ * server.tls.listen, admin.listen) that would bind one port of one
+ * address, which start-up would find only then (load_server.c).
+ */
+void load_check_listeners(struct loader *ld, yaml_node_t *node,
+                          const struct load_path *path);
+field_parse_cb load_identity_jwt;         /* load_identity.c */
+field_parse_cb load_limiters;             /* load_limiters.c */
+extern const struct table load_log_table; /* load_server.c */
+field_parse_cb load_routes;               /* load_routes.c */
+field_parse_cb load_scg_section;          /* load_ratelimiter.c: scg: */
 /* spring.cloud.gateway.filter.request-rate-limiter: the defaults of every
  * RequestRateLimiter of the file (load_ratelimiter.c). */
 field_parse_cb load_scg_rrl_defaults;

@@ -81,16 +81,18 @@ struct rl_form {
     uint64_t cost;             /* units per request; default 1 */
     int on_redis_error;        /* enum redis_failure; default local */
     bool dry_run;              /* count but never refuse */
-    int empty_key;             /* 1: allow a request with an empty key */
+    int empty_key;             /* 1: allow a request with an empty key,
+                                  0: deny, -1: not given */
     yaml_node_t *scope;        /* route | NAME */
     int local;                 /* backend: 1 local, 0 redis */
     int headers;               /* enum rl_headers; default both */
     unsigned status;           /* of a refusal: 400..599, default 429 */
     yaml_node_t *scg_rl;       /* Spring's redis-rate-limiter: {replenishRate,
                                   burstCapacity, requestedTokens} */
-    yaml_node_t *scg_flat[3];  /* the same as dotted keys,
-                                  "redis-rate-limiter.replenishRate",
-                                  burstCapacity, requestedTokens */
+    yaml_node_t *scg_flat[6];  /* the same as dotted keys, in the order
+                                  of scg_rl_fields: "redis-rate-limiter.
+                                  replenishRate", burstCapacity,
+                                  requestedTokens, then kebab-case */
     yaml_node_t *key_resolver; /* Spring's "#{@beanName}" */
     yaml_node_t *deny_empty;   /* Spring's deny-empty-key */
     yaml_node_t *empty_status; /* Spring's empty-key-status-code */
@@ -158,9 +160,9 @@ static const struct field rl_fields[] = {
     SCG_FLAT("replenishRate", 0),
     SCG_FLAT("burstCapacity", 1),
     SCG_FLAT("requestedTokens", 2),
-    SCG_FLAT("replenish-rate", 0),
-    SCG_FLAT("burst-capacity", 1),
-    SCG_FLAT("requested-tokens", 2),
+    SCG_FLAT("replenish-rate", 3),
+    SCG_FLAT("burst-capacity", 4),
+    SCG_FLAT("requested-tokens", 5),
     {.key = "key-resolver",
      .parse = load_node,
      .offset = offsetof(struct rl_form, key_resolver)},
@@ -736,12 +738,12 @@ parse_scope(struct loader *ld, yaml_node_t *node, const struct load_path *path,
  * (load_limiters.c) with the window of 1 s. */
 #define SCG_RATE_MAX 1000000000000ULL
 
-/* True if the mapping 'node' has the key 'key'. */
-static bool
-has_key(struct loader *ld, yaml_node_t *node, const char *key)
+/* The key 'key' of the mapping 'node', or NULL. */
+static yaml_node_t *
+key_node(struct loader *ld, yaml_node_t *node, const char *key)
 {
     if (node->type != YAML_MAPPING_NODE) {
-        return false;
+        return NULL;
     }
     for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
          p < node->data.mapping.pairs.top; p++) {
@@ -749,9 +751,43 @@ has_key(struct loader *ld, yaml_node_t *node, const char *key)
 
         if (k->type == YAML_SCALAR_NODE &&
             strcmp((const char *)k->data.scalar.value, key) == 0) {
-            return true;
+            return k;
         }
     }
+    return NULL;
+}
+
+static bool
+has_key(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    return key_node(ld, node, key) != NULL;
+}
+
+/*
+ * Two spellings of one setting ("status" and Spring's "status-code",
+ * "replenishRate" and "replenish-rate") in the mapping 'node' are the
+ * key given twice: reported at the later one, like any repeated key.
+ * True when at most one is there.
+ */
+static bool
+check_same_key(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, const char *a, const char *b)
+{
+    yaml_node_t *ka = key_node(ld, node, a);
+    yaml_node_t *kb = key_node(ld, node, b);
+    yaml_node_t *first;
+    yaml_node_t *later;
+
+    if (ka == NULL || kb == NULL) {
+        return true;
+    }
+    first = ka->start_mark.index < kb->start_mark.index ? ka : kb;
+    later = first == ka ? kb : ka;
+    report(ld, later, path,
+           "duplicate key \"%s\" (the same as \"%s\" at line %zu)",
+           (const char *)later->data.scalar.value,
+           (const char *)first->data.scalar.value,
+           (size_t)first->start_mark.line + 1);
     return false;
 }
 
@@ -913,6 +949,17 @@ load_name_derived(struct route *route)
     }
 }
 
+static bool
+has_flat(const struct rl_form *form)
+{
+    for (size_t i = 0; i < NELEMS(form->scg_flat); i++) {
+        if (form->scg_flat[i] != NULL) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * redis-rate-limiter: a token_bucket of burstCapacity refilled at
  * replenishRate per second, requestedTokens a request, keyed by the
@@ -944,24 +991,30 @@ parse_scg_limiter(struct loader *ld, const struct rl_form *form,
                "give either key-resolver or key, not both");
         return;
     }
-    if (form->scg_rl != NULL &&
-        (form->scg_flat[0] != NULL || form->scg_flat[1] != NULL ||
-         form->scg_flat[2] != NULL)) {
+    if (form->scg_rl != NULL && has_flat(form)) {
         report(ld, form->scg_rl, sub,
                "give redis-rate-limiter as a mapping or as dotted keys "
                "(redis-rate-limiter.replenishRate), not both");
         return;
     }
     if (form->scg_rl != NULL) {
-        if (load_fields(ld, form->scg_rl, sub, &scg_rl_table, &sf) != LOAD_OK) {
+        bool once = true;
+
+        for (size_t i = 0; i < 3; i++) {
+            once &= check_same_key(ld, form->scg_rl, sub, scg_rl_fields[i].key,
+                                   scg_rl_fields[i + 3].key);
+        }
+        if (!once ||
+            load_fields(ld, form->scg_rl, sub, &scg_rl_table, &sf) != LOAD_OK) {
             return;
         }
     } else {
         size_t before = ld->ndiags;
 
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < 6; i++) {
             const struct field *f = &scg_rl_fields[i];
 
+            /* Named as written: "redis-rate-limiter.replenish-rate". */
             if (form->scg_flat[i] != NULL) {
                 f->parse(ld, form->scg_flat[i], f, &sf, PATH_KEY(sub, f->key));
             }
@@ -1119,6 +1172,20 @@ parse_resolvers(struct loader *ld, yaml_node_t *node, const struct field *f,
             report(ld, k, path, "empty bean name");
             continue;
         }
+        for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *qk = load_node_at(ld, q->key);
+
+            if (qk->type == YAML_SCALAR_NODE &&
+                strcmp((const char *)qk->data.scalar.value, name) == 0) {
+                report(ld, k, path, "duplicate key \"%s\" (first at line %zu)",
+                       name, (size_t)qk->start_mark.line + 1);
+                name = NULL;
+                break;
+            }
+        }
+        if (name == NULL) {
+            continue;
+        }
         text = load_scalar(ld, v, sub);
         if (!parse_key_text(ld, v, sub, text, &spec)) {
             continue;
@@ -1150,6 +1217,29 @@ load_scg_section(struct loader *ld, yaml_node_t *node, const struct field *f,
     load_fields(ld, node, path, &scg_table, ld);
 }
 
+/* sluice's and Spring's spelling of one setting, both in 'node'. */
+static bool
+check_same_keys(struct loader *ld, yaml_node_t *node,
+                const struct load_path *path)
+{
+    static const char *const pairs[][2] = {
+        {"status", "status-code"},
+        {"empty_key", "deny-empty-key"},
+        {"redis-rate-limiter.replenishRate",
+         "redis-rate-limiter.replenish-rate"},
+        {"redis-rate-limiter.burstCapacity",
+         "redis-rate-limiter.burst-capacity"},
+        {"redis-rate-limiter.requestedTokens",
+         "redis-rate-limiter.requested-tokens"},
+    };
+    bool ok = true;
+
+    for (size_t i = 0; i < NELEMS(pairs); i++) {
+        ok &= check_same_key(ld, node, path, pairs[i][0], pairs[i][1]);
+    }
+    return ok;
+}
+
 /*
  * The args of a RequestRateLimiter on 'route' ('node' is the args
  * mapping). Returns the conf, or NULL after reporting every problem.
@@ -1170,18 +1260,25 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
     form.local = !ld->cfg->redis.enabled;
     form.headers = ld->scg ? RL_HEADERS_SCG : RL_HEADERS_BOTH;
     form.status = 429;
+    form.empty_key = -1;
     if (load_fields(ld, node, path, &rl_table, &form) == LOAD_BAD_KEYS) {
+        return NULL;
+    }
+    if (!check_same_keys(ld, node, path)) {
         return NULL;
     }
     rl = xcalloc(1, sizeof(*rl));
     rl->cost = form.cost;
     rl->dry_run = form.dry_run;
     rl->on_redis_error = (enum redis_failure)form.on_redis_error;
-    rl->empty_key_allow = form.empty_key != 0;
     rl->local = form.local != 0;
     rl->headers = (enum rl_headers)form.headers;
     rl->deny_status = (int)form.status;
-    if (ld->scg_deny_empty >= 0) {
+    /* The file's default, then the filter's own word (empty_key here,
+     * deny-empty-key in parse_scg_options()). */
+    if (form.empty_key >= 0) {
+        rl->empty_key_allow = form.empty_key != 0;
+    } else if (ld->scg_deny_empty >= 0) {
         rl->empty_key_allow = !ld->scg_deny_empty;
     }
     rl->empty_key_status = ld->scg_empty_status;
@@ -1194,8 +1291,7 @@ parse_rl_args(struct loader *ld, yaml_node_t *node,
     ctx.local = rl->local;
 
     parse_scg_options(ld, &form, path, rl);
-    if (form.scg_rl != NULL || form.scg_flat[0] != NULL ||
-        form.scg_flat[1] != NULL || form.scg_flat[2] != NULL) {
+    if (form.scg_rl != NULL || has_flat(&form)) {
         parse_scg_limiter(ld, &form, node, path, &ctx, route, rl);
     } else if (form.key_resolver != NULL) {
         report(ld, form.key_resolver, PATH_KEY(path, "key-resolver"),
@@ -1235,12 +1331,14 @@ load_is_rate_limiter(struct loader *ld, yaml_node_t *node)
 {
     if (node->type == YAML_SCALAR_NODE) {
         const char *s = (const char *)node->data.scalar.value;
-        size_t n = strcspn(s, "=");
+        size_t n;
 
+        /* The name as parse_shortcut() cuts it: blanks both sides. */
+        s += strspn(s, " \t");
+        n = strcspn(s, "=");
         while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) {
             n--;
         }
-        s += strspn(s, " \t");
         return strncmp(s, RATE_LIMITER_NAME, n) == 0 &&
                n == strlen(RATE_LIMITER_NAME);
     }

@@ -26,6 +26,10 @@ struct kind_table {
     const char *extra;              /* a kind built here rather than by
                                        the module, or NULL: known to the
                                        suggestions all the same */
+    /* The rules between the elements of one list, or NULL: called with
+     * the 'n' built so far, the last just built from 'node'. */
+    void (*check)(struct loader *ld, yaml_node_t *node,
+                  const struct load_path *path, const void *built, size_t n);
 };
 
 /* Arguments of one predicate or filter, in shortcut order. */
@@ -180,6 +184,23 @@ parse_uri(struct loader *ld, yaml_node_t *node, const struct field *f,
     free(resolved);
 }
 
+/* A key of 'map' before the pair 'p' spelled 'name', or NULL. */
+static yaml_node_t *
+earlier_key(struct loader *ld, yaml_node_t *map, const yaml_node_pair_t *p,
+            const char *name)
+{
+    for (const yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p;
+         q++) {
+        yaml_node_t *k = load_node_at(ld, q->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, name) == 0) {
+            return k;
+        }
+    }
+    return NULL;
+}
+
 void
 load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
                   void *base, const struct load_path *path)
@@ -205,6 +226,7 @@ load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
         struct upstream_uri u;
         const char *uri;
         const char *why = NULL;
+        yaml_node_t *first;
 
         if (name == NULL) {
             continue;
@@ -213,6 +235,11 @@ load_scg_services(struct loader *ld, yaml_node_t *node, const struct field *f,
         if (!load_valid_name(name)) {
             report(ld, k, sub,
                    "bad service name (use letters, digits, '_', '.' and '-')");
+            continue;
+        }
+        if ((first = earlier_key(ld, node, p, name)) != NULL) {
+            report(ld, k, path, "duplicate key \"%s\" (first at line %zu)",
+                   name, (size_t)first->start_mark.line + 1);
             continue;
         }
         uri = load_scalar(ld, v, sub);
@@ -409,6 +436,46 @@ join_list(struct loader *ld, yaml_node_t *v, const struct load_path *sub,
 }
 
 /*
+ * A gathering argument given as one scalar, "/a/x,/b/y": its values
+ * cut at ',', as the shortcut form cuts them and as Spring binds a string
+ * to a list. False after reporting an empty one.
+ */
+static bool
+split_gather(struct loader *ld, yaml_node_t *v, const struct load_path *sub,
+             const struct kind_spec *spec, struct arglist *al)
+{
+    const char *s = load_scalar(ld, v, sub);
+    char *copy;
+    char *p;
+
+    if (s == NULL) {
+        return false;
+    }
+    copy = xstrdup(s);
+    al->own = xrealloc(al->own, (al->nown + 1) * sizeof(*al->own));
+    al->own[al->nown++] = copy;
+    p = copy;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        char *piece;
+
+        if (comma != NULL) {
+            *comma = '\0';
+        }
+        piece = load_trim(p);
+        if (*piece == '\0') {
+            report(ld, v, sub, "%s: an empty value in \"%s\"", spec->name, s);
+            return false;
+        }
+        arglist_push(al, piece);
+        if (comma == NULL) {
+            return true;
+        }
+        p = comma + 1;
+    }
+}
+
+/*
  * Puts the values of the long form's args (nodes[i] for spec->args[i],
  * NULL when left out) in shortcut order. Arguments are scalars, and a
  * gathering or list one may be a sequence of them. A sparse spec leaves
@@ -463,6 +530,8 @@ spread_args(struct loader *ld, yaml_node_t *node, const struct load_path *path,
                 }
                 ok = s != NULL;
             }
+        } else if (as->gather) {
+            ok = split_gather(ld, v, sub, spec, al);
         } else {
             const char *s = as->list && v->type == YAML_SEQUENCE_NODE
                                 ? join_list(ld, v, sub, al)
@@ -691,9 +760,13 @@ parse_list(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     for (size_t i = 0; i < n; i++) {
         const struct load_path *sub = PATH_INDEX(path, i);
 
-        if (parse_element(ld, load_sequence_item(ld, node, i), sub, kt,
-                          v + *count * kt->size)) {
+        yaml_node_t *item = load_sequence_item(ld, node, i);
+
+        if (parse_element(ld, item, sub, kt, v + *count * kt->size)) {
             (*count)++;
+            if (kt->check != NULL) {
+                kt->check(ld, item, sub, v, *count);
+            }
         }
     }
     return v;
@@ -713,6 +786,31 @@ init_filter(void *obj, const struct kind_spec *spec, const char *const *args,
     return filter_init(obj, spec, args, nargs, err, errlen);
 }
 
+/*
+ * One Weight a route: the router draws the route's share of one group
+ * (router_weigh()), and a second group would keep no share and never
+ * match.
+ */
+static void
+check_predicates(struct loader *ld, yaml_node_t *node,
+                 const struct load_path *path, const void *built, size_t n)
+{
+    const struct predicate *p = built;
+
+    if (p[n - 1].kind != PREDICATE_WEIGHT) {
+        return;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i].kind == PREDICATE_WEIGHT) {
+            report(ld, node, path,
+                   "a route takes at most one Weight predicate (it is in "
+                   "group \"%s\" already)",
+                   p[i].name);
+            return;
+        }
+    }
+}
+
 static const struct kind_table filter_kinds;
 
 static const struct kind_table predicate_kinds = {
@@ -721,6 +819,7 @@ static const struct kind_table predicate_kinds = {
     .init = init_predicate,
     .size = sizeof(struct predicate),
     .other = &filter_kinds,
+    .check = check_predicates,
 };
 
 /* RequestRateLimiter is not in filter.c's table: its args are nested,
@@ -813,6 +912,121 @@ check_framing_field(struct loader *ld, yaml_node_t *node,
     }
 }
 
+/* "SetPath", for messages. */
+static const char *
+filter_name(const struct filter *flt)
+{
+    size_t n;
+    const struct kind_spec *specs = filter_specs(&n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (specs[i].kind == (int)flt->kind) {
+            return specs[i].name;
+        }
+    }
+    return "filter";
+}
+
+/* True when a Path predicate of 'route' captures the variable 'name'. */
+static bool
+route_captures(const struct route *route, const char *name, size_t len)
+{
+    for (size_t i = 0; i < route->npredicates; i++) {
+        const struct predicate *p = &route->predicates[i];
+
+        for (size_t j = 0; p->kind == PREDICATE_PATH && j < p->nvalues; j++) {
+            if (glob_captures(p->values[j], name, len)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/*
+ * A "{name}" in a filter's value that no Path pattern of the route
+ * captures would expand to nothing on every request: a typo, reported.
+ * The route's predicates are read before its filters (route_fields).
+ */
+static void
+check_template_vars(struct loader *ld, yaml_node_t *node,
+                    const struct load_path *path, const struct route *route,
+                    const struct filter *flt)
+{
+    const char *s = flt->value;
+    size_t len;
+
+    switch (flt->kind) {
+    case FILTER_PREFIX_PATH:
+    case FILTER_SET_PATH:
+    case FILTER_ADD_REQUEST_HEADER:
+    case FILTER_SET_REQUEST_HEADER:
+    case FILTER_ADD_RESPONSE_HEADER:
+    case FILTER_SET_RESPONSE_HEADER:
+    case FILTER_ADD_REQUEST_PARAMETER:
+        break;
+    default:
+        return;
+    }
+    while (s != NULL && (s = glob_next_ref(s, &len)) != NULL) {
+        if (!route_captures(route, s + 1, len)) {
+            report(ld, node, path,
+                   "%s: no Path pattern of the route captures {%.*s}, so it "
+                   "would always be empty",
+                   filter_name(flt), (int)len, s + 1);
+            return;
+        }
+        s += len + 2;
+    }
+}
+
+/*
+ * A request filter that would write Host, Content-Length, Expect, an
+ * X-Forwarded-* field (in either spelling, '-' or '_') or a hop-by-hop
+ * field: the gateway sets or drops each of them when it forwards, so the
+ * filter could never take effect. Reported rather than left to do
+ * nothing, as check_framing_field() does for responses.
+ */
+static void
+check_request_field(struct loader *ld, yaml_node_t *node,
+                    const struct load_path *path, const struct filter *flt)
+{
+    const char *name = flt->name;
+
+    if (flt->kind == FILTER_MAP_REQUEST_HEADER) {
+        name = flt->name2;
+    } else if (flt->kind != FILTER_ADD_REQUEST_HEADER &&
+               flt->kind != FILTER_SET_REQUEST_HEADER) {
+        return;
+    }
+    if (name == NULL) {
+        return;
+    }
+    switch (load_request_field(name)) {
+    case LOAD_FIELD_FREE:
+        break;
+    case LOAD_FIELD_HOST:
+        report(ld, node, path,
+               "%s is the gateway's to set: use SetRequestHostHeader to send "
+               "another, or PreserveHostHeader to keep the client's",
+               name);
+        break;
+    case LOAD_FIELD_SET:
+        report(ld, node, path,
+               "%s is set by the gateway when it forwards the request: a "
+               "request filter may not set it",
+               name);
+        break;
+    case LOAD_FIELD_HOP:
+        report(ld, node, path,
+               "%s frames the request or governs its connection: the "
+               "gateway does not forward it, and a request filter may not "
+               "set it",
+               name);
+        break;
+    }
+}
+
 /*
  * parse_list(), but a RequestRateLimiter goes to the route's rate
  * limiters, built by load_ratelimiter.c; messages still name its index in
@@ -849,6 +1063,10 @@ append_filters(struct loader *ld, yaml_node_t *node,
                 check_identity_field(ld, item, sub,
                                      &route->filters[route->nfilters]);
                 check_framing_field(ld, item, sub,
+                                    &route->filters[route->nfilters]);
+                check_request_field(ld, item, sub,
+                                    &route->filters[route->nfilters]);
+                check_template_vars(ld, item, sub, route,
                                     &route->filters[route->nfilters]);
                 route->nfilters++;
             }
@@ -1021,6 +1239,32 @@ sort_by_order(struct route *routes, size_t n)
     }
 }
 
+/*
+ * default-filters with no route to go on: read onto a route made for the
+ * purpose and thrown away, so that a wrong one is still reported.
+ */
+static void
+check_defaults_alone(struct loader *ld, yaml_node_t *defaults,
+                     const struct load_path *defaults_path)
+{
+    struct route scratch;
+
+    memset(&scratch, 0, sizeof(scratch));
+    route_defaults(ld->cfg, &scratch);
+    append_filters(ld, defaults, defaults_path, &scratch);
+    for (size_t i = 0; i < scratch.nfilters; i++) {
+        filter_deinit(&scratch.filters[i]);
+    }
+    free(scratch.filters);
+    for (size_t i = 0; i < scratch.nrate_limiters; i++) {
+        rate_limit_conf_free(scratch.rate_limiters[i]);
+    }
+    free(scratch.rate_limiters);
+    free(scratch.tls.ca_file);
+    free(scratch.tls.cert_file);
+    free(scratch.tls.key_file);
+}
+
 void
 load_scg_routes(struct loader *ld, yaml_node_t *node,
                 const struct load_path *path, yaml_node_t *defaults,
@@ -1032,6 +1276,9 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
 
     if (!load_expect_sequence(ld, node, path)) {
         return;
+    }
+    if (n == 0 && defaults != NULL) {
+        check_defaults_alone(ld, defaults, defaults_path);
     }
     cfg->routes = xcalloc(n, sizeof(struct route));
     for (size_t i = 0; i < n; i++) {

@@ -242,9 +242,30 @@ check_spring_redis(struct loader *ld, yaml_node_t *node,
     }
 }
 
+/*
+ * As in Spring Boot, the url overrides host, port, username, password and
+ * database, given or not: what it leaves out takes the default (port
+ * 6379, no user, no password, database 0). Read after those keys.
+ */
+static void
+parse_spring_url(struct loader *ld, yaml_node_t *node, const struct field *f,
+                 void *base, const struct load_path *path)
+{
+    struct redis_conf *r = base;
+
+    free(r->host);
+    free(r->user);
+    free(r->password);
+    r->host = NULL;
+    r->user = NULL;
+    r->password = NULL;
+    r->port = 6379;
+    r->db = 0;
+    load_redis_url(ld, node, f, base, path);
+}
+
 /* spring.redis and spring.data.redis: Spring Boot's names for them. */
 static const struct field spring_redis_fields[] = {
-    {.key = "url", .parse = load_redis_url},
     {.key = "host",
      .parse = load_text,
      .offset = offsetof(struct redis_conf, host)},
@@ -261,6 +282,7 @@ static const struct field spring_redis_fields[] = {
      .parse = load_uint,
      .offset = offsetof(struct redis_conf, db),
      .max = 1000000},
+    {.key = "url", .parse = parse_spring_url},
     {.key = "timeout",
      .parse = parse_spring_duration,
      .offset = offsetof(struct redis_conf, timeout_ms),
@@ -406,6 +428,7 @@ parse_server_port(struct loader *ld, yaml_node_t *node, const struct field *f,
         free(cfg->server.listen.host);
         cfg->server.listen.host = xstrdup("0.0.0.0");
         cfg->server.listen.port = port;
+        load_check_listeners(ld, node, path);
     }
 }
 

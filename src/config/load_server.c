@@ -6,10 +6,32 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "forward.h"
+#include "forwarded.h"
 #include "load.h"
 #include "log.h"
 #include "xmalloc.h"
+
+/* The value of 'key' in the mapping 'node', or 'node' itself. */
+static yaml_node_t *
+value_of(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        return node;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, key) == 0) {
+            return load_node_at(ld, p->value);
+        }
+    }
+    return node;
+}
 
 static void
 parse_listen(struct loader *ld, yaml_node_t *node, const struct field *f,
@@ -54,6 +76,61 @@ parse_server_listen(struct loader *ld, yaml_node_t *node, const struct field *f,
     parse_listen(ld, node, f, base, path);
 }
 
+/*
+ * True when binding 'a' and 'b' would collide: one port, and one host or
+ * a wildcard covering the other ("::" takes IPv4 too, dual-stack).
+ * Names are not resolved: "localhost" beside "127.0.0.1" is not caught.
+ */
+static bool
+listeners_collide(const struct listen_addr *a, const struct listen_addr *b)
+{
+    bool v6a;
+    bool v6b;
+
+    if (a->host == NULL || b->host == NULL || a->port != b->port) {
+        return false;
+    }
+    if (strcasecmp(a->host, b->host) == 0 || strcmp(a->host, "::") == 0 ||
+        strcmp(b->host, "::") == 0) {
+        return true;
+    }
+    v6a = strchr(a->host, ':') != NULL;
+    v6b = strchr(b->host, ':') != NULL;
+    return (strcmp(a->host, "0.0.0.0") == 0 && !v6b) ||
+           (strcmp(b->host, "0.0.0.0") == 0 && !v6a);
+}
+
+void
+load_check_listeners(struct loader *ld, yaml_node_t *node,
+                     const struct load_path *path)
+{
+    const struct config *cfg = ld->cfg;
+    const struct {
+        const char *key;              /* for messages */
+        const struct listen_addr *la; /* NULL: not on */
+    } l[] = {
+        {"server.listen", &cfg->server.listen},
+        {"server.tls.listen",
+         cfg->server.tls.enabled ? &cfg->server.tls.listen : NULL},
+        {"admin.listen", cfg->admin.enabled ? &cfg->admin.listen : NULL},
+    };
+
+    for (size_t i = 0; i < NELEMS(l); i++) {
+        for (size_t j = i + 1; j < NELEMS(l); j++) {
+            if (l[i].la == NULL || l[j].la == NULL ||
+                !listeners_collide(l[i].la, l[j].la)) {
+                continue;
+            }
+            report(ld, node, path,
+                   "%s and %s would both bind port %u (%s, %s): give them "
+                   "different ports",
+                   l[i].key, l[j].key, (unsigned)l[i].la->port, l[i].la->host,
+                   l[j].la->host);
+            return;
+        }
+    }
+}
+
 /* With server.listen off, server.tls is the only way in. */
 static void
 check_server(struct loader *ld, yaml_node_t *node, const struct load_path *path,
@@ -64,7 +141,20 @@ check_server(struct loader *ld, yaml_node_t *node, const struct load_path *path,
     if (sc->listen.host == NULL && !sc->tls.enabled) {
         report(ld, node, path,
                "listen: off needs server.tls: there would be no listener");
+    } else if (sc->tls.enabled) {
+        load_check_listeners(ld, value_of(ld, node, "tls"),
+                             PATH_KEY(path, "tls"));
     }
+}
+
+/* admin: is read after server: (load.c, sections). */
+static void
+check_admin(struct loader *ld, yaml_node_t *node, const struct load_path *path,
+            void *base)
+{
+    (void)base;
+    load_check_listeners(ld, value_of(ld, node, "listen"),
+                         PATH_KEY(path, "listen"));
 }
 
 static void
@@ -212,6 +302,78 @@ static const struct field admin_fields[] = {
      .offset = offsetof(struct admin_conf, listen)},
 };
 
+/* The request fields the gateway writes itself (forward.h,
+ * forward_request_headers()), hop-by-hop ones and Host aside. */
+static const char *const gateway_request_fields[] = {
+    "Content-Length",    "Expect",           "X-Forwarded-For",
+    "X-Forwarded-Proto", "X-Forwarded-Host",
+};
+
+enum load_field_owner
+load_request_field(const char *name)
+{
+    if (forward_same_to_cgi(name, "Host")) {
+        return LOAD_FIELD_HOST;
+    }
+    for (size_t i = 0; i < NELEMS(gateway_request_fields); i++) {
+        if (forward_same_to_cgi(name, gateway_request_fields[i])) {
+            return LOAD_FIELD_SET;
+        }
+    }
+    return forwarded_is_hop_by_hop(name) ? LOAD_FIELD_HOP : LOAD_FIELD_FREE;
+}
+
+/* A field the gateway writes or drops could carry no identity. */
+static bool
+check_identity_name(struct loader *ld, yaml_node_t *node,
+                    const struct load_path *path, const char *key,
+                    const char *name)
+{
+    const char *why = NULL;
+
+    if (name == NULL) {
+        return false;
+    }
+    switch (load_request_field(name)) {
+    case LOAD_FIELD_FREE:
+        return true;
+    case LOAD_FIELD_HOST:
+    case LOAD_FIELD_SET:
+        why = "the gateway writes it when it forwards the request";
+        break;
+    case LOAD_FIELD_HOP:
+        why = "it is hop-by-hop, never forwarded";
+        break;
+    }
+    report(ld, value_of(ld, node, key), PATH_KEY(path, key),
+           "%s cannot carry the identity: %s", name, why);
+    return false;
+}
+
+/*
+ * user_header and role_header are two fields, each the gateway's alone
+ * to write upstream (forward_request_headers()): one name for both would
+ * make user and role one value, and CGI upstreams read '_' as '-'.
+ */
+static void
+check_identity(struct loader *ld, yaml_node_t *node,
+               const struct load_path *path, void *base)
+{
+    const struct identity_conf *ic = base;
+
+    if (!check_identity_name(ld, node, path, "user_header", ic->user_header) ||
+        !check_identity_name(ld, node, path, "role_header", ic->role_header)) {
+        return;
+    }
+    if (forward_same_to_cgi(ic->user_header, ic->role_header)) {
+        report(ld, value_of(ld, node, "role_header"),
+               PATH_KEY(path, "role_header"),
+               "%s is user_header's field too (%s): user and role need two "
+               "fields (names differing in more than case and '_' for '-')",
+               ic->role_header, ic->user_header);
+    }
+}
+
 static const struct field identity_fields[] = {
     {.key = "user_header",
      .parse = load_token,
@@ -306,13 +468,18 @@ const struct table load_server_table = {
 const struct table load_admin_table = {
     .fields = admin_fields,
     .n = NELEMS(admin_fields),
+    .check = check_admin,
     .flag_given = true,
     .given = offsetof(struct admin_conf, enabled),
 };
 
 const struct table load_upstream_table = TABLE(upstream_fields);
 
-const struct table load_identity_table = TABLE(identity_fields);
+const struct table load_identity_table = {
+    .fields = identity_fields,
+    .n = NELEMS(identity_fields),
+    .check = check_identity,
+};
 
 /* Its keys are fields of struct config itself. */
 const struct table load_log_table = TABLE(log_fields);

@@ -373,6 +373,20 @@ init_path(struct filter *f, const char *name, const char *what, const char *arg,
                       what);
         return -1;
     }
+    /* A '{' in a path is a URI variable or a mistake: it would go
+       upstream as it is. */
+    for (const char *open = strchr(arg, '{'); open != NULL;
+         open = strchr(open + 1, '{')) {
+        size_t len;
+
+        if (glob_next_ref(open, &len) != open) {
+            errbuf_printf(err, errlen,
+                          "%s: %s: '{' does not open a {name} (a name of "
+                          "letters, digits, '_' and '-', then '}')",
+                          name, what);
+            return -1;
+        }
+    }
     f->value = xstrdup(arg);
     return 0;
 }
@@ -783,8 +797,23 @@ init_redirect(struct filter *f, const char *name, const char *const *args,
 }
 
 /*
+ * The largest size (bytes) or duration (ms) a filter takes: 2^53, as
+ * everywhere in gateway.yaml (LOAD_NUMBER_MAX in the config loader), so
+ * that each is exact in JSON (GET /routes) and sums of them with a clock
+ * stay within 64 bits.
+ */
+#define FILTER_NUMBER_MAX (1ULL << 53)
+
+/* What parse_data_size() and parse_ms() found wrong. */
+enum {
+    NUMBER_BAD = -1,   /* not a number with a unit */
+    NUMBER_LARGE = -2, /* above FILTER_NUMBER_MAX */
+};
+
+/*
  * Spring's DataSize: a number of bytes with an optional unit B, KB, MB,
  * GB or TB (powers of 1024); sluice's own KiB, MiB and GiB read too.
+ * 0, NUMBER_BAD or NUMBER_LARGE.
  */
 static int
 parse_data_size(const char *s, uint64_t *out)
@@ -794,30 +823,30 @@ parse_data_size(const char *s, uint64_t *out)
     char *end;
 
     if (units_parse_size(s, out) == 0) {
-        return 0;
+        return *out > FILTER_NUMBER_MAX ? NUMBER_LARGE : 0;
     }
     if (!isdigit((unsigned char)s[0])) {
-        return -1;
+        return NUMBER_BAD;
     }
     errno = 0;
     v = strtoull(s, &end, 10);
-    if (errno != 0) {
-        return -1;
-    }
-    if (*end == '\0') {
-        *out = v;
-        return 0;
-    }
-    for (unsigned i = 0; i < 5; i++) {
+    for (unsigned i = 0; i < 5 && *end != '\0'; i++) {
         if (strcasecmp(end, units[i]) == 0) {
-            if (v > (UINT64_MAX >> (10 * i))) {
-                return -1;
-            }
-            *out = (uint64_t)v << (10 * i);
-            return 0;
+            end += strlen(end);
+            v = v > (FILTER_NUMBER_MAX >> (10 * i)) ? FILTER_NUMBER_MAX + 1
+                                                    : v << (10 * i);
         }
     }
-    return -1;
+    if (*end != '\0' && strcmp(end, "KiB") != 0 && strcmp(end, "MiB") != 0 &&
+        strcmp(end, "GiB") != 0) {
+        return NUMBER_BAD;
+    }
+    /* A well-formed number units_parse_size() could not hold. */
+    if (errno != 0 || *end != '\0' || v > FILTER_NUMBER_MAX) {
+        return NUMBER_LARGE;
+    }
+    *out = v;
+    return 0;
 }
 
 static int
@@ -825,13 +854,22 @@ init_size(struct filter *f, const char *name, const char *const *args,
           size_t nargs, uint64_t dflt, char *err, size_t errlen)
 {
     f->max_size = dflt;
-    if (nargs > 0 && args[0] != NULL &&
-        (parse_data_size(args[0], &f->max_size) != 0 || f->max_size == 0)) {
-        errbuf_printf(err, errlen,
-                      "%s: maxSize must be a size above 0 like 5000000, "
-                      "1000B or 5MB, got \"%s\"",
-                      name, args[0]);
-        return -1;
+    if (nargs > 0 && args[0] != NULL) {
+        int rc = parse_data_size(args[0], &f->max_size);
+
+        if (rc == NUMBER_LARGE) {
+            errbuf_printf(err, errlen,
+                          "%s: maxSize \"%s\" is too large (at most 2^53 B)",
+                          name, args[0]);
+            return -1;
+        }
+        if (rc != 0 || f->max_size == 0) {
+            errbuf_printf(err, errlen,
+                          "%s: maxSize must be a size above 0 like 5000000, "
+                          "1000B or 5MB, got \"%s\"",
+                          name, args[0]);
+            return -1;
+        }
     }
     if (nargs > 1 && args[1] != NULL) {
         if (!headers_valid_name(args[1])) {
@@ -934,25 +972,57 @@ on_retry_exception(const char *piece, void *arg)
     return 0;
 }
 
-/* Spring's Duration as written in YAML: "10ms", "2s", or milliseconds. */
+/*
+ * Spring's Duration as written in YAML: "10ms", "2s", or milliseconds.
+ * 0, NUMBER_BAD or NUMBER_LARGE.
+ */
 static int
 parse_ms(const char *s, uint64_t *ms)
 {
+    static const char *const units[] = {"ms", "s", "m", "h", "d"};
     char *end;
     unsigned long long v;
 
     if (units_parse_duration(s, ms) == 0) {
-        return 0;
+        return *ms > FILTER_NUMBER_MAX ? NUMBER_LARGE : 0;
     }
     if (!isdigit((unsigned char)s[0])) {
-        return -1;
+        return NUMBER_BAD;
     }
     errno = 0;
     v = strtoull(s, &end, 10);
-    if (*end != '\0' || errno != 0) {
+    if (*end == '\0' && errno == 0 && v <= FILTER_NUMBER_MAX) {
+        *ms = v;
+        return 0;
+    }
+    for (size_t i = 0; *end != '\0' && i < sizeof(units) / sizeof(units[0]);
+         i++) {
+        if (strcmp(end, units[i]) == 0) {
+            end += strlen(end);
+        }
+    }
+    /* A well-formed number units_parse_duration() could not hold. */
+    return *end == '\0' ? NUMBER_LARGE : NUMBER_BAD;
+}
+
+/* "backoff.firstBackoff \"x\" is too large", or the message 'what'. */
+static int
+retry_duration(const struct retry_ctx *c, const char *arg, const char *key,
+               uint64_t *ms, const char *what)
+{
+    int rc = parse_ms(arg, ms);
+
+    if (rc == NUMBER_LARGE) {
+        errbuf_printf(c->err, c->errlen,
+                      "%s: %s \"%s\" is too large (at most 2^53 ms)", c->name,
+                      key, arg);
         return -1;
     }
-    *ms = v;
+    if (rc != 0) {
+        errbuf_printf(c->err, c->errlen, "%s: %s, got \"%s\"", c->name, what,
+                      arg);
+        return -1;
+    }
     return 0;
 }
 
@@ -1023,8 +1093,13 @@ init_retry(struct filter *f, const char *name, const char *const *args,
         rc->factor = 2;
     }
     if (a[RA_FIRST_BACKOFF] != NULL &&
-        (parse_ms(a[RA_FIRST_BACKOFF], &rc->first_backoff_ms) != 0 ||
-         rc->first_backoff_ms == 0)) {
+        retry_duration(&c, a[RA_FIRST_BACKOFF], "backoff.firstBackoff",
+                       &rc->first_backoff_ms,
+                       "backoff.firstBackoff must be a duration above 0 like "
+                       "10ms") != 0) {
+        return -1;
+    }
+    if (a[RA_FIRST_BACKOFF] != NULL && rc->first_backoff_ms == 0) {
         errbuf_printf(err, errlen,
                       "%s: backoff.firstBackoff must be a duration above 0 "
                       "like 10ms, got \"%s\"",
@@ -1032,8 +1107,14 @@ init_retry(struct filter *f, const char *name, const char *const *args,
         return -1;
     }
     if (a[RA_MAX_BACKOFF] != NULL &&
-        (parse_ms(a[RA_MAX_BACKOFF], &rc->max_backoff_ms) != 0 ||
-         rc->max_backoff_ms < rc->first_backoff_ms)) {
+        retry_duration(&c, a[RA_MAX_BACKOFF], "backoff.maxBackoff",
+                       &rc->max_backoff_ms,
+                       "backoff.maxBackoff must be a duration no shorter than "
+                       "firstBackoff") != 0) {
+        return -1;
+    }
+    if (a[RA_MAX_BACKOFF] != NULL &&
+        rc->max_backoff_ms < rc->first_backoff_ms) {
         errbuf_printf(err, errlen,
                       "%s: backoff.maxBackoff must be a duration no shorter "
                       "than firstBackoff, got \"%s\"",
@@ -1077,8 +1158,11 @@ init_retry(struct filter *f, const char *name, const char *const *args,
         }
     }
     if (a[RA_TIMEOUT] != NULL &&
-        (parse_ms(a[RA_TIMEOUT], &rc->timeout_ms) != 0 ||
-         rc->timeout_ms == 0)) {
+        retry_duration(&c, a[RA_TIMEOUT], "timeout", &rc->timeout_ms,
+                       "timeout must be a duration above 0 like 100ms") != 0) {
+        return -1;
+    }
+    if (a[RA_TIMEOUT] != NULL && rc->timeout_ms == 0) {
         errbuf_printf(err, errlen,
                       "%s: timeout must be a duration above 0 like 100ms, got "
                       "\"%s\"",

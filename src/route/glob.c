@@ -293,6 +293,35 @@ append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
     (*buf)[*len] = '\0';
 }
 
+const char *
+glob_next_ref(const char *s, size_t *len)
+{
+    for (const char *open = strchr(s, '{'); open != NULL;
+         open = strchr(open + 1, '{')) {
+        const char *close = strchr(open + 1, '}');
+
+        if (close != NULL && valid_name(open + 1, (size_t)(close - open - 1))) {
+            *len = (size_t)(close - open - 1);
+            return open;
+        }
+    }
+    return NULL;
+}
+
+bool
+glob_captures(const char *pattern, const char *name, size_t len)
+{
+    for (const char *p = pattern; p != NULL; p = seg_next(p, '/')) {
+        const char *pe = seg_end(p, '/');
+
+        if (is_var(p, pe, '/') && (size_t)(pe - p) == len + 2 &&
+            memcmp(p + 1, name, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * Only "{name}" with a well-formed name is a reference, so that a header
  * value such as '{"a": 1}' passes through untouched.

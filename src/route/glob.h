@@ -47,6 +47,17 @@ bool glob_match(const char *pattern, const char *subject, char sep,
                 struct glob_vars *vars);
 
 /*
+ * The first reference "{name}" in 's' (a well-formed name between
+ * braces, as glob_expand() reads them): a pointer to its '{', with the
+ * name's length in '*len'; NULL when there is none.
+ */
+const char *glob_next_ref(const char *s, size_t *len);
+
+/* True when the path pattern 'pattern' captures the variable 'name'
+ * (its 'len' bytes): it has the segment "{name}". */
+bool glob_captures(const char *pattern, const char *name, size_t len);
+
+/*
  * Expands "{name}" in 'tmpl' with the values in 'vars' (an unknown name
  * expands to nothing). Returns a new string the caller frees.
  */

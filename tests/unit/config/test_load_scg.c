@@ -240,6 +240,44 @@ Test(scg_shape, data_redis_defaults_to_localhost)
     config_unref(cfg);
 }
 
+/* As in Spring Boot: the url overrides host, port, username, password
+ * and database, whichever comes first in the file. */
+Test(scg_shape, the_redis_url_wins_over_host_port_and_database)
+{
+    struct config *cfg = parse_ok("spring:\n"
+                                  "  data:\n"
+                                  "    redis:\n"
+                                  "      url: redis://prod.internal:6380/2\n"
+                                  "      host: localhost\n"
+                                  "      port: 6379\n"
+                                  "      database: 0\n"
+                                  "      username: u\n"
+                                  "      password: p\n"
+                                  "  cloud:\n"
+                                  "    gateway:\n"
+                                  "      routes:\n" SCG_ROUTE("a", ""));
+
+    cr_assert_str_eq(cfg->redis.host, "prod.internal");
+    cr_assert_eq(cfg->redis.port, 6380);
+    cr_assert_eq(cfg->redis.db, 2);
+    cr_assert_null(cfg->redis.user);
+    cr_assert_null(cfg->redis.password);
+    config_unref(cfg);
+    cfg = parse_ok("spring:\n"
+                   "  redis:\n"
+                   "    host: other\n"
+                   "    database: 5\n"
+                   "    port: 7000\n"
+                   "    url: redis://prod.internal\n"
+                   "  cloud:\n"
+                   "    gateway:\n"
+                   "      routes:\n" SCG_ROUTE("a", ""));
+    cr_assert_str_eq(cfg->redis.host, "prod.internal");
+    cr_assert_eq(cfg->redis.port, 6379, "what the url leaves out is 6379");
+    cr_assert_eq(cfg->redis.db, 0);
+    config_unref(cfg);
+}
+
 Test(scg_shape, sentinel_nodes_as_a_list)
 {
     struct config *cfg = parse_ok("spring:\n"

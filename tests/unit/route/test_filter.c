@@ -1057,3 +1057,52 @@ Test(filter, retry_series_and_exceptions_narrow_what_is_retried)
             "PATCH, DELETE, OPTIONS, TRACE)",
             "1", "502", "FETCH");
 }
+
+/* 2^53, as every size and duration of gateway.yaml. */
+Test(filter, sizes_and_durations_are_at_most_2_to_the_53)
+{
+    struct filter f = MAKE("RequestSize", "9007199254740992B");
+    struct filter tb = MAKE("RequestSize", "8192TB");
+    struct filter r =
+        MAKE("Retry", "1", NULL, NULL, "9007199254740992", "9007199254740992ms",
+             NULL, NULL, NULL, "9007199254740992");
+
+    cr_assert_eq(f.max_size, 1ULL << 53);
+    cr_assert_eq(tb.max_size, 1ULL << 53);
+    cr_assert_eq(r.retry->timeout_ms, 1ULL << 53);
+    filter_deinit(&f);
+    filter_deinit(&tb);
+    filter_deinit(&r);
+    REFUSED("RequestSize",
+            "RequestSize: maxSize \"18446744073709551615\" is too large (at "
+            "most 2^53 B)",
+            "18446744073709551615");
+    REFUSED("RequestSize",
+            "RequestSize: maxSize \"8388608TB\" is too large (at most 2^53 B)",
+            "8388608TB");
+    REFUSED("RequestSize",
+            "RequestSize: maxSize \"99999999999999999999GiB\" is too large "
+            "(at most 2^53 B)",
+            "99999999999999999999GiB");
+    REFUSED("RequestHeaderSize",
+            "RequestHeaderSize: maxSize \"9007199254740993B\" is too large "
+            "(at most 2^53 B)",
+            "9007199254740993B");
+    REFUSED("Retry",
+            "Retry: backoff.firstBackoff \"18446744073709551615\" is too "
+            "large (at most 2^53 ms)",
+            "1", NULL, NULL, "18446744073709551615");
+    REFUSED("Retry",
+            "Retry: backoff.maxBackoff \"9007199254740993ms\" is too large "
+            "(at most 2^53 ms)",
+            "1", NULL, NULL, "10ms", "9007199254740993ms");
+    REFUSED("Retry",
+            "Retry: timeout \"99999999999999999999s\" is too large (at most "
+            "2^53 ms)",
+            "1", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+            "99999999999999999999s");
+    REFUSED("Retry",
+            "Retry: timeout must be a duration above 0 like 100ms, got "
+            "\"5 s\"",
+            "1", NULL, NULL, NULL, NULL, NULL, NULL, NULL, "5 s");
+}

@@ -303,3 +303,29 @@ Test(glob, prefix_patterns_agree_with_the_general_walk)
     cr_assert_not(path_match("/a/b/**", "/a"));
     cr_assert(path_match("/**", ""));
 }
+
+Test(glob, next_ref_finds_what_expand_would_replace)
+{
+    const char *s = "{\"a\": 1} {x /{id}/{a-b_2}";
+    size_t len = 0;
+    const char *r = glob_next_ref(s, &len);
+
+    cr_assert_not_null(r);
+    cr_assert_eq(len, 2);
+    cr_assert_eq(strncmp(r, "{id}", 4), 0);
+    r = glob_next_ref(r + len + 2, &len);
+    cr_assert_not_null(r);
+    cr_assert_eq(len, 5);
+    cr_assert_null(glob_next_ref(r + len + 2, &len));
+    cr_assert_null(glob_next_ref("/{x", &len));
+    cr_assert_null(glob_next_ref("{}", &len));
+}
+
+Test(glob, captures_names_whole_variable_segments_only)
+{
+    cr_assert(glob_captures("/items/{id}", "id", 2));
+    cr_assert(glob_captures("/{seg}/**", "seg", 3));
+    cr_assert_not(glob_captures("/items/{id}", "i", 1));
+    cr_assert_not(glob_captures("/items/{id}", "idd", 3));
+    cr_assert_not(glob_captures("/items/id", "id", 2));
+}
