@@ -1491,6 +1491,8 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     forward_drop_nominated(&in);
     trusted =
         forwarded_is_trusted(&peer, sc->trusted_proxies, sc->ntrusted_proxies);
+    /* Nor what only a trusted proxy may relay of the client. */
+    forward_drop_relayed(&in, trusted);
     /* Every line of it, read only from a trusted proxy; the upstream is
      * sent the same list (forward_request_headers()). */
     xff = trusted ? headers_join(&in, "X-Forwarded-For") : NULL;

@@ -181,8 +181,10 @@ static const char *const relayed_fields[] = {
  * upstream would read X_Real_IP beside the X-Real-IP a proxy set.
  */
 static bool
-relayed_field_dropped(const char *name, bool peer_trusted)
+relayed_field_dropped(const char *name, const void *arg)
 {
+    bool peer_trusted = *(const bool *)arg;
+
     if ((name[0] | 0x20) != 'x' && (name[0] | 0x20) != 'f') {
         return false;
     }
@@ -196,6 +198,12 @@ relayed_field_dropped(const char *name, bool peer_trusted)
         }
     }
     return false;
+}
+
+size_t
+forward_drop_relayed(struct headers *h, bool peer_trusted)
+{
+    return headers_remove_if(h, relayed_field_dropped, &peer_trusted);
 }
 
 void
@@ -218,8 +226,7 @@ forward_request_headers(struct headers *out, const struct forward_request *r)
             xfh = h->value;
         }
         if (f == OWN_NONE && !forwarded_is_hop_by_hop(h->name) &&
-            !identity_field(r, h->name) &&
-            !relayed_field_dropped(h->name, r->peer_trusted)) {
+            !identity_field(r, h->name)) {
             headers_add(out, h->name, h->value);
         }
     }

@@ -52,6 +52,16 @@ size_t forward_drop_underscored(struct headers *h, bool allowed);
 size_t forward_drop_nominated(struct headers *h);
 
 /*
+ * Removes from a client's fields 'h' what other proxies relay of the
+ * client (Forwarded, X-Real-IP, X-Forwarded-Port, -Prefix, -Ssl) unless
+ * the peer is a trusted proxy ('peer_trusted'), and their '_' spellings
+ * from any peer; returns how many went. Done before the route's filters
+ * run, so that what a filter adds (AddRequestHeader=X-Forwarded-Prefix,
+ * /api) goes upstream whoever the peer is.
+ */
+size_t forward_drop_relayed(struct headers *h, bool peer_trusted);
+
+/*
  * True when 'a' and 'b' are one name to a CGI, WSGI or PHP upstream,
  * which reads both X-User-Id and X_User_Id as HTTP_X_USER_ID: the same
  * letters in any case, '-' and '_' alike. 'b' may be NULL (no match).

@@ -576,3 +576,23 @@ Test(forgery, an_untrusted_peer_cannot_plant_forwarded_or_x_real_ip)
     http_response_free(&r);
     echo_stack_stop(&st);
 }
+
+/* What a route's filter adds is the operator's, not the client's: it goes
+ * upstream from any peer, and the client's own is gone first. */
+Test(forgery, a_relayed_field_a_filter_adds_reaches_the_upstream)
+{
+    struct echo_stack st;
+    struct http_response r;
+    const char *h[] = {"X-Forwarded-Prefix: /evil", NULL};
+    const char *routes = "  - id: api\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/**]\n"
+                         "    filters:\n"
+                         "      - AddRequestHeader=X-Forwarded-Prefix, /api\n";
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, routes);
+    cr_assert_eq(echo_stack_get(&st, "/x", h, &r), 200);
+    assert_upstream_saw(&r, "X-Forwarded-Prefix", "/api");
+    http_response_free(&r);
+    echo_stack_stop(&st);
+}

@@ -180,6 +180,7 @@ add_relayed_fields(void)
 Test(forward, an_untrusted_peer_cannot_plant_what_other_proxies_relay)
 {
     add_relayed_fields();
+    cr_assert_eq(forward_drop_relayed(&in, false), 5);
     forward(false);
     assert_out("Forwarded", NULL);
     assert_out("X-Real-IP", NULL);
@@ -193,6 +194,7 @@ Test(forward, an_untrusted_peer_cannot_plant_what_other_proxies_relay)
 Test(forward, a_trusted_proxy_has_what_it_relays_kept_as_it_is)
 {
     add_relayed_fields();
+    cr_assert_eq(forward_drop_relayed(&in, true), 0);
     forward(true);
     assert_out("Forwarded", "for=6.6.6.6;proto=https;host=evil");
     assert_out("X-Real-IP", "6.6.6.6");
@@ -211,7 +213,16 @@ Test(forward, underscore_twins_of_relayed_fields_pass_from_no_peer)
     headers_add(&in, "X_Forwarded_Ssl", "on");
     headers_add(&in, "X_Other", "kept");
     for (int trusted = 0; trusted <= 1; trusted++) {
+        struct headers kept;
+
+        headers_init(&kept);
+        for (size_t i = 0; i < in.n; i++) {
+            headers_add(&kept, in.v[i].name, in.v[i].value);
+        }
+        cr_assert_eq(forward_drop_relayed(&in, trusted != 0), 4);
         forward(trusted != 0);
+        headers_deinit(&in);
+        in = kept;
         assert_out("X_Real_IP", NULL);
         assert_out("x_forwarded_port", NULL);
         assert_out("X_Forwarded_Prefix", NULL);
