@@ -1434,6 +1434,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     struct forwarded_identity id = {NULL, NULL};
     struct claims *claims = NULL; /* identity.jwt: the token's */
     char *path = NULL;
+    char *match = NULL; /* 'path' without ;parameters, or NULL */
     enum path_status st;
     bool trusted, limited;
     char *xff;
@@ -1521,7 +1522,13 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     decided_fields(&in, &cfg->identity, &id);
 
     view.method = evreq_method_name(method);
-    view.path = path;
+    /* Routes match the path as Spring and servlet containers read it,
+     * without the ;parameters of its segments: to a backend, "/admin;x/a"
+     * is "/admin/a". The upstream gets them as sent. */
+    if (strchr(path, ';') != NULL) {
+        match = path_without_params(path);
+    }
+    view.path = match != NULL ? match : path;
     view.query = query;
     view.host = headers_get(&in, "Host");
     view.headers = &in;
@@ -1535,6 +1542,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         claims_unref(claims);
         free(xff);
         free(path);
+        free(match);
         early_reply(p, creq, 404, "no route matches this request", addr, t0,
                     wall);
         return;
@@ -1556,6 +1564,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         claims_unref(claims);
         free(xff);
         free(path);
+        free(match);
         return;
     }
     if (limited) {
@@ -1610,6 +1619,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     }
     free(out.query);
     free(path);
+    free(match);
     if (!limited) {
         start_upstream(ex);
     } else if (ex->check == NULL) {

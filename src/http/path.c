@@ -169,3 +169,31 @@ path_status_str(enum path_status st)
     }
     return "unknown path status";
 }
+
+char *
+path_without_params(const char *path)
+{
+    size_t len = strlen(path);
+    char *out = xmalloc(len + 1);
+    size_t n = 0;
+    const char *p = path;
+
+    while (*p != '\0') {
+        /* *p is '/': one segment, up to the next '/' or the end */
+        const char *seg = p + 1;
+        size_t name = strcspn(seg, ";/");
+        const char *next = seg + strcspn(seg, "/");
+
+        if (name > 0 || *next == '\0') {
+            out[n++] = '/';
+            memcpy(out + n, seg, name);
+            n += name;
+        }
+        p = next;
+    }
+    if (n == 0) {
+        out[n++] = '/';
+    }
+    out[n] = '\0';
+    return out;
+}

@@ -31,6 +31,14 @@ enum path_status {
  */
 enum path_status path_normalize(const char *raw, size_t len, char **out);
 
+/*
+ * A normalised path (path_normalize()) without the parameters of its
+ * segments: from each ';' up to the next '/', "/a;v=1/b;x" -> "/a/b".
+ * A segment left empty is dropped, but for a trailing slash ("/a/;x" ->
+ * "/a/"), so runs of '/' stay collapsed. A new string the caller frees.
+ */
+char *path_without_params(const char *path);
+
 /* A short English phrase for a status, for a 400 body or a log line. */
 const char *path_status_str(enum path_status st);
 

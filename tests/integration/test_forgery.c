@@ -596,3 +596,22 @@ Test(forgery, a_relayed_field_a_filter_adds_reaches_the_upstream)
     http_response_free(&r);
     echo_stack_stop(&st);
 }
+
+/* Tomcat and Spring read "/admin;x/a" as "/admin/a": so do the routes, or
+ * the admin route's limiter would be passed by. The upstream gets the
+ * parameters as sent. */
+Test(forgery, path_parameters_do_not_hide_a_route)
+{
+    struct echo_stack st;
+    struct http_response r;
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, ADMIN_AND_REST);
+    cr_assert_eq(echo_stack_get(&st, "/admin;x/a", NULL, &r), 200);
+    cr_assert(strstr(r.body, "/admin;x/a") != NULL,
+              "the upstream did not get the parameters: %s", r.body);
+    http_response_free(&r);
+    assert_status(&st, "/admin/b", "a", "HTTP/1.1 429 Too Many Requests");
+    assert_status(&st, "/admin;jsessionid=1/c", "a",
+                  "HTTP/1.1 429 Too Many Requests");
+    echo_stack_stop(&st);
+}

@@ -180,3 +180,30 @@ Test(path, a_long_path_is_normalised_as_a_short_one)
     free(raw);
     free(want);
 }
+
+/* What routes match: each segment without its ;parameters. */
+Test(path, without_params_leaves_each_segment_its_name)
+{
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"/admin;x/a", "/admin/a"},
+        {"/a;v=1/b;x", "/a/b"},
+        {"/a;v=1;w=2/b", "/a/b"},
+        {"/a/;x", "/a/"},
+        {"/;x/a", "/a"},
+        {"/;x", "/"},
+        {"/", "/"},
+        {"/a/b/", "/a/b/"},
+        {"/a/b", "/a/b"},
+        {"/a;/b;", "/a/b"},
+        {"/a/;x/;y/b", "/a/b"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = path_without_params(cases[i].in);
+
+        cr_assert_str_eq(got, cases[i].want, "%s", cases[i].in);
+        free(got);
+    }
+}
