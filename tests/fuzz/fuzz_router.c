@@ -413,6 +413,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(path_normalize(path, strlen(path), &again) == PATH_OK);
     FUZZ_CHECK(strcmp(again, path) == 0);
     free(again);
+    /* What routes match: no parameter, no empty segment but a trailing
+     * one, and itself again once more. */
+    again = path_without_params(path);
+    FUZZ_CHECK(again[0] == '/' && strchr(again, ';') == NULL &&
+               strstr(again, "//") == NULL && strlen(again) <= strlen(path));
+    {
+        char *twice = path_without_params(again);
+
+        FUZZ_CHECK(strcmp(twice, again) == 0);
+        free(twice);
+    }
+    free(again);
 
     if (in.client == NULL || netaddr_parse(in.client, &client) < 0) {
         netaddr_parse("10.1.2.3", &client);
