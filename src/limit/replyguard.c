@@ -142,7 +142,7 @@ replyguard_attach(struct replyguard *g, redisAsyncContext *ac)
         g->base = r->fn;
     }
     r->fn = &guarded;
-    redisReaderSetPrivdata(r, g);
+    r->privdata = g; /* redisReaderSetPrivdata() casts to int */
 }
 
 bool
