@@ -367,6 +367,95 @@ count_of(const char *hay, const char *needle)
     return n;
 }
 
+/* A limiter that never refuses in a test's time. */
+#define HOURLY "{ algorithm: fixed_window, limit: 100, window: 1h }"
+
+/* A gateway of one worker whose one route, to an echo, is limited by
+ * limiter "lim" with on_redis_error: deny. */
+struct gw_rig {
+    struct proc echo, gw; /* the upstream and the gateway */
+    uint16_t port;        /* where the gateway listens */
+    char *url;            /* its route; owned */
+    char *path;           /* the config file; owned */
+};
+
+/* Starts it with 'redis' (the lines under redis:, indented) and 'limiter'
+ * (lim's flow mapping). */
+static void
+gw_rig_start(struct gw_rig *g, const char *redis, const char *limiter)
+{
+    uint16_t echo_port;
+    char *yaml;
+
+    g->port = harness_free_port();
+    echo_start(&g->echo, &echo_port);
+    yaml = harness_strf("server:\n"
+                        "  listen: 127.0.0.1:%u\n"
+                        "  workers: 1\n"
+                        "redis:\n"
+                        "%s"
+                        "limiters:\n"
+                        "  lim: %s\n"
+                        "routes:\n"
+                        "  - id: api\n"
+                        "    uri: http://127.0.0.1:%u\n"
+                        "    predicates: [Path=/**]\n"
+                        "    filters:\n"
+                        "      - name: RequestRateLimiter\n"
+                        "        args: { key: route, limiter: lim, "
+                        "on_redis_error: deny }\n",
+                        g->port, redis, limiter, echo_port);
+    g->path = harness_write_temp(yaml);
+    free(yaml);
+    g->url = harness_strf("http://127.0.0.1:%u/x", g->port);
+    gateway_start(&g->gw, g->path, g->port);
+}
+
+/* Stops both; the gateway must exit cleanly. */
+static void
+gw_rig_stop(struct gw_rig *g)
+{
+    cr_assert_eq(proc_stop(&g->gw, SIGTERM, 15000), 0);
+    proc_stop(&g->echo, SIGTERM, 5000);
+    unlink(g->path);
+    free(g->path);
+    free(g->url);
+}
+
+/* The status of GET on the rig's route. */
+static long
+gw_rig_get(const struct gw_rig *g)
+{
+    struct http_response r;
+    long status;
+
+    http_get(&r, g->url, 4000);
+    status = r.status;
+    http_response_free(&r);
+    return status;
+}
+
+/* redis: lines for a single server at 'port' with 'timeout'; the
+ * caller frees them. */
+static char *
+redis_at(uint16_t port, const char *timeout)
+{
+    return harness_strf("  url: redis://127.0.0.1:%u/0\n"
+                        "  timeout: %s\n",
+                        (unsigned)port, timeout);
+}
+
+/* redis: lines for one sentinel at 'port', master "mymaster". */
+static char *
+sentinel_at(uint16_t port)
+{
+    return harness_strf("  sentinel:\n"
+                        "    master: mymaster\n"
+                        "    nodes: ['127.0.0.1:%u']\n"
+                        "  timeout: 500ms\n",
+                        (unsigned)port);
+}
+
 /* What a run of requests saw: the warnings logged and the time taken. */
 struct warned {
     size_t lines;    /* log lines about the reply */
@@ -385,66 +474,39 @@ expect_policy_for_n(const char *limiter, const char *reply, int requests,
                     struct warned *w)
 {
     struct standin s;
-    struct proc echo, gw;
-    uint16_t echo_port, port = harness_free_port();
-    struct http_response r;
-    char *yaml, *path, *url;
-    int64_t t0, took;
+    struct gw_rig g;
+    char *redis;
+    int64_t t0;
 
     standin_start(&s, reply);
-    echo_start(&echo, &echo_port);
-    yaml = harness_strf("server:\n"
-                        "  listen: 127.0.0.1:%u\n"
-                        "  workers: 1\n"
-                        "redis:\n"
-                        "  url: redis://127.0.0.1:%u/0\n"
-                        "  timeout: 5s\n"
-                        "limiters:\n"
-                        "  lim: %s\n"
-                        "routes:\n"
-                        "  - id: api\n"
-                        "    uri: http://127.0.0.1:%u\n"
-                        "    predicates: [Path=/**]\n"
-                        "    filters:\n"
-                        "      - name: RequestRateLimiter\n"
-                        "        args: { key: route, limiter: lim, "
-                        "on_redis_error: deny }\n",
-                        port, s.port, limiter, echo_port);
-    path = harness_write_temp(yaml);
-    gateway_start(&gw, path, port);
-    cr_assert(harness_wait_until(connected, &gw, 10000),
+    redis = redis_at(s.port, "5s");
+    gw_rig_start(&g, redis, limiter);
+    cr_assert(harness_wait_until(connected, &g.gw, 10000),
               "the gateway never connected to the stand-in");
-    url = harness_strf("http://127.0.0.1:%u/x", port);
     t0 = harness_now_ms();
     for (int i = 0; i < requests; i++) {
         int64_t t = harness_now_ms();
+        long status = gw_rig_get(&g);
 
-        http_get(&r, url, 4000);
-        took = harness_now_ms() - t;
         /* Obeyed, the reply would hold the request (3 s or more) and
          * then pass it; the policy answers at once. */
-        cr_assert_eq(r.status, 503, "%s on \"%s\": status %ld after %lld ms",
-                     limiter, reply, r.status, (long long)took);
-        http_response_free(&r);
+        cr_assert_eq(status, 503, "%s on \"%s\": status %ld after %lld ms",
+                     limiter, reply, status, (long long)(harness_now_ms() - t));
     }
     cr_assert_geq(standin_evals(&s), (unsigned long)requests,
                   "the limiter did not ask Redis each time");
-    cr_assert(proc_log_contains(&gw, "unexpected reply"),
+    cr_assert(proc_log_contains(&g.gw, "unexpected reply"),
               "the malformed reply was not logged");
     if (w != NULL) {
-        char *log = proc_log(&gw);
+        char *log = proc_log(&g.gw);
 
         w->took_ms = harness_now_ms() - t0;
         w->lines = count_of(log, "unexpected reply");
         free(log);
     }
-    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
-    proc_stop(&echo, SIGTERM, 5000);
+    gw_rig_stop(&g);
     standin_stop(&s);
-    unlink(path);
-    free(path);
-    free(url);
-    free(yaml);
+    free(redis);
 }
 
 static bool
@@ -460,50 +522,22 @@ Test(bad_replies, a_script_load_answering_another_sha_is_not_used,
      .timeout = 60)
 {
     struct standin s;
-    struct proc echo, gw;
-    uint16_t echo_port, port = harness_free_port();
-    struct http_response r;
-    char *yaml, *path, *url;
+    struct gw_rig g;
+    char *redis;
 
     standin_start(&s, "1:4:0:1000:0:0");
     s.wrong_sha = true;
-    echo_start(&echo, &echo_port);
-    yaml = harness_strf("server:\n"
-                        "  listen: 127.0.0.1:%u\n"
-                        "  workers: 1\n"
-                        "redis:\n"
-                        "  url: redis://127.0.0.1:%u/0\n"
-                        "  timeout: 2s\n"
-                        "limiters:\n"
-                        "  lim: { algorithm: token_bucket, rate: 5/s, "
-                        "burst: 5 }\n"
-                        "routes:\n"
-                        "  - id: api\n"
-                        "    uri: http://127.0.0.1:%u\n"
-                        "    predicates: [Path=/**]\n"
-                        "    filters:\n"
-                        "      - name: RequestRateLimiter\n"
-                        "        args: { key: route, limiter: lim, "
-                        "on_redis_error: deny }\n",
-                        port, s.port, echo_port);
-    path = harness_write_temp(yaml);
-    gateway_start(&gw, path, port);
-    cr_assert(harness_wait_until(sha_refused, &gw, 10000),
-              "the wrong hash was not refused:\n%s", proc_log(&gw));
-    url = harness_strf("http://127.0.0.1:%u/x", port);
-    http_get(&r, url, 4000);
-    cr_assert_eq(r.status, 503, "status %ld", r.status);
-    http_response_free(&r);
+    redis = redis_at(s.port, "2s");
+    gw_rig_start(&g, redis, "{ algorithm: token_bucket, rate: 5/s, burst: 5 }");
+    cr_assert(harness_wait_until(sha_refused, &g.gw, 10000),
+              "the wrong hash was not refused:\n%s", proc_log(&g.gw));
+    cr_assert_eq(gw_rig_get(&g), 503);
     cr_assert_eq(standin_evals(&s), 0, "a script was called");
-    cr_assert(!proc_log_contains(&gw, "redis: connected"),
-              "the connection was taken as ready:\n%s", proc_log(&gw));
-    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
-    proc_stop(&echo, SIGTERM, 5000);
+    cr_assert(!proc_log_contains(&g.gw, "redis: connected"),
+              "the connection was taken as ready:\n%s", proc_log(&g.gw));
+    gw_rig_stop(&g);
     standin_stop(&s);
-    unlink(path);
-    free(path);
-    free(url);
-    free(yaml);
+    free(redis);
 }
 
 static void
@@ -564,51 +598,23 @@ Test(bad_replies, a_sentinel_reply_that_never_ends_costs_the_subscription,
      .timeout = 60)
 {
     struct standin s;
-    struct proc redis, echo, gw;
-    uint16_t redis_port, echo_port, port = harness_free_port();
-    struct http_response r;
-    char *yaml, *path, *url;
+    struct proc redis_proc;
+    struct gw_rig g;
+    uint16_t redis_port;
+    char *redis;
 
-    redis_start(&redis, &redis_port);
+    redis_start(&redis_proc, &redis_port);
     standin_start(&s, "unused");
     s.primary = redis_port;
-    echo_start(&echo, &echo_port);
-    yaml = harness_strf("server:\n"
-                        "  listen: 127.0.0.1:%u\n"
-                        "  workers: 1\n"
-                        "redis:\n"
-                        "  sentinel:\n"
-                        "    master: mymaster\n"
-                        "    nodes: ['127.0.0.1:%u']\n"
-                        "  timeout: 500ms\n"
-                        "limiters:\n"
-                        "  lim: { algorithm: fixed_window, limit: 100, "
-                        "window: 1h }\n"
-                        "routes:\n"
-                        "  - id: api\n"
-                        "    uri: http://127.0.0.1:%u\n"
-                        "    predicates: [Path=/**]\n"
-                        "    filters:\n"
-                        "      - name: RequestRateLimiter\n"
-                        "        args: { key: route, limiter: lim, "
-                        "on_redis_error: deny }\n",
-                        port, s.port, echo_port);
-    path = harness_write_temp(yaml);
-    gateway_start(&gw, path, port);
-    cr_assert(harness_wait_until(subscription_dropped, &gw, 10000),
-              "the subscription was kept; gateway log:\n%s", proc_log(&gw));
-    url = harness_strf("http://127.0.0.1:%u/x", port);
-    http_get(&r, url, 4000);
-    cr_assert_eq(r.status, 200, "status %ld", r.status);
-    http_response_free(&r);
-    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
-    proc_stop(&echo, SIGTERM, 5000);
+    redis = sentinel_at(s.port);
+    gw_rig_start(&g, redis, HOURLY);
+    cr_assert(harness_wait_until(subscription_dropped, &g.gw, 10000),
+              "the subscription was kept; gateway log:\n%s", proc_log(&g.gw));
+    cr_assert_eq(gw_rig_get(&g), 200);
+    gw_rig_stop(&g);
     standin_stop(&s);
-    proc_stop(&redis, SIGTERM, 5000);
-    unlink(path);
-    free(path);
-    free(url);
-    free(yaml);
+    proc_stop(&redis_proc, SIGTERM, 5000);
+    free(redis);
 }
 
 /* Connections a redis-server has accepted so far. */
@@ -633,8 +639,7 @@ connections_received(uint16_t port)
 }
 
 struct flood_wait {
-    struct proc *gw; /* the gateway; borrowed */
-    char *url;       /* its route; borrowed */
+    struct gw_rig *g; /* borrowed */
 };
 
 /* The gateway decides again, after the switches it followed. */
@@ -642,19 +647,11 @@ static bool
 decides_after_switches(void *arg)
 {
     struct flood_wait *f = arg;
-    struct http_response r;
-    char *log = proc_log(f->gw);
+    char *log = proc_log(&f->g->gw);
     bool twice = count_of(log, "mymaster switched from") >= 2;
-    long status;
 
     free(log);
-    if (!twice) {
-        return false;
-    }
-    http_get(&r, f->url, 4000);
-    status = r.status;
-    http_response_free(&r);
-    return status == 200;
+    return twice && gw_rig_get(f->g) == 200;
 }
 
 /* A sentinel announcing switch after switch: each would cost the client
@@ -664,60 +661,34 @@ decides_after_switches(void *arg)
 Test(bad_replies, a_flood_of_switches_is_followed_once_a_second, .timeout = 60)
 {
     struct standin s;
-    struct proc redis, echo, gw;
-    uint16_t redis_port, echo_port, port = harness_free_port();
-    struct flood_wait f;
-    char *yaml, *path;
+    struct proc redis_proc;
+    struct gw_rig g;
+    struct flood_wait f = {&g};
+    uint16_t redis_port;
+    char *redis;
     long before, after;
 
-    redis_start(&redis, &redis_port);
+    redis_start(&redis_proc, &redis_port);
     standin_start(&s, "unused");
     s.dead_port = harness_free_port();
     s.switches = 1000;
     s.primary = redis_port;
-    echo_start(&echo, &echo_port);
-    yaml = harness_strf("server:\n"
-                        "  listen: 127.0.0.1:%u\n"
-                        "  workers: 1\n"
-                        "redis:\n"
-                        "  sentinel:\n"
-                        "    master: mymaster\n"
-                        "    nodes: ['127.0.0.1:%u']\n"
-                        "  timeout: 500ms\n"
-                        "limiters:\n"
-                        "  lim: { algorithm: fixed_window, limit: 100, "
-                        "window: 1h }\n"
-                        "routes:\n"
-                        "  - id: api\n"
-                        "    uri: http://127.0.0.1:%u\n"
-                        "    predicates: [Path=/**]\n"
-                        "    filters:\n"
-                        "      - name: RequestRateLimiter\n"
-                        "        args: { key: route, limiter: lim, "
-                        "on_redis_error: deny }\n",
-                        port, s.port, echo_port);
-    path = harness_write_temp(yaml);
+    redis = sentinel_at(s.port);
     before = connections_received(redis_port);
-    gateway_start(&gw, path, port);
-    f.gw = &gw;
-    f.url = harness_strf("http://127.0.0.1:%u/x", port);
+    gw_rig_start(&g, redis, HOURLY);
     cr_assert(harness_wait_until(decides_after_switches, &f, 20000),
               "no decision after the switches; gateway log:\n%s",
-              proc_log(&gw));
+              proc_log(&g.gw));
     after = connections_received(redis_port);
     /* The first connection, one per switch followed (two, maybe three),
      * and this test's own INFO: not one per switch. */
     cr_assert_leq(after - before, 6,
                   "%ld connections for %u switches announced", after - before,
                   s.switches);
-    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
-    proc_stop(&echo, SIGTERM, 5000);
+    gw_rig_stop(&g);
     standin_stop(&s);
-    proc_stop(&redis, SIGTERM, 5000);
-    unlink(path);
-    free(path);
-    free(f.url);
-    free(yaml);
+    proc_stop(&redis_proc, SIGTERM, 5000);
+    free(redis);
 }
 
 /* The stand-in, as a cluster's seed, has answered CLUSTER SLOTS five
@@ -739,49 +710,28 @@ static char *
 cluster_run(const char *slots_fmt, bool self_in_map, unsigned long *accepted)
 {
     struct standin s;
-    struct proc echo, gw;
-    uint16_t echo_port, port = harness_free_port();
-    char *yaml, *path, *slots, *log;
+    struct gw_rig g;
+    char *slots, *log, *redis;
 
     standin_start(&s, "1:4:0:1000:0:0");
     slots =
         harness_strf(slots_fmt, self_in_map ? (unsigned)s.port
                                             : (unsigned)harness_free_port());
     s.slots = slots;
-    echo_start(&echo, &echo_port);
-    yaml = harness_strf("server:\n"
-                        "  listen: 127.0.0.1:%u\n"
-                        "  workers: 1\n"
-                        "redis:\n"
-                        "  cluster:\n"
-                        "    nodes: ['127.0.0.1:%u']\n"
-                        "  timeout: 500ms\n"
-                        "limiters:\n"
-                        "  lim: { algorithm: fixed_window, limit: 100, "
-                        "window: 1h }\n"
-                        "routes:\n"
-                        "  - id: api\n"
-                        "    uri: http://127.0.0.1:%u\n"
-                        "    predicates: [Path=/**]\n"
-                        "    filters:\n"
-                        "      - name: RequestRateLimiter\n"
-                        "        args: { key: route, limiter: lim, "
-                        "on_redis_error: deny }\n",
-                        port, s.port, echo_port);
-    path = harness_write_temp(yaml);
-    gateway_start(&gw, path, port);
+    redis = harness_strf("  cluster:\n"
+                         "    nodes: ['127.0.0.1:%u']\n"
+                         "  timeout: 500ms\n",
+                         (unsigned)s.port);
+    gw_rig_start(&g, redis, HOURLY);
     cr_assert(harness_wait_until(five_maps, &s, 20000),
               "the slot map was asked for %lu times; gateway log:\n%s",
-              standin_count(&s, &s.maps), proc_log(&gw));
+              standin_count(&s, &s.maps), proc_log(&g.gw));
     *accepted = standin_count(&s, &s.accepted);
-    log = proc_log(&gw);
-    cr_assert_eq(proc_stop(&gw, SIGTERM, 15000), 0);
-    proc_stop(&echo, SIGTERM, 5000);
+    log = proc_log(&g.gw);
+    gw_rig_stop(&g);
     standin_stop(&s);
-    unlink(path);
-    free(path);
     free(slots);
-    free(yaml);
+    free(redis);
     return log;
 }
 
