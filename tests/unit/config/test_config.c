@@ -9,32 +9,14 @@
 
 #include "accesslog.h"
 #include "config.h"
+#include "config_test.h"
 #include "diff.h"
 #include "log.h"
 #include "netaddr.h"
 #include "xmalloc.h"
 
 /* Every test names its text "t.yaml", so that messages are exact. */
-static struct config *
-parse(const char *yaml, struct config_errors *e)
-{
-    config_errors_init(e);
-    return config_parse(yaml, strlen(yaml), "t.yaml", e);
-}
-
 /* The text must be refused with exactly the one message 'want'. */
-static void
-assert_error(const char *yaml, const char *want)
-{
-    struct config_errors e;
-    struct config *cfg = parse(yaml, &e);
-
-    cr_assert_null(cfg, "accepted: %s", yaml);
-    cr_assert_eq(e.n, 1, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
-    cr_assert_str_eq(e.v[0], want);
-    config_errors_deinit(&e);
-}
-
 /* Same, for messages whose tail belongs to predicate.c or filter.c. */
 static void
 assert_error_prefix(const char *yaml, const char *prefix, const char *also)
@@ -49,18 +31,6 @@ assert_error_prefix(const char *yaml, const char *prefix, const char *also)
     cr_assert_not_null(strstr(e.v[0], also), "\"%s\" lacks \"%s\"", e.v[0],
                        also);
     config_errors_deinit(&e);
-}
-
-static struct config *
-parse_ok(const char *yaml)
-{
-    struct config_errors e;
-    struct config *cfg = parse(yaml, &e);
-
-    cr_assert_not_null(cfg, "refused: %s", e.n > 0 ? e.v[0] : "(no error)");
-    cr_assert_eq(e.n, 0);
-    config_errors_deinit(&e);
-    return cfg;
 }
 
 static const char full_yaml[] =

@@ -10,36 +10,8 @@
 #include <string.h>
 
 #include "config.h"
-
-static struct config *
-parse(const char *yaml, struct config_errors *e)
-{
-    config_errors_init(e);
-    return config_parse(yaml, strlen(yaml), "app.yml", e);
-}
-
-static struct config *
-parse_ok(const char *yaml)
-{
-    struct config_errors e;
-    struct config *cfg = parse(yaml, &e);
-
-    cr_assert_not_null(cfg, "refused: %s", e.n > 0 ? e.v[0] : "(no error)");
-    config_errors_deinit(&e);
-    return cfg;
-}
-
-static void
-assert_error(const char *yaml, const char *want)
-{
-    struct config_errors e;
-    struct config *cfg = parse(yaml, &e);
-
-    cr_assert_null(cfg, "accepted: %s", yaml);
-    cr_assert_eq(e.n, 1, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
-    cr_assert_str_eq(e.v[0], want);
-    config_errors_deinit(&e);
-}
+#define CONFIG_TEST_FILE "app.yml"
+#include "config_test.h"
 
 /* A Spring Cloud Gateway file whose one route has a RequestRateLimiter
  * with 'args' (lines from 9 on, indented by 16). */

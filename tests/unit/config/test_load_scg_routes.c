@@ -9,38 +9,9 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_test.h"
 #include "filter.h"
 #include "predicate.h"
-
-static struct config *
-parse(const char *yaml, struct config_errors *e)
-{
-    config_errors_init(e);
-    return config_parse(yaml, strlen(yaml), "t.yaml", e);
-}
-
-static void
-assert_error(const char *yaml, const char *want)
-{
-    struct config_errors e;
-    struct config *cfg = parse(yaml, &e);
-
-    cr_assert_null(cfg, "accepted: %s", yaml);
-    cr_assert_eq(e.n, 1, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
-    cr_assert_str_eq(e.v[0], want);
-    config_errors_deinit(&e);
-}
-
-static struct config *
-parse_ok(const char *yaml)
-{
-    struct config_errors e;
-    struct config *cfg = parse(yaml, &e);
-
-    cr_assert_not_null(cfg, "refused: %s", e.n > 0 ? e.v[0] : "(no error)");
-    config_errors_deinit(&e);
-    return cfg;
-}
 
 #define ROUTE(extra)                                                           \
     "routes:\n"                                                                \

@@ -9,28 +9,10 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_test.h"
 
 /* A route to make a file complete. */
 #define ROUTE "routes:\n  - id: a\n    uri: http://h\n"
-
-static struct config *
-parse(const char *yaml, struct config_errors *e)
-{
-    config_errors_init(e);
-    return config_parse(yaml, strlen(yaml), "t.yaml", e);
-}
-
-static void
-assert_error(const char *yaml, const char *want)
-{
-    struct config_errors e;
-    struct config *cfg = parse(yaml, &e);
-
-    cr_assert_null(cfg, "accepted: %s", yaml);
-    cr_assert_eq(e.n, 1, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
-    cr_assert_str_eq(e.v[0], want);
-    config_errors_deinit(&e);
-}
 
 static void
 assert_ok(const char *yaml)
