@@ -495,6 +495,28 @@ proc_log_contains(const struct proc *p, const char *needle)
     return found;
 }
 
+size_t
+proc_log_count(const struct proc *p, const char *needle)
+{
+    char *log = proc_log(p);
+    size_t n = 0;
+
+    for (const char *q = log; (q = strstr(q, needle)) != NULL;
+         q += strlen(needle)) {
+        n++;
+    }
+    free(log);
+    return n;
+}
+
+bool
+proc_log_count_reached(void *arg)
+{
+    const struct log_wait *w = arg;
+
+    return proc_log_count(w->p, w->needle) >= w->n;
+}
+
 static long
 status_field_kb(pid_t pid, const char *field)
 {

@@ -97,6 +97,16 @@ char *proc_log(const struct proc *p);
 
 /* True once the child's output contains 'needle'. */
 bool proc_log_contains(const struct proc *p, const char *needle);
+/* How many times 'needle' is in the output of 'p' so far. */
+size_t proc_log_count(const struct proc *p, const char *needle);
+/* For harness_wait_until(): the output of 'p' holds 'needle' 'n' times
+ * or more. */
+struct log_wait {
+    const struct proc *p; /* borrowed */
+    const char *needle;   /* borrowed */
+    size_t n;             /* times wanted */
+};
+bool proc_log_count_reached(void *arg);
 
 /* Resident set size (VmRSS) and its peak (VmHWM) of 'pid' in KiB, from
  * /proc/PID/status; -1 if unavailable. */

@@ -262,35 +262,6 @@ Test(ops, reload_says_which_settings_wait_for_a_restart)
     cr_assert_eq(ops_stop(&o), 0);
 }
 
-/* How many times the gateway's log holds 'needle'. */
-static size_t
-log_count(const struct proc *p, const char *needle)
-{
-    char *log = proc_log(p);
-    size_t n = 0;
-
-    for (const char *q = log; (q = strstr(q, needle)) != NULL;
-         q += strlen(needle)) {
-        n++;
-    }
-    free(log);
-    return n;
-}
-
-struct log_wait {
-    const struct proc *p; /* borrowed */
-    const char *needle;   /* borrowed */
-    size_t n;             /* times wanted */
-};
-
-static bool
-log_count_reached(void *arg)
-{
-    const struct log_wait *w = arg;
-
-    return log_count(w->p, w->needle) >= w->n;
-}
-
 /* Writes the config with 'log_level', reloads it, and waits for the
  * reload's log line number 'nth'. */
 static void
@@ -307,7 +278,7 @@ reload_with_level(struct ops *o, const char *log_level, size_t nth)
     free(yaml);
     cr_assert_eq(post_reload(o, &r), 200, "%s", r.body);
     http_response_free(&r);
-    cr_assert(harness_wait_until(log_count_reached, &w, 5000),
+    cr_assert(harness_wait_until(proc_log_count_reached, &w, 5000),
               "reload %zu was not logged", nth);
 }
 
@@ -318,14 +289,14 @@ Test(ops, restart_only_warnings_compare_with_the_settings_in_force)
 
     ops_start(&o, "log:\n  level: info\n");
     reload_with_level(&o, "debug", 1);
-    cr_assert_eq(log_count(&o.gw, warning), 1);
+    cr_assert_eq(proc_log_count(&o.gw, warning), 1);
     /* Still not in force: said again. */
     reload_with_level(&o, "debug", 2);
-    cr_assert_eq(log_count(&o.gw, warning), 2,
+    cr_assert_eq(proc_log_count(&o.gw, warning), 2,
                  "a second reload of the same change did not warn");
     /* Back to what runs: nothing waits for a restart. */
     reload_with_level(&o, "info", 3);
-    cr_assert_eq(log_count(&o.gw, warning), 2,
+    cr_assert_eq(proc_log_count(&o.gw, warning), 2,
                  "a reload back to the settings in force warned");
     cr_assert_eq(ops_stop(&o), 0);
 }

@@ -562,19 +562,6 @@ metric_sample(const char *text, const char *series)
     return -1;
 }
 
-struct log_wait {
-    const struct proc *gw; /* borrowed */
-    const char *needle;    /* what the log must contain */
-};
-
-static bool
-log_has(void *arg)
-{
-    const struct log_wait *w = arg;
-
-    return proc_log_contains(w->gw, w->needle);
-}
-
 Test(ratelimit, a_refusal_with_status_403_is_labelled_denied_not_no_key)
 {
     struct rig r;
@@ -596,7 +583,7 @@ Test(ratelimit, a_refusal_with_status_403_is_labelled_denied_not_no_key)
         "      - name: RequestRateLimiter\n"
         "        args: { key: route, limiter: one, status: 403 }\n",
         admin);
-    struct log_wait denied = {NULL, "\"GET /x\" route=api status=403 "};
+    struct log_wait denied = {NULL, "\"GET /x\" route=api status=403 ", 1};
     char *u, *log, *line;
 
     rig_start(&r, false, 1, yaml);
@@ -607,8 +594,8 @@ Test(ratelimit, a_refusal_with_status_403_is_labelled_denied_not_no_key)
     cr_assert(strstr(resp.body, "\"policy\":\"one\"") != NULL, "%s", resp.body);
     http_response_free(&resp);
 
-    denied.gw = &r.gw[0];
-    cr_assert(harness_wait_until(log_has, &denied, 5000),
+    denied.p = &r.gw[0];
+    cr_assert(harness_wait_until(proc_log_count_reached, &denied, 5000),
               "no access-log line for the refusal");
     log = proc_log(&r.gw[0]);
     line = strstr(log, denied.needle);

@@ -931,35 +931,6 @@ fake_subscribed(void *arg)
     return atomic_load(&fs->subscribes) > 0;
 }
 
-/* How many times 'needle' is in the log of 'p'. */
-static size_t
-log_count(const struct proc *p, const char *needle)
-{
-    char *log = proc_log(p);
-    size_t n = 0;
-
-    for (const char *q = log; (q = strstr(q, needle)) != NULL;
-         q += strlen(needle)) {
-        n++;
-    }
-    free(log);
-    return n;
-}
-
-struct log_wait {
-    const struct proc *p; /* borrowed */
-    const char *needle;   /* borrowed */
-    size_t n;             /* at least this many */
-};
-
-static bool
-log_reached(void *arg)
-{
-    const struct log_wait *w = arg;
-
-    return log_count(w->p, w->needle) >= w->n;
-}
-
 /*
  * Waits until the gateway has connected to the Redis on 'port': its log
  * names the new primary before the connection and its handshake are
@@ -971,7 +942,7 @@ wait_connected_to(const struct proc *gw, uint16_t port)
     char *needle = harness_strf("connected to 127.0.0.1:%u", (unsigned)port);
     struct log_wait w = {.p = gw, .needle = needle, .n = 1};
 
-    cr_assert(harness_wait_until(log_reached, &w, 10000),
+    cr_assert(harness_wait_until(proc_log_count_reached, &w, 10000),
               "never connected to %u:\n%s", (unsigned)port, proc_log(gw));
     free(needle);
 }
@@ -1013,7 +984,7 @@ Test(sentinel, a_switch_goes_to_the_announced_address_and_a_repeat_is_ignored,
     fake_publish(&fs, msg);
     moved.needle = harness_strf("the primary of mymaster is now 127.0.0.1:%u",
                                 (unsigned)second_port);
-    cr_assert(harness_wait_until(log_reached, &moved, 10000),
+    cr_assert(harness_wait_until(proc_log_count_reached, &moved, 10000),
               "the switch did not move the gateway to %u:\n%s",
               (unsigned)second_port, proc_log(&r.gw));
     wait_connected_to(&r.gw, second_port);
@@ -1022,10 +993,10 @@ Test(sentinel, a_switch_goes_to_the_announced_address_and_a_repeat_is_ignored,
     /* The same message again, late: nothing to do. */
     fake_publish(&fs, msg);
     heard.n = 2;
-    cr_assert(harness_wait_until(log_reached, &heard, 10000),
+    cr_assert(harness_wait_until(proc_log_count_reached, &heard, 10000),
               "the repeat was not heard:\n%s", proc_log(&r.gw));
     assert_decided_on(&r, second_port, "third");
-    cr_assert_eq(log_count(&r.gw, "the sentinels moved the primary"), 1,
+    cr_assert_eq(proc_log_count(&r.gw, "the sentinels moved the primary"), 1,
                  "a repeated switch dropped the connection:\n%s",
                  proc_log(&r.gw));
     free((char *)moved.needle);
@@ -1076,7 +1047,7 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
               "never subscribed again:\n%s", proc_log(&r.gw));
     moved.needle = harness_strf("the primary of mymaster is now 127.0.0.1:%u",
                                 (unsigned)second_port);
-    cr_assert(harness_wait_until(log_reached, &moved, 10000),
+    cr_assert(harness_wait_until(proc_log_count_reached, &moved, 10000),
               "the new subscription did not find the new primary:\n%s",
               proc_log(&r.gw));
     wait_connected_to(&r.gw, second_port);
@@ -1090,7 +1061,7 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
     during = atomic_load(&fs.subscribes) - before;
     cr_assert_leq(during, 30, "%u subscriptions in 2 s", during);
     cr_assert_geq(during, 1, "never tried again:\n%s", proc_log(&r.gw));
-    cr_assert_leq(log_count(&r.gw, "subscription lost"), 2,
+    cr_assert_leq(proc_log_count(&r.gw, "subscription lost"), 2,
                   "a warning per lost subscription:\n%s", proc_log(&r.gw));
     free((char *)moved.needle);
     rig_stop(&r);
@@ -1123,7 +1094,7 @@ Test(sentinel, a_user_without_role_connects_unverified, .timeout = 120)
     cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
               "never connected as a user without ROLE:\n%s", proc_log(&r.gw));
     assert_decided_on(&r, r.primary_port, "norole");
-    cr_assert_eq(log_count(&r.gw, "the primary is not verified"), 1,
+    cr_assert_eq(proc_log_count(&r.gw, "the primary is not verified"), 1,
                  "the NOPERM on ROLE is told once:\n%s", proc_log(&r.gw));
     rig_stop(&r);
     fake_stop(&fs);
@@ -1155,7 +1126,7 @@ Test(sentinel, a_long_host_name_in_the_answer_is_looked_up, .timeout = 120)
     want = harness_strf("redis: resolve %s:%u", fs.answer_host,
                         (unsigned)r.primary_port);
     tried.needle = want;
-    cr_assert(harness_wait_until(log_reached, &tried, 10000),
+    cr_assert(harness_wait_until(proc_log_count_reached, &tried, 10000),
               "the name was not looked up:\n%s", proc_log(&r.gw));
     cr_assert(!proc_log_contains(&r.gw, "unexpected reply"),
               "the answer was refused:\n%s", proc_log(&r.gw));

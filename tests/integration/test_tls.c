@@ -264,20 +264,6 @@ echo_tls_stat(uint16_t port, const char *field)
     return n;
 }
 
-/* How many times 'needle' is in the gateway's output so far. */
-static size_t
-log_count(const struct proc *p, const char *needle)
-{
-    char *log = proc_log(p);
-    size_t n = 0;
-
-    for (const char *s = log; (s = strstr(s, needle)) != NULL; s++) {
-        n++;
-    }
-    free(log);
-    return n;
-}
-
 /* Starts a TLS echo with the certificate 'name' (name.pem, name.key). */
 static void
 tls_echo(struct proc *p, uint16_t *port, const char *name,
@@ -544,7 +530,7 @@ Test(tls, a_bad_upstream_certificate_is_a_502_naming_why_every_time)
             http_response_free(&r);
         }
         /* Logged once for the upstream, not once per request. */
-        cr_assert_eq(log_count(&g.p, line), 1, "%s", line);
+        cr_assert_eq(proc_log_count(&g.p, line), 1, "%s", line);
         /* Never pooled: no request ever reached it. */
         cr_assert_eq(echo_tls_stat(ep[i], "requests"), 0);
         free(path);
