@@ -652,6 +652,18 @@ route_filters_response(const struct route *r)
     return false;
 }
 
+/* True when a filter of 'r' rewrites the path with a regexp. */
+static bool
+route_rewrites_path(const struct route *r)
+{
+    for (size_t i = 0; i < r->nfilters; i++) {
+        if (r->filters[i].kind == FILTER_REWRITE_PATH) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * Where the fields of a response head go: the gateway's own text, or
  * evhttp's list for the head evhttp writes itself: for a HEAD request
@@ -1584,8 +1596,16 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
             &ex->rl_headers, on_ratelimit_done, ex, &outcome);
     }
 
-    /* Filters may replace the path; without any it is read only. */
-    out.path = route->nfilters > 0 ? xstrdup(path) : path;
+    /* Filters may replace the path; without any it is read only. A
+     * RewritePath's regexp is written for the path the route matched:
+     * run on "/files;x/a" it would miss "/files/" and forward the path
+     * unrewritten, out of the prefix it confines the route to. So with
+     * one, the path loses its ;parameters. */
+    if (match != NULL && route_rewrites_path(route)) {
+        out.path = xstrdup(match);
+    } else {
+        out.path = route->nfilters > 0 ? xstrdup(path) : path;
+    }
     out.query = query != NULL ? xstrdup(query) : NULL;
     out.headers = in; /* moved: 'in' is not used again */
     out.preserve_host = false;

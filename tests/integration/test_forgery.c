@@ -615,3 +615,27 @@ Test(forgery, path_parameters_do_not_hide_a_route)
                   "HTTP/1.1 429 Too Many Requests");
     echo_stack_stop(&st);
 }
+
+/* A RewritePath confines a route to what it rewrites to: its regexp,
+ * written for the path the route matched, must not miss a path that
+ * matched only without its ;parameters. */
+Test(forgery, path_parameters_do_not_escape_a_rewrite)
+{
+    struct echo_stack st;
+    struct http_response r;
+    const char *routes = "  - id: files\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [\"Path=/files/**\"]\n"
+                         "    filters:\n"
+                         "      - RewritePath=/files/(?<p>.*), /public/${p}\n";
+
+    echo_stack_start(&st, "", ONE_PER_HOUR, routes);
+    cr_assert_eq(echo_stack_get(&st, "/files/a", NULL, &r), 200);
+    cr_assert(strstr(r.body, "\"/public/a\"") != NULL, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(echo_stack_get(&st, "/files;x/secret", NULL, &r), 200);
+    cr_assert(strstr(r.body, "\"/public/secret\"") != NULL,
+              "the rewrite was escaped: %s", r.body);
+    http_response_free(&r);
+    echo_stack_stop(&st);
+}
