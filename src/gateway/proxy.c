@@ -1267,12 +1267,31 @@ identity_or_reply(struct proxy *p, const struct config *cfg,
  * answered.
  */
 static bool
+same_to_cgi(const char *name, const void *want)
+{
+    return forward_same_to_cgi(name, want);
+}
+
+/* Fields of 'in' a CGI upstream reads as 'name' (forward.h). */
+static size_t
+same_to_cgi_count(const struct headers *in, const char *name)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < in->n; i++) {
+        n += forward_same_to_cgi(in->v[i].name, name);
+    }
+    return n;
+}
+
+static bool
 jwt_or_reply(struct proxy *p, const struct config *cfg,
              struct evhttp_request *creq, struct headers *in,
              const char *client, int64_t t0, int64_t wall,
              struct claims **claims)
 {
     const struct jwtcheck_conf *jc = cfg->identity.jwt;
+    enum jwtcheck_found found;
     const char *token = NULL;
     const char *why = NULL;
     size_t len = 0;
@@ -1281,7 +1300,14 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     char challenge[128];
 
     *claims = NULL;
-    switch (jwtcheck_find_token(jc, in, &token, &len)) {
+    found = jwtcheck_find_token(jc, in, &token, &len);
+    /* X_Access_Token beside X-Access-Token (server.underscores_in_headers)
+     * is one field twice to a CGI upstream. */
+    if (jc->header != NULL && found == JWTCHECK_TOKEN &&
+        same_to_cgi_count(in, jc->header) > 1) {
+        found = JWTCHECK_BAD_TOKEN;
+    }
+    switch (found) {
     case JWTCHECK_NO_TOKEN:
         break;
     case JWTCHECK_BAD_TOKEN:
@@ -1328,7 +1354,7 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     }
     if (!jc->required) {
         if (why != NULL && jc->header != NULL) {
-            headers_remove(in, jc->header);
+            headers_remove_if(in, same_to_cgi, jc->header);
         }
         return false;
     }

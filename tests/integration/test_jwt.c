@@ -56,6 +56,9 @@ redis_connected(void *arg)
  * mapping with @KEY@ for the path of a file holding 'key') and whose one
  * route (every path under /api) has the RequestRateLimiter args 'args'.
  */
+/* More lines under server: for the next rig_start(); "" by default. */
+static const char *rig_server_extra = "";
+
 static void
 rig_start(struct rig *r, const char *key, const char *jwt, const char *args)
 {
@@ -73,6 +76,7 @@ rig_start(struct rig *r, const char *key, const char *jwt, const char *args)
         "  listen: 127.0.0.1:%u\n"
         "  workers: 1\n"
         "  trusted_proxies: [127.0.0.1/32]\n"
+        "%s"
         "admin:\n"
         "  listen: 127.0.0.1:%u\n"
         "redis:\n"
@@ -90,7 +94,8 @@ rig_start(struct rig *r, const char *key, const char *jwt, const char *args)
         "    filters:\n"
         "      - name: RequestRateLimiter\n"
         "        args: %s\n",
-        r->port, r->admin, r->redis_port, jwt_text, r->echo_port, args);
+        r->port, rig_server_extra, r->admin, r->redis_port, jwt_text,
+        r->echo_port, args);
     r->cfg_path = write_temp(yaml);
     free(jwt_text);
     free(yaml);
@@ -670,4 +675,46 @@ Test(jwt, the_access_log_names_the_decided_user, .timeout = 60)
     free(auth);
     free(tok);
     jt_pair_free(&k);
+}
+
+/* With server.underscores_in_headers, X_Access_Token is the token field
+ * to a CGI upstream as much as X-Access-Token: the two together are one
+ * field twice, refused; and an invalid token goes in neither spelling. */
+Test(jwt, the_underscore_spelling_of_the_token_field_counts_too, .timeout = 60)
+{
+    struct jt_pair rsa = jt_keygen("RSA");
+    struct rig r;
+    char *c = claims("dave", "");
+    char *good = jt_sign_str("RS256", rsa.priv, c);
+    char *req = harness_strf("GET /api/x HTTP/1.1\r\nHost: x\r\n"
+                             "X-Access-Token: %s\r\nX_Access_Token: %s\r\n"
+                             "Connection: close\r\n\r\n",
+                             good, good);
+    char *reply;
+
+    rig_server_extra = "  underscores_in_headers: true\n";
+    rig_start(&r, rsa.pub,
+              "{ algorithms: [RS256], key_file: @KEY@, issuer: "
+              "'https://auth.example', audience: api, header: X-Access-Token }",
+              user_or_ip);
+    rig_server_extra = "";
+    reply = raw_http(r.port, req, strlen(req), 5000);
+    cr_assert_not_null(reply);
+    cr_assert(strncmp(reply, "HTTP/1.1 400", 12) == 0, "%s", reply);
+    free(reply);
+    free(req);
+    /* Invalid, alone: the upstream gets it in no spelling. */
+    req = harness_strf("GET /api/x HTTP/1.1\r\nHost: x\r\n"
+                       "X-Access-Token: x.y.z\r\nConnection: close\r\n\r\n");
+    reply = raw_http(r.port, req, strlen(req), 5000);
+    cr_assert_not_null(reply);
+    cr_assert(strncmp(reply, "HTTP/1.1 200", 12) == 0, "%s", reply);
+    cr_assert(strstr(reply, "x.y.z") == NULL,
+              "the invalid token reached the upstream: %s", reply);
+    free(reply);
+    free(req);
+    rig_stop(&r);
+    free(c);
+    free(good);
+    jt_pair_free(&rsa);
 }
