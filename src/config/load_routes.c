@@ -961,8 +961,6 @@ check_template_vars(struct loader *ld, yaml_node_t *node,
     case FILTER_SET_PATH:
     case FILTER_ADD_REQUEST_HEADER:
     case FILTER_SET_REQUEST_HEADER:
-    case FILTER_ADD_RESPONSE_HEADER:
-    case FILTER_SET_RESPONSE_HEADER:
     case FILTER_ADD_REQUEST_PARAMETER:
         break;
     default:

@@ -118,6 +118,20 @@ Test(load_routes, a_variable_one_path_pattern_captures_loads)
     config_unref(cfg);
 }
 
+/* Response header values are literal (no {name} is expanded in them):
+ * one that looks like a variable is no error. */
+Test(load_routes, a_response_header_value_is_literal)
+{
+    struct config *cfg =
+        parse_ok(ROUTE("    predicates: ['Path=/items']\n"
+                       "    filters:\n"
+                       "      - 'SetResponseHeader=Link, {next}'\n"
+                       "      - 'AddResponseHeader=X-T, {x}'\n"));
+
+    cr_assert_eq(cfg->routes[0].nfilters, 2);
+    config_unref(cfg);
+}
+
 Test(load_routes, an_unclosed_brace_in_a_path_template_is_refused)
 {
     assert_error(ROUTE("    predicates: ['Path=/items/{x}']\n"
