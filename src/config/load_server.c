@@ -360,9 +360,13 @@ check_identity(struct loader *ld, yaml_node_t *node,
                const struct load_path *path, void *base)
 {
     const struct identity_conf *ic = base;
+    /* Both checked, whatever the first says: either may be unset. */
+    bool user_ok =
+        check_identity_name(ld, node, path, "user_header", ic->user_header);
+    bool role_ok =
+        check_identity_name(ld, node, path, "role_header", ic->role_header);
 
-    if (!check_identity_name(ld, node, path, "user_header", ic->user_header) ||
-        !check_identity_name(ld, node, path, "role_header", ic->role_header)) {
+    if (!user_ok || !role_ok) {
         return;
     }
     if (forward_same_to_cgi(ic->user_header, ic->role_header)) {

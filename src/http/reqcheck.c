@@ -272,7 +272,8 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
         return refuse(why, "space or control character in the request "
                            "target");
     }
-    /* asterisk-form ("OPTIONS *") is the router's to answer */
+    /* asterisk-form ("OPTIONS *") passes here; with no path to route on,
+     * the proxy answers it 400 */
     if (strcmp(r->target, "*") != 0 &&
         !reqcheck_target_split(r->target, &target)) {
         return refuse(why, "request target is neither a path nor an "

@@ -103,3 +103,17 @@ Test(load_server, listeners_on_other_ports_or_families_load)
               "admin: {listen: '[::1]:9090'}\n" ROUTE);
     assert_ok("admin: {}\n" ROUTE);
 }
+
+/* Both fields are checked, whichever is wrong first. */
+Test(load_server, both_identity_fields_are_checked)
+{
+    struct config_errors e;
+    struct config *cfg = parse(
+        "identity: {user_header: Host, role_header: Connection}\n" ROUTE, &e);
+
+    cr_assert_null(cfg);
+    cr_assert_eq(e.n, 2, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
+    cr_assert(strstr(e.v[1], "identity.role_header: Connection") != NULL, "%s",
+              e.v[1]);
+    config_errors_deinit(&e);
+}
