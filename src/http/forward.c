@@ -165,13 +165,17 @@ identity_field(const struct forward_request *r, const char *name)
 
 /*
  * The fields other proxies use to tell an upstream of the client's address,
- * scheme, host or path (RFC 7239 Forwarded, X-Real-IP, and the
- * X-Forwarded-* ones the gateway does not set): Spring, Tomcat and others
- * believe them, Spring preferring Forwarded to X-Forwarded-*.
+ * scheme, host or path (RFC 7239 Forwarded, X-Real-IP, the X-Forwarded-*
+ * ones the gateway does not set, the client-address fields of CDNs), and
+ * those by which a front tells the backend which path to serve
+ * (X-Original-URL, X-Rewrite-URL: IIS, Symfony): Spring, Tomcat and
+ * others believe them, Spring preferring Forwarded to X-Forwarded-*.
  */
 static const char *const relayed_fields[] = {
     "Forwarded",          "X-Real-IP",       "X-Forwarded-Port",
-    "X-Forwarded-Prefix", "X-Forwarded-Ssl",
+    "X-Forwarded-Prefix", "X-Forwarded-Ssl", "X-Original-URL",
+    "X-Rewrite-URL",      "X-Client-IP",     "True-Client-IP",
+    "CF-Connecting-IP",
 };
 
 /*
@@ -185,7 +189,7 @@ relayed_field_dropped(const char *name, const void *arg)
 {
     bool peer_trusted = *(const bool *)arg;
 
-    if ((name[0] | 0x20) != 'x' && (name[0] | 0x20) != 'f') {
+    if (strchr("xftc", name[0] | 0x20) == NULL) {
         return false;
     }
     if (peer_trusted && strchr(name, '_') == NULL) {

@@ -174,19 +174,29 @@ add_relayed_fields(void)
     headers_add(&in, "X-Forwarded-Port", "443");
     headers_add(&in, "X-Forwarded-Prefix", "/evil");
     headers_add(&in, "X-Forwarded-Ssl", "on");
+    headers_add(&in, "X-Original-URL", "/admin");
+    headers_add(&in, "x-rewrite-url", "/admin");
+    headers_add(&in, "X-Client-IP", "6.6.6.6");
+    headers_add(&in, "True-Client-IP", "6.6.6.6");
+    headers_add(&in, "CF-Connecting-IP", "6.6.6.6");
     headers_add(&in, "X-Kept", "1");
 }
 
 Test(forward, an_untrusted_peer_cannot_plant_what_other_proxies_relay)
 {
     add_relayed_fields();
-    cr_assert_eq(forward_drop_relayed(&in, false), 5);
+    cr_assert_eq(forward_drop_relayed(&in, false), 10);
     forward(false);
     assert_out("Forwarded", NULL);
     assert_out("X-Real-IP", NULL);
     assert_out("X-Forwarded-Port", NULL);
     assert_out("X-Forwarded-Prefix", NULL);
     assert_out("X-Forwarded-Ssl", NULL);
+    assert_out("X-Original-URL", NULL);
+    assert_out("X-Rewrite-URL", NULL);
+    assert_out("X-Client-IP", NULL);
+    assert_out("True-Client-IP", NULL);
+    assert_out("CF-Connecting-IP", NULL);
     assert_out("X-Kept", "1");
     assert_out("X-Forwarded-For", "10.1.2.3");
 }
