@@ -987,8 +987,8 @@ start_upstream(struct exchange *ex)
     ur.connect_timeout_ms = r->connect_timeout_ms;
     ur.response_timeout_ms = r->response_timeout_ms;
     ur.keepalive = ex->cfg->upstream.keepalive;
-    ex->up_t0 = clock_mono_ms();
     ex->up_t0_us = clock_mono_us();
+    ex->up_t0 = ex->up_t0_us / 1000; /* one clock read, not two */
     if (ex->attempt++ == 0) {
         retry_prepare(ex);
     }

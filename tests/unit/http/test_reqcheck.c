@@ -509,3 +509,20 @@ Test(reqcheck, a_target_of_another_form_is_refused)
     req.target = "http://example.com/a";
     accepted();
 }
+
+/* Every byte in a name: exactly unreserved and sub-delims pass. */
+Test(reqcheck, a_host_name_takes_exactly_the_reg_name_characters)
+{
+    static const char allowed[] = "-._~!$&'()*+,;=";
+
+    for (int c = 1; c < 256; c++) {
+        char host[4] = {'a', (char)c, 'b', '\0'};
+        bool want = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || strchr(allowed, c) != NULL;
+
+        if (c == ':' || c == '%') {
+            continue; /* a port, an escape */
+        }
+        cr_assert_eq(reqcheck_host_ok(host, 3), want, "byte 0x%02x", c);
+    }
+}
