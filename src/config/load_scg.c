@@ -352,23 +352,28 @@ parse_httpclient(struct loader *ld, yaml_node_t *node, const struct field *f,
     load_fields(ld, node, path, &httpclient_table, &ld->cfg->upstream);
 }
 
-/* spring.cloud.gateway: kept as nodes, read together. */
+/* spring.cloud.gateway, or spring.cloud.gateway.server.webflux (the
+ * prefix of Spring Cloud Gateway 4.3 on, the older one deprecated): kept
+ * as nodes, read together. */
 struct gateway_form {
     yaml_node_t *routes;   /* borrowed */
     yaml_node_t *defaults; /* default-filters, or NULL; borrowed */
+    yaml_node_t *server;   /* server:, or NULL; borrowed */
 };
 
 static const struct field gateway_fields[] = {
     {.key = "routes",
      .parse = load_node,
-     .offset = offsetof(struct gateway_form, routes),
-     .required = true},
+     .offset = offsetof(struct gateway_form, routes)},
     {.key = "default-filters",
      .parse = load_node,
      .offset = offsetof(struct gateway_form, defaults)},
     {.key = "filter", .parse = load_scg_rrl_defaults},
     {.key = "httpclient", .parse = parse_httpclient},
     {.key = "discovery", .parse = load_ignored},
+    {.key = "server",
+     .parse = load_node,
+     .offset = offsetof(struct gateway_form, server)},
 };
 
 static const struct table gateway_table = {
@@ -377,19 +382,97 @@ static const struct table gateway_table = {
     .keys_first = true,
 };
 
+/* spring.cloud.gateway.server: only webflux (webmvc is the other
+ * gateway, whose routes are functions). */
+struct server_form {
+    yaml_node_t *webflux; /* borrowed */
+};
+
+static const struct field gateway_server_fields[] = {
+    {.key = "webflux",
+     .parse = load_node,
+     .offset = offsetof(struct server_form, webflux)},
+};
+
+static const struct table gateway_server_table = {
+    .fields = gateway_server_fields,
+    .n = NELEMS(gateway_server_fields),
+    .keys_first = true,
+};
+
+/* The first key of 'node' (a mapping) other than 'except', or NULL. */
+static yaml_node_t *
+other_key(struct loader *ld, yaml_node_t *node, const char *except)
+{
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type != YAML_SCALAR_NODE ||
+            strcmp((const char *)k->data.scalar.value, except) != 0) {
+            return k;
+        }
+    }
+    return NULL;
+}
+
 static void
 parse_gateway(struct loader *ld, yaml_node_t *node, const struct field *f,
               void *base, const struct load_path *path)
 {
-    struct gateway_form gf = {NULL, NULL};
+    struct gateway_form gf = {NULL, NULL, NULL};
+    struct server_form sf = {NULL};
+    const struct load_path server = {path, "server", 0};
+    const struct load_path webflux = {&server, "webflux", 0};
+    const struct load_path *at = path;
 
     (void)f;
     (void)base;
     if (load_fields(ld, node, path, &gateway_table, &gf) != LOAD_OK) {
         return;
     }
-    load_scg_routes(ld, gf.routes, PATH_KEY(path, "routes"), gf.defaults,
-                    PATH_KEY(path, "default-filters"));
+    if (gf.server != NULL) {
+        yaml_node_t *old;
+
+        if (load_fields(ld, gf.server, &server, &gateway_server_table, &sf) !=
+            LOAD_OK) {
+            return;
+        }
+        if (sf.webflux == NULL) {
+            /* Not a table rule: after a wrong key it would say it too. */
+            report(ld, gf.server, &webflux, "required");
+            return;
+        }
+        /* One prefix or the other: both would leave which routes,
+         * defaults or timeouts hold to the order of reading. */
+        if ((old = other_key(ld, node, "server")) != NULL) {
+            report(ld, old, path,
+                   "\"%s\" beside server.webflux: give every key under one "
+                   "prefix, spring.cloud.gateway.server.webflux (Spring Cloud "
+                   "Gateway 4.3 on) or spring.cloud.gateway (before)",
+                   old->type == YAML_SCALAR_NODE
+                       ? (const char *)old->data.scalar.value
+                       : "?");
+            return;
+        }
+        at = &webflux;
+        gf.server = NULL;
+        if (load_fields(ld, sf.webflux, at, &gateway_table, &gf) != LOAD_OK) {
+            return;
+        }
+        if (gf.server != NULL) {
+            report(ld, gf.server, PATH_KEY(at, "server"),
+                   "not under server.webflux");
+            return;
+        }
+    }
+    if (gf.routes == NULL) {
+        report(ld, sf.webflux != NULL ? sf.webflux : node,
+               PATH_KEY(at, "routes"), "required");
+        return;
+    }
+    load_scg_routes(ld, gf.routes, PATH_KEY(at, "routes"), gf.defaults,
+                    PATH_KEY(at, "default-filters"));
 }
 
 static const struct field cloud_fields[] = {

@@ -59,7 +59,7 @@ rl0(const struct config *cfg, size_t route)
 Test(scg_shape, every_file_under_tests_scg_loads)
 {
     static const char *const files[] = {"basic.yml", "sentinel.yml",
-                                        "sluice_part.yml",
+                                        "sluice_part.yml", "webflux.yml",
                                         "../../conf/application.yml"};
 
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -630,4 +630,64 @@ Test(scg_shape, httpclient_timeouts_are_the_upstream_defaults)
     cr_assert_eq(cfg->routes[0].connect_timeout_ms, 1500);
     cr_assert_eq(cfg->routes[0].response_timeout_ms, 7000);
     config_unref(cfg);
+}
+
+/* Spring Cloud Gateway 4.3 moved every key under
+ * spring.cloud.gateway.server.webflux (the old prefix deprecated): a
+ * file of either kind loads the same. */
+Test(scg_shape, the_server_webflux_prefix_of_gateway_4_3_loads)
+{
+    struct config *cfg = parse_ok("spring:\n"
+                                  "  cloud:\n"
+                                  "    gateway:\n"
+                                  "      server:\n"
+                                  "        webflux:\n"
+                                  "          httpclient:\n"
+                                  "            connect-timeout: 1500\n"
+                                  "          default-filters:\n"
+                                  "            - AddResponseHeader=X-A, 1\n"
+                                  "          routes:\n"
+                                  "            - id: a\n"
+                                  "              uri: http://127.0.0.1:9000\n"
+                                  "            - id: b\n"
+                                  "              uri: http://127.0.0.1:9000\n");
+
+    cr_assert_eq(cfg->nroutes, 2);
+    cr_assert_str_eq(cfg->routes[0].id, "a");
+    cr_assert_eq(cfg->routes[0].connect_timeout_ms, 1500);
+    cr_assert_eq(cfg->routes[1].nfilters, 1);
+    config_unref(cfg);
+}
+
+/* Keys under both prefixes would leave which of them holds to the order
+ * of reading: refused. */
+Test(scg_shape, both_prefixes_at_once_are_refused)
+{
+    assert_error("spring:\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      httpclient: { connect-timeout: 1000 }\n"
+                 "      server:\n"
+                 "        webflux:\n"
+                 "          routes: []\n",
+                 "app.yml:4:7: spring.cloud.gateway: \"httpclient\" beside "
+                 "server.webflux: give every key under one prefix, "
+                 "spring.cloud.gateway.server.webflux (Spring Cloud Gateway "
+                 "4.3 on) or spring.cloud.gateway (before)");
+    assert_error("spring:\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      server:\n"
+                 "        webflux:\n"
+                 "          default-filters: [AddResponseHeader=X-A, 1]\n",
+                 "app.yml:6:11: spring.cloud.gateway.server.webflux.routes: "
+                 "required");
+    assert_error("spring:\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      server:\n"
+                 "        webmvc:\n"
+                 "          routes: []\n",
+                 "app.yml:5:9: spring.cloud.gateway.server: unknown key "
+                 "\"webmvc\" (known: webflux)");
 }
