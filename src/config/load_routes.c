@@ -1184,10 +1184,12 @@ parse_order(struct loader *ld, yaml_node_t *node, const struct field *f,
         return;
     }
     neg = s[0] == '-';
-    if (load_decimal(s + neg, strlen(s + neg), INT32_MAX, &v) < 0) {
+    /* A Java int: Ordered.HIGHEST_PRECEDENCE is -2^31. */
+    if (load_decimal(s + neg, strlen(s + neg),
+                     neg ? (uint64_t)INT32_MAX + 1 : INT32_MAX, &v) < 0) {
         report(ld, node, path,
-               "bad order \"%s\" (expected an integer from %d to %d)", s,
-               -INT32_MAX, INT32_MAX);
+               "bad order \"%s\" (expected an integer from %lld to %d)", s,
+               (long long)INT32_MIN, INT32_MAX);
         return;
     }
     route->order = neg ? -(int64_t)v : (int64_t)v;

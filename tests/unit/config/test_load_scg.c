@@ -691,3 +691,22 @@ Test(scg_shape, both_prefixes_at_once_are_refused)
                  "app.yml:5:9: spring.cloud.gateway.server: unknown key "
                  "\"webmvc\" (known: webflux)");
 }
+
+/* order is a Java int: Ordered.HIGHEST_PRECEDENCE, -2^31, included. */
+Test(scg_shape, order_takes_every_java_int)
+{
+    struct config *cfg =
+        parse_ok("spring:\n  cloud:\n    gateway:\n      routes:\n" SCG_ROUTE(
+            "a", "          order: 2147483647\n")
+                     SCG_ROUTE("b", "          order: -2147483648\n"));
+
+    cr_assert_str_eq(cfg->routes[0].id, "b");
+    cr_assert_eq(cfg->routes[0].order, INT32_MIN);
+    cr_assert_eq(cfg->routes[1].order, INT32_MAX);
+    config_unref(cfg);
+    assert_error("spring:\n  cloud:\n    gateway:\n      routes:\n" SCG_ROUTE(
+                     "a", "          order: -2147483649\n"),
+                 "app.yml:7:18: spring.cloud.gateway.routes[0].order: bad "
+                 "order \"-2147483649\" (expected an integer from -2147483648 "
+                 "to 2147483647)");
+}
