@@ -22,6 +22,7 @@
 #include "claims.h"
 #include "clientconn.h"
 #include "clock.h"
+#include "cookie.h"
 #include "config.h"
 #include "evreq.h"
 #include "filter.h"
@@ -1355,6 +1356,8 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     if (!jc->required) {
         if (why != NULL && jc->header != NULL) {
             headers_remove_if(in, same_to_cgi, jc->header);
+        } else if (why != NULL && jc->cookie != NULL) {
+            cookie_remove(in, jc->cookie);
         }
         return false;
     }

@@ -1,9 +1,11 @@
 #include "cookie.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "headers.h"
+#include "strbuf.h"
 
 /*
  * Calls 'each' with every cookie called 'name' in the Cookie fields of
@@ -83,4 +85,60 @@ cookie_any(const struct headers *h, const char *name, cookie_match_cb *match,
            const void *arg)
 {
     return scan(h, name, match, arg);
+}
+
+/* True when the cookie in 's' ('n' bytes, up to its ';') is 'name'. */
+static bool
+is_named(const char *s, size_t n, const char *name, size_t namelen)
+{
+    const char *eq = memchr(s, '=', n);
+    const char *k = s;
+    size_t klen = (size_t)((eq != NULL ? eq : s + n) - s);
+
+    headers_trim_ows(&k, &klen);
+    return eq != NULL && klen == namelen && memcmp(k, name, namelen) == 0;
+}
+
+size_t
+cookie_remove(struct headers *h, const char *name)
+{
+    size_t namelen = strlen(name);
+    size_t removed = 0, kept = 0;
+
+    for (size_t f = 0; f < h->n; f++) {
+        struct header hf = h->v[f];
+        struct strbuf b = STRBUF_INIT;
+        size_t gone = 0;
+
+        if (strcasecmp(hf.name, "Cookie") == 0) {
+            for (const char *s = hf.value; *s != '\0';) {
+                size_t n = strcspn(s, ";");
+                const char *k = s;
+                size_t klen = n;
+
+                if (is_named(s, n, name, namelen)) {
+                    gone++;
+                } else {
+                    headers_trim_ows(&k, &klen);
+                    if (klen > 0) {
+                        strbuf_adds(&b, b.n > 0 ? "; " : "");
+                        strbuf_add(&b, k, klen);
+                    }
+                }
+                s += n + (s[n] == ';');
+            }
+        }
+        if (gone == 0) {
+            h->v[kept++] = hf;
+        } else if (b.n > 0) {
+            /* The new value goes into the list's own memory; the slot
+             * keeps its place among the fields. */
+            headers_add_n(h, hf.name, strlen(hf.name), b.p, b.n);
+            h->v[kept++] = h->v[--h->n];
+        }
+        removed += gone;
+        free(b.p);
+    }
+    h->n = kept;
+    return removed;
 }

@@ -1,7 +1,7 @@
 /*
  * cookie.h - finds a cookie by name in a request's Cookie fields
- * ("a=b; c=d", RFC 6265 section 5.4). Pure: no I/O, no allocation.
- * Depends on headers.h.
+ * ("a=b; c=d", RFC 6265 section 5.4), and takes one out. Pure: no I/O;
+ * only cookie_remove() allocates. Depends on headers.h.
  */
 #ifndef SLUICE_COOKIE_H
 #define SLUICE_COOKIE_H
@@ -30,5 +30,13 @@ typedef bool cookie_match_cb(const char *value, size_t len, const void *arg);
  */
 bool cookie_any(const struct headers *h, const char *name,
                 cookie_match_cb *match, const void *arg);
+
+/*
+ * Removes every cookie called 'name' from the Cookie fields of 'h': each
+ * field holding one is written again without it ("a=1; t=x; b=2" ->
+ * "a=1; b=2"), and a field left with no cookie is removed. Returns how
+ * many cookies went. Allocates: the new values live in 'h'.
+ */
+size_t cookie_remove(struct headers *h, const char *name);
 
 #endif

@@ -718,3 +718,30 @@ Test(jwt, the_underscore_spelling_of_the_token_field_counts_too, .timeout = 60)
     free(good);
     jt_pair_free(&rsa);
 }
+
+/* With the token in a cookie, an invalid one is taken out of the Cookie
+ * field the upstream gets; the other cookies stay. */
+Test(jwt, an_invalid_token_in_a_cookie_is_not_forwarded, .timeout = 60)
+{
+    struct jt_pair rsa = jt_keygen("RSA");
+    struct rig r;
+    const char *req = "GET /api/x HTTP/1.1\r\nHost: x\r\n"
+                      "Cookie: a=1; tok=x.y.z; b=2\r\n"
+                      "Connection: close\r\n\r\n";
+    char *reply;
+
+    rig_start(&r, rsa.pub,
+              "{ algorithms: [RS256], key_file: @KEY@, issuer: "
+              "'https://auth.example', audience: api, cookie: tok }",
+              user_or_ip);
+    reply = raw_http(r.port, req, strlen(req), 5000);
+    cr_assert_not_null(reply);
+    cr_assert(strncmp(reply, "HTTP/1.1 200", 12) == 0, "%s", reply);
+    cr_assert(strstr(reply, "x.y.z") == NULL,
+              "the invalid token reached the upstream: %s", reply);
+    cr_assert(strstr(reply, "a=1; b=2") != NULL,
+              "the other cookies did not: %s", reply);
+    free(reply);
+    rig_stop(&r);
+    jt_pair_free(&rsa);
+}

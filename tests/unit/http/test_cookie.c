@@ -24,3 +24,27 @@ Test(cookie, finds_the_first_and_counts_every_one_across_fields)
     cr_assert_eq(cookie_find(NULL, "sid", &v, &n), 0);
     headers_deinit(&h);
 }
+
+/* A cookie taken out of every Cookie field; the others stay in order. */
+Test(cookie, remove_takes_one_name_out_of_every_field)
+{
+    struct headers h;
+
+    headers_init(&h);
+    headers_add(&h, "Cookie", "a=1; t=x.y.z; b=2");
+    headers_add(&h, "X-Other", "t=keep");
+    headers_add(&h, "cookie", "t=again");
+    headers_add(&h, "Cookie", " tt=1 ;t = 3;c=4 ");
+    headers_add(&h, "Cookie", "d=5");
+    cr_assert_eq(cookie_remove(&h, "t"), 3);
+    cr_assert_eq(h.n, 4);
+    cr_assert_str_eq(h.v[0].name, "Cookie");
+    cr_assert_str_eq(h.v[0].value, "a=1; b=2");
+    cr_assert_str_eq(h.v[1].value, "t=keep");
+    cr_assert_str_eq(h.v[2].value, "tt=1; c=4");
+    cr_assert_str_eq(h.v[3].value, "d=5");
+    cr_assert_eq(cookie_remove(&h, "t"), 0);
+    cr_assert_eq(cookie_remove(&h, "d"), 1);
+    cr_assert_eq(h.n, 3);
+    headers_deinit(&h);
+}
