@@ -539,7 +539,7 @@ tls_attach(struct config *cfg, struct config_errors *errs)
 {
     struct tls_set *set = xcalloc(1, sizeof(*set));
     char why[512];
-    bool bad = false;
+    bool bad = false, upstream_told = false;
 
     indexes_init();
     if (cfg->server.tls.enabled) {
@@ -553,17 +553,27 @@ tls_attach(struct config *cfg, struct config_errors *errs)
     set->routes = xcalloc(cfg->nroutes + 1, sizeof(*set->routes));
     for (size_t i = 0; i < cfg->nroutes; i++) {
         const struct route *r = &cfg->routes[i];
+        /* A route without a tls: of its own has upstream.tls's: an error
+         * in it is that one's, told once, not once per https route. */
+        bool inherited = cfg->upstream.tls.at.line > 0 &&
+                         r->tls.at.line == cfg->upstream.tls.at.line &&
+                         r->tls.at.col == cfg->upstream.tls.at.col;
 
         if (!r->uri.https) {
             continue;
         }
         set->routes[i] = set_client(set, &r->tls, why, sizeof(why));
-        if (set->routes[i] == NULL) {
+        if (set->routes[i] == NULL && inherited && !upstream_told) {
+            config_errors_add(
+                errs,
+                at_error(cfg, &r->tls.at, xasprintf("upstream.tls.%s", why)));
+            upstream_told = true;
+        } else if (set->routes[i] == NULL && !inherited) {
             config_errors_add(
                 errs, at_error(cfg, &r->tls.at,
                                xasprintf("routes[%zu].tls.%s", i, why)));
-            bad = true;
         }
+        bad |= set->routes[i] == NULL;
     }
     if (bad) {
         tls_set_free(set);

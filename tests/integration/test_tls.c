@@ -1321,17 +1321,20 @@ Test(tls, a_certificate_that_is_not_a_regular_file_is_refused, .timeout = 30)
 }
 
 /* A route's tls: that names a file the gateway cannot read is reported
- * where that tls: is; without one, where upstream.tls is. */
+ * where that tls: is; without one, where upstream.tls is, as
+ * upstream.tls's, once. */
 Test(tls, check_names_where_the_tls_of_a_route_is)
 {
     static const char *const files[] = {
         "upstream:\n  tls: {ca_file: /nowhere/ca.pem}\n"
-        "routes:\n  - id: a\n    uri: https://x\n",
+        "routes:\n  - id: a\n    uri: https://x\n"
+        "  - id: b\n    uri: https://y\n",
         "routes:\n  - id: a\n    uri: https://x\n"
         "    tls: {ca_file: /nowhere/ca.pem}\n",
     };
+    /* upstream.tls's error is its own, told once for both routes. */
     static const char *const want[] = {
-        ":2:8: routes[0].tls.ca_file: cannot load",
+        ":2:8: upstream.tls.ca_file: cannot load",
         ":4:10: routes[0].tls.ca_file: cannot load",
     };
 
@@ -1349,6 +1352,9 @@ Test(tls, check_names_where_the_tls_of_a_route_is)
         cr_assert_neq(pclose(f), 0, "%s", out);
         cr_assert_not_null(strstr(out, want[i]), "want \"%s\" in: %s", want[i],
                            out);
+        cr_assert_null(strstr(strstr(out, want[i]) + strlen(want[i]),
+                              "ca_file: cannot load"),
+                       "told more than once: %s", out);
         unlink(path);
         free(path);
         free(cmd);
