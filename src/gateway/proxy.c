@@ -178,9 +178,8 @@ struct exchange {
     struct exchange *prev, *next;    /* in proxy->live */
     int64_t t0;                      /* monotonic ms at arrival */
     int64_t wall;                    /* epoch ms at arrival */
-    int64_t up_t0;                   /* monotonic ms the upstream request
+    int64_t up_t0_us;                /* monotonic us the upstream request
                                         went out */
-    int64_t up_t0_us;                /* the same in monotonic us */
     int64_t up_ms;                   /* until its response head; -1 */
     int status;                      /* sent to the client; 499 when the
                                         client left first */
@@ -959,7 +958,7 @@ retry_prepare(struct exchange *ex)
     struct evbuffer *in = evhttp_request_get_input_buffer(ex->creq);
     size_t len = evbuffer_get_length(in);
 
-    ex->first_t0 = ex->up_t0;
+    ex->first_t0 = ex->up_t0_us / 1000;
     for (size_t i = 0; i < r->nfilters && ex->retry == NULL; i++) {
         ex->retry = r->filters[i].retry;
     }
@@ -989,7 +988,6 @@ start_upstream(struct exchange *ex)
     ur.response_timeout_ms = r->response_timeout_ms;
     ur.keepalive = ex->cfg->upstream.keepalive;
     ex->up_t0_us = clock_mono_us();
-    ex->up_t0 = ex->up_t0_us / 1000; /* one clock read, not two */
     if (ex->attempt++ == 0) {
         retry_prepare(ex);
     }
@@ -1194,12 +1192,14 @@ early_reply(struct proxy *p, struct evhttp_request *creq, int status,
  * Refuses 'creq' when its framing or syntax is ambiguous, before anything
  * of it goes further; the connection is closed after the answer, so that
  * whatever else the client sent on it is never read as a request.
- * Returns true when it has answered.
+ * Returns true when it has answered; otherwise '*target' holds the
+ * request target, split (reqcheck.h).
  */
 static bool
 refused_or_reply(struct proxy *p, struct evhttp_request *creq,
                  struct clientconn *cc, const struct headers *in,
-                 const char *client, int64_t t0, int64_t wall)
+                 const char *client, int64_t t0, int64_t wall,
+                 struct reqcheck_target *target)
 {
     struct reqcheck_request rc;
     enum reqcheck_verdict v;
@@ -1213,6 +1213,7 @@ refused_or_reply(struct proxy *p, struct evhttp_request *creq,
     rc.headers = in;
     /* What evhttp 2.1 reads a body for (http.c, method_may_have_body). */
     rc.body_read = method != EVHTTP_REQ_HEAD && method != EVHTTP_REQ_TRACE;
+    rc.split = target;
     v = reqcheck_request(&rc, &why);
     if (v == REQCHECK_OK && clientconn_head_has_nul(cc)) {
         v = REQCHECK_BAD_REQUEST;
@@ -1493,7 +1494,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
     netaddr_format(&peer, addr, sizeof(addr));
     pool_take(&p->in_spare, &in);
     evreq_headers(&in, creq);
-    if (refused_or_reply(p, creq, cc, &in, addr, t0, wall)) {
+    if (refused_or_reply(p, creq, cc, &in, addr, t0, wall, &target)) {
         pool_give(&p->in_spare, &in);
         return;
     }
@@ -1509,10 +1510,10 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
                     addr, t0, wall);
         return;
     }
-    /* The path from the target as sent: evhttp's URI parser reads the
-     * "//admin" of "//admin/x" as an authority, and its path as "/x". */
-    if (uri == NULL ||
-        !reqcheck_target_split(evhttp_request_get_uri(creq), &target)) {
+    /* The path from the target as sent (reqcheck split it): evhttp's URI
+     * parser reads the "//admin" of "//admin/x" as an authority, and its
+     * path as "/x". None for asterisk-form. */
+    if (uri == NULL || target.path == NULL) {
         pool_give(&p->in_spare, &in);
         early_reply(p, creq, 400, "request target has no path", addr, t0, wall);
         return;

@@ -285,10 +285,14 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
     }
     /* asterisk-form ("OPTIONS *") passes here; with no path to route on,
      * the proxy answers it 400 */
+    memset(&target, 0, sizeof(target));
     if (strcmp(r->target, "*") != 0 &&
         !reqcheck_target_split(r->target, &target)) {
         return refuse(why, "request target is neither a path nor an "
                            "http(s) URI with a valid host");
+    }
+    if (r->split != NULL) {
+        *r->split = target;
     }
     for (size_t i = 0; i < h->n; i++) {
         if (!headers_valid_name(h->v[i].name)) {

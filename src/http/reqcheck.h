@@ -25,6 +25,17 @@
 
 #include "headers.h"
 
+/* A request target in the forms the gateway serves (RFC 9112 3.2);
+ * borrows from the target. */
+struct reqcheck_target {
+    const char *path;      /* origin-form: the target up to '?' or '#';
+                              absolute-form: what follows the authority,
+                              or "/" */
+    size_t path_len;       /* bytes of 'path' */
+    const char *authority; /* absolute-form: host [":" port]; else NULL */
+    size_t authority_len;  /* bytes of 'authority' */
+};
+
 /* The request as the server side (evhttp) parsed it; all borrowed. */
 struct reqcheck_request {
     const char *method;            /* "GET", "HEAD", ... */
@@ -35,6 +46,10 @@ struct reqcheck_request {
     bool body_read;                /* the server side read a body for this
                                       method (evhttp reads none for HEAD
                                       and TRACE, whatever the fields say) */
+    struct reqcheck_target *split; /* out, or NULL: the target split as
+                                      reqcheck_target_split() does (all
+                                      NULL for asterisk-form "*"); to be
+                                      read on REQCHECK_OK only */
 };
 
 /* What to do with a request. */
@@ -51,17 +66,6 @@ enum reqcheck_verdict {
  */
 enum reqcheck_verdict reqcheck_request(const struct reqcheck_request *r,
                                        const char **why);
-
-/* A request target in the forms the gateway serves (RFC 9112 3.2);
- * borrows from the target. */
-struct reqcheck_target {
-    const char *path;      /* origin-form: the target up to '?' or '#';
-                              absolute-form: what follows the authority,
-                              or "/" */
-    size_t path_len;       /* bytes of 'path' */
-    const char *authority; /* absolute-form: host [":" port]; else NULL */
-    size_t authority_len;  /* bytes of 'authority' */
-};
 
 /*
  * Splits 'target': origin-form ("/..."; "//x/y" is the path "//x/y", not

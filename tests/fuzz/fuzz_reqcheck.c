@@ -17,9 +17,10 @@
 
 /* The request read from one input. */
 struct input {
-    char *text;                 /* the input, NUL-terminated, cut up; owned */
-    struct headers fields;      /* header lines, in order */
-    struct reqcheck_request rq; /* points into 'text' and 'fields' */
+    char *text;                   /* the input, NUL-terminated, cut up; owned */
+    struct headers fields;        /* header lines, in order */
+    struct reqcheck_request rq;   /* points into 'text' and 'fields' */
+    struct reqcheck_target split; /* what rq.split gets */
 };
 
 /* "HTTP/d.d" gives the version; anything else leaves it HTTP/1.1. */
@@ -97,6 +98,7 @@ input_init(struct input *in, const uint8_t *data, size_t size)
         read_field(&in->fields, line);
     }
     in->rq.headers = &in->fields;
+    in->rq.split = &in->split;
     in->rq.body_read = strcmp(in->rq.method, "HEAD") != 0 &&
                        strcmp(in->rq.method, "TRACE") != 0;
 }
@@ -125,6 +127,13 @@ check(const struct reqcheck_request *rq, const char **why_out)
     if (v == REQCHECK_OK) {
         FUZZ_CHECK(why == untouched);
         why = NULL;
+        /* The split handed out is the target's own, or none for "*". */
+        if (rq->split != NULL && strcmp(rq->target, "*") == 0) {
+            FUZZ_CHECK(rq->split->path == NULL);
+        } else if (rq->split != NULL) {
+            FUZZ_CHECK(rq->split->path != NULL &&
+                       rq->split->path_len <= strlen(rq->target));
+        }
     } else {
         size_t n;
 
