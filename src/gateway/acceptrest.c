@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,35 +56,25 @@ static void
 log_failure(struct acceptrest *r, int err)
 {
     int64_t now = clock_mono_ms();
-    size_t open = r->ops->open != NULL ? r->ops->open(r->arg) : 0;
+    char open[64] = "";
 
     r->unlogged++;
-    if (r->logged_ms == 0) {
-        if (r->ops->open != NULL) {
-            log_warn("%s: accept: %s; new connections wait %llu ms "
-                     "(%zu open %s)",
-                     r->who, strerror(err), (unsigned long long)r->pause_ms,
-                     open, r->where);
-        } else {
-            log_warn("%s: accept: %s; new connections wait %llu ms", r->who,
-                     strerror(err), (unsigned long long)r->pause_ms);
-        }
-    } else if (now - r->logged_ms >= LOG_EVERY_MS) {
-        long long secs = (long long)((now - r->logged_ms) / 1000);
-
-        if (r->ops->open != NULL) {
-            log_warn("%s: accept: %s; new connections paused %lu times in "
-                     "%lld s, now for %llu ms (%zu open %s)",
-                     r->who, strerror(err), r->unlogged, secs,
-                     (unsigned long long)r->pause_ms, open, r->where);
-        } else {
-            log_warn("%s: accept: %s; new connections paused %lu times in "
-                     "%lld s, now for %llu ms",
-                     r->who, strerror(err), r->unlogged, secs,
-                     (unsigned long long)r->pause_ms);
-        }
-    } else {
+    if (r->logged_ms != 0 && now - r->logged_ms < LOG_EVERY_MS) {
         return;
+    }
+    if (r->ops->open != NULL) {
+        snprintf(open, sizeof(open), " (%zu open %s)", r->ops->open(r->arg),
+                 r->where);
+    }
+    if (r->logged_ms == 0) {
+        log_warn("%s: accept: %s; new connections wait %llu ms%s", r->who,
+                 strerror(err), (unsigned long long)r->pause_ms, open);
+    } else {
+        log_warn("%s: accept: %s; new connections paused %lu times in "
+                 "%lld s, now for %llu ms%s",
+                 r->who, strerror(err), r->unlogged,
+                 (long long)((now - r->logged_ms) / 1000),
+                 (unsigned long long)r->pause_ms, open);
     }
     r->logged_ms = now;
     r->unlogged = 0;

@@ -496,15 +496,23 @@ proc_log_contains(const struct proc *p, const char *needle)
 }
 
 size_t
-proc_log_count(const struct proc *p, const char *needle)
+harness_count(const char *hay, const char *needle)
 {
-    char *log = proc_log(p);
     size_t n = 0;
 
-    for (const char *q = log; (q = strstr(q, needle)) != NULL;
+    for (const char *q = hay; (q = strstr(q, needle)) != NULL;
          q += strlen(needle)) {
         n++;
     }
+    return n;
+}
+
+size_t
+proc_log_count(const struct proc *p, const char *needle)
+{
+    char *log = proc_log(p);
+    size_t n = harness_count(log, needle);
+
     free(log);
     return n;
 }

@@ -97,6 +97,8 @@ char *proc_log(const struct proc *p);
 
 /* True once the child's output contains 'needle'. */
 bool proc_log_contains(const struct proc *p, const char *needle);
+/* How many times 'needle' is in 'hay', not overlapping. */
+size_t harness_count(const char *hay, const char *needle);
 /* How many times 'needle' is in the output of 'p' so far. */
 size_t proc_log_count(const struct proc *p, const char *needle);
 /* For harness_wait_until(): the output of 'p' holds 'needle' 'n' times

@@ -355,18 +355,6 @@ subscription_dropped(void *arg)
     return proc_log_contains(arg, "more than 1 MiB still unfinished");
 }
 
-/* Occurrences of 'needle' in 'hay'. */
-static size_t
-count_of(const char *hay, const char *needle)
-{
-    size_t n = 0;
-
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++) {
-        n++;
-    }
-    return n;
-}
-
 /* A limiter that never refuses in a test's time. */
 #define HOURLY "{ algorithm: fixed_window, limit: 100, window: 1h }"
 
@@ -501,7 +489,7 @@ expect_policy_for_n(const char *limiter, const char *reply, int requests,
         char *log = proc_log(&g.gw);
 
         w->took_ms = harness_now_ms() - t0;
-        w->lines = count_of(log, "unexpected reply");
+        w->lines = harness_count(log, "unexpected reply");
         free(log);
     }
     gw_rig_stop(&g);
@@ -647,11 +635,9 @@ static bool
 decides_after_switches(void *arg)
 {
     struct flood_wait *f = arg;
-    char *log = proc_log(&f->g->gw);
-    bool twice = count_of(log, "mymaster switched from") >= 2;
 
-    free(log);
-    return twice && gw_rig_get(f->g) == 200;
+    return proc_log_count(&f->g->gw, "mymaster switched from") >= 2 &&
+           gw_rig_get(f->g) == 200;
 }
 
 /* A sentinel announcing switch after switch: each would cost the client
@@ -765,6 +751,6 @@ Test(bad_replies, slots_without_a_primary_are_warned_of_once, .timeout = 60)
     unsigned long accepted;
     char *log = cluster_run(HALF_SLOTS_AT, true, &accepted);
 
-    cr_assert_eq(count_of(log, "slots have no primary"), 1, "%s", log);
+    cr_assert_eq(harness_count(log, "slots have no primary"), 1, "%s", log);
     free(log);
 }
