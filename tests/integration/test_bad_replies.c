@@ -42,6 +42,9 @@ struct standin {
                                'dead_port' and 'primary', the last one to
                                'primary' */
     uint16_t dead_port;     /* where nothing listens */
+    const char *role;       /* the answer to ROLE (RESP, NUL bytes
+                               allowed: role_len), or NULL for +OK */
+    size_t role_len;        /* bytes of 'role' */
     const char *slots;      /* as a cluster node: the answer to CLUSTER
                                SLOTS (RESP), or NULL; borrowed */
     unsigned long accepted; /* connections taken */
@@ -84,7 +87,10 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
     char out[STANDIN_BUF];
     size_t len = 0;
 
-    if (word_is(w[0], wl[0], "SENTINEL") && s->primary != 0) {
+    if (word_is(w[0], wl[0], "ROLE") && s->role != NULL) {
+        send_all(fd, s->role, s->role_len);
+        return;
+    } else if (word_is(w[0], wl[0], "SENTINEL") && s->primary != 0) {
         char port[8];
 
         snprintf(port, sizeof(port), "%u", (unsigned)s->primary);
@@ -498,6 +504,12 @@ expect_policy_for_n(const char *limiter, const char *reply, int requests,
 }
 
 static bool
+not_primary(void *arg)
+{
+    return proc_log_contains(arg, "not the primary");
+}
+
+static bool
 sha_refused(void *arg)
 {
     return proc_log_contains(arg, "not the script's SHA-1");
@@ -753,4 +765,31 @@ Test(bad_replies, slots_without_a_primary_are_warned_of_once, .timeout = 60)
 
     cr_assert_eq(harness_count(log, "slots have no primary"), 1, "%s", log);
     free(log);
+}
+
+/* ROLE's first word is compared whole: "master" and a NUL and more is not
+ * a primary, whatever strcmp() would say. The stand-in is the sentinel
+ * and the server it names. */
+Test(bad_replies, a_role_that_only_starts_with_master_is_no_primary,
+     .timeout = 60)
+{
+    static const char role[] = "*3\r\n$8\r\nmaster\0x\r\n:0\r\n*0\r\n";
+    struct standin s;
+    struct gw_rig g;
+    char *redis;
+
+    standin_start(&s, "1:4:0:1000:0:0");
+    s.primary = s.port;
+    s.role = role;
+    s.role_len = sizeof(role) - 1;
+    redis = sentinel_at(s.port);
+    gw_rig_start(&g, redis, HOURLY);
+    cr_assert(harness_wait_until(not_primary, &g.gw, 10000),
+              "ROLE was not refused:\n%s", proc_log(&g.gw));
+    cr_assert(!proc_log_contains(&g.gw, "redis: connected"),
+              "taken for the primary:\n%s", proc_log(&g.gw));
+    cr_assert_eq(standin_evals(&s), 0, "a script was called");
+    gw_rig_stop(&g);
+    standin_stop(&s);
+    free(redis);
 }
