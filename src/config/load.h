@@ -302,12 +302,14 @@ enum load_field_owner {
 enum load_field_owner load_request_field(const char *name);
 
 /*
- * Reports at 'node' ('path') two of the listeners on (server.listen,
- * server.tls.listen, admin.listen) that would bind one port of one
- * address, which start-up would find only then (load_server.c).
+ * Reports at 'node' ('path') the listener 'which' ("server.listen",
+ * "server.tls.listen" or "admin.listen") when it would bind one port of
+ * one address with another listener that is on, which start-up would
+ * find only then (load_server.c). Each listener's own check compares it
+ * alone, so that one clash is told once.
  */
 void load_check_listeners(struct loader *ld, yaml_node_t *node,
-                          const struct load_path *path);
+                          const struct load_path *path, const char *which);
 field_parse_cb load_identity_jwt;         /* load_identity.c */
 field_parse_cb load_limiters;             /* load_limiters.c */
 extern const struct table load_log_table; /* load_server.c */

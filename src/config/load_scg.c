@@ -511,7 +511,7 @@ parse_server_port(struct loader *ld, yaml_node_t *node, const struct field *f,
         free(cfg->server.listen.host);
         cfg->server.listen.host = xstrdup("0.0.0.0");
         cfg->server.listen.port = port;
-        load_check_listeners(ld, node, path);
+        load_check_listeners(ld, node, path, "server.listen");
     }
 }
 

@@ -102,7 +102,7 @@ listeners_collide(const struct listen_addr *a, const struct listen_addr *b)
 
 void
 load_check_listeners(struct loader *ld, yaml_node_t *node,
-                     const struct load_path *path)
+                     const struct load_path *path, const char *which)
 {
     const struct config *cfg = ld->cfg;
     const struct {
@@ -118,6 +118,8 @@ load_check_listeners(struct loader *ld, yaml_node_t *node,
     for (size_t i = 0; i < NELEMS(l); i++) {
         for (size_t j = i + 1; j < NELEMS(l); j++) {
             if (l[i].la == NULL || l[j].la == NULL ||
+                (strcmp(l[i].key, which) != 0 &&
+                 strcmp(l[j].key, which) != 0) ||
                 !listeners_collide(l[i].la, l[j].la)) {
                 continue;
             }
@@ -143,7 +145,7 @@ check_server(struct loader *ld, yaml_node_t *node, const struct load_path *path,
                "listen: off needs server.tls: there would be no listener");
     } else if (sc->tls.enabled) {
         load_check_listeners(ld, value_of(ld, node, "tls"),
-                             PATH_KEY(path, "tls"));
+                             PATH_KEY(path, "tls"), "server.tls.listen");
     }
 }
 
@@ -154,7 +156,7 @@ check_admin(struct loader *ld, yaml_node_t *node, const struct load_path *path,
 {
     (void)base;
     load_check_listeners(ld, value_of(ld, node, "listen"),
-                         PATH_KEY(path, "listen"));
+                         PATH_KEY(path, "listen"), "admin.listen");
 }
 
 static void

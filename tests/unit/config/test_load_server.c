@@ -117,3 +117,16 @@ Test(load_server, both_identity_fields_are_checked)
               e.v[1]);
     config_errors_deinit(&e);
 }
+
+/* One clash, one error: the admin's check looks at the admin listener,
+ * not again at the two the server's check already compared. */
+Test(load_server, a_clash_is_told_once)
+{
+    assert_error("server:\n"
+                 "  listen: '[::]:8443'\n"
+                 "  tls: {cert_file: c.pem, key_file: k.pem}\n"
+                 "admin: {listen: '127.0.0.1:9999'}\n" ROUTE,
+                 "t.yaml:3:8: server.tls: server.listen and "
+                 "server.tls.listen would both bind port 8443 (::, 0.0.0.0): "
+                 "give them different ports");
+}
