@@ -279,13 +279,11 @@ mono_us(const struct timespec *ts)
     return (uint64_t)ts->tv_sec * 1000000u + (uint64_t)ts->tv_nsec / 1000u;
 }
 
+/* clock_mono_us(), as the unsigned the deny cache and leases take. */
 static uint64_t
 now_us(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return mono_us(&ts);
+    return (uint64_t)clock_mono_us();
 }
 
 /*
@@ -449,7 +447,6 @@ known_refused(struct ratelimit *rl, struct part *pt)
     /* A cluster's promoted replica is a first connection, no reconnect:
      * its failover counts instead. */
     uint64_t reconnects = st->reconnects + st->failovers;
-    struct timespec now;
 
     if (reconnects != rl->reconnects_seen) {
         /* A new connection may be to a server that lost the state. */
@@ -460,8 +457,7 @@ known_refused(struct ratelimit *rl, struct part *pt)
     if (denycache_size(rl->denied) == 0) {
         return false;
     }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (!denycache_get(rl->denied, pt->key, pt->v->conf->cost, mono_us(&now),
+    if (!denycache_get(rl->denied, pt->key, pt->v->conf->cost, now_us(),
                        &pt->v->res)) {
         return false;
     }

@@ -98,12 +98,12 @@ struct sentinel {
     sentinel_addr_cb *on_switch;    /* the owner's */
     int64_t switched_ms;            /* when on_switch was last called, or
                                        INT64_MIN */
-    bool switch_held;               /* 'held_from' and 'held_to' wait for
-                                       'switch_timer' */
     struct sentinel_addr held_from; /* the last switch heard within the
-                                       gap: the old address */
+                                       gap, followed when 'switch_timer'
+                                       fires: the old address */
     struct sentinel_addr held_to;   /* and the new one */
-    struct event *switch_timer;     /* ends the gap; owned */
+    struct event *switch_timer;     /* ends the gap; pending only while
+                                       a switch is held; owned */
     sentinel_watch_cb *on_watch;    /* the owner's */
     uint64_t rng;                   /* xorshift state for jitter */
     void *switch_arg;               /* for on_switch; borrowed */
@@ -248,7 +248,7 @@ switch_follow(struct sentinel *s, const struct sentinel_addr *from,
     s->on_switch(to->host, to->port, s->switch_arg);
 }
 
-/* The gap after a switch is over: the last one heard in it, if any. */
+/* The gap after a switch is over: the last one heard in it. */
 static void
 on_switch_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -256,10 +256,7 @@ on_switch_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (s->switch_held) {
-        s->switch_held = false;
-        switch_follow(s, &s->held_from, &s->held_to);
-    }
+    switch_follow(s, &s->held_from, &s->held_to);
 }
 
 /* '+switch-master <name> <old-host> <old-port> <new-host> <new-port>':
@@ -284,10 +281,9 @@ watch_message(struct sentinel *s, const char *text, size_t len)
               (unsigned)to.port, (long long)(SWITCH_GAP_MS - since));
     s->held_from = from;
     s->held_to = to;
-    if (!s->switch_held) {
+    if (!evtimer_pending(s->switch_timer, NULL)) {
         struct timeval tv = clock_tv((uint64_t)(SWITCH_GAP_MS - since));
 
-        s->switch_held = true;
         evtimer_add(s->switch_timer, &tv);
     }
 }
