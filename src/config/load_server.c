@@ -306,21 +306,14 @@ static const struct field admin_fields[] = {
 
 /* The request fields the gateway writes itself (forward.h,
  * forward_request_headers()), hop-by-hop ones and Host aside. */
-static const char *const gateway_request_fields[] = {
-    "Content-Length",    "Expect",           "X-Forwarded-For",
-    "X-Forwarded-Proto", "X-Forwarded-Host",
-};
-
 enum load_field_owner
 load_request_field(const char *name)
 {
     if (forward_same_to_cgi(name, "Host")) {
         return LOAD_FIELD_HOST;
     }
-    for (size_t i = 0; i < NELEMS(gateway_request_fields); i++) {
-        if (forward_same_to_cgi(name, gateway_request_fields[i])) {
-            return LOAD_FIELD_SET;
-        }
+    if (forward_sets_field(name)) {
+        return LOAD_FIELD_SET;
     }
     return forwarded_is_hop_by_hop(name) ? LOAD_FIELD_HOP : LOAD_FIELD_FREE;
 }

@@ -129,6 +129,21 @@ own_field(const char *name)
 }
 
 bool
+forward_sets_field(const char *name)
+{
+    char cgi[32];
+    size_t n = strlen(name);
+
+    if (n >= sizeof(cgi)) {
+        return false; /* longer than any of them */
+    }
+    for (size_t i = 0; i <= n; i++) {
+        cgi[i] = name[i] == '_' ? '-' : name[i];
+    }
+    return own_field(cgi) != OWN_NONE;
+}
+
+bool
 forward_same_to_cgi(const char *a, const char *b)
 {
     if (b == NULL) {

@@ -62,6 +62,13 @@ size_t forward_drop_nominated(struct headers *h);
 size_t forward_drop_relayed(struct headers *h, bool peer_trusted);
 
 /*
+ * True when 'name' (in any case, '_' read as '-') is a field the gateway
+ * writes itself when it forwards a request: Host, Content-Length,
+ * Expect, X-Forwarded-For, -Proto, -Host (forward_request_headers()).
+ */
+bool forward_sets_field(const char *name);
+
+/*
  * True when 'a' and 'b' are one name to a CGI, WSGI or PHP upstream,
  * which reads both X-User-Id and X_User_Id as HTTP_X_USER_ID: the same
  * letters in any case, '-' and '_' alike. 'b' may be NULL (no match).

@@ -407,3 +407,32 @@ Test(forward, connection_saying_only_keep_alive_nominates_nothing)
     headers_add(&in, "Connection", "keep-alives");
     cr_assert(forward_connection_nominates(&in));
 }
+
+/* The fields the gateway writes itself, spelt any way a CGI upstream
+ * reads as them; and no other. */
+Test(forward, sets_field_names_the_gateways_own)
+{
+    static const char *const own[] = {
+        "Host",
+        "content-length",
+        "Expect",
+        "X_Forwarded_For",
+        "x-forwarded-proto",
+        "X-Forwarded-Host",
+    };
+    static const char *const other[] = {
+        "X-Forwarded-Port",
+        "Forwarded",
+        "Connection",
+        "X-Hosts",
+        "",
+        "A-Name-Longer-Than-Thirty-Two-Characters-Long",
+    };
+
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        cr_assert(forward_sets_field(own[i]), "%s", own[i]);
+    }
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        cr_assert(!forward_sets_field(other[i]), "%s", other[i]);
+    }
+}
