@@ -57,7 +57,7 @@ upstream_tls_deinit(struct upstream_tls *t)
     free(t->key_file);
 }
 
-static void
+void
 route_deinit(struct route *r)
 {
     upstream_tls_deinit(&r->tls);

@@ -191,6 +191,9 @@ struct config *config_ref(struct config *cfg);
 /* Drops a reference; the last one frees everything. NULL is a no-op. */
 void config_unref(struct config *cfg);
 
+/* Frees what 'r' owns (not 'r'); the loader's scratch routes too. */
+void route_deinit(struct route *r);
+
 /* The route called 'id', or NULL. */
 const struct route *config_find_route(const struct config *cfg, const char *id);
 

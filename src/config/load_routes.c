@@ -1252,17 +1252,7 @@ check_defaults_alone(struct loader *ld, yaml_node_t *defaults,
     memset(&scratch, 0, sizeof(scratch));
     route_defaults(ld->cfg, &scratch);
     append_filters(ld, defaults, defaults_path, &scratch);
-    for (size_t i = 0; i < scratch.nfilters; i++) {
-        filter_deinit(&scratch.filters[i]);
-    }
-    free(scratch.filters);
-    for (size_t i = 0; i < scratch.nrate_limiters; i++) {
-        rate_limit_conf_free(scratch.rate_limiters[i]);
-    }
-    free(scratch.rate_limiters);
-    free(scratch.tls.ca_file);
-    free(scratch.tls.cert_file);
-    free(scratch.tls.key_file);
+    route_deinit(&scratch);
 }
 
 void
