@@ -1024,44 +1024,63 @@ file_kind(const struct stat *st)
     return "a special file";
 }
 
-/*
- * The whole of the regular file 'fd' into '*buf' and '*len'; -1 after
- * reporting. Read up to one byte past the cap, in case the file grew
- * since fstat().
- */
-static int
-read_all(int fd, const char *path, char **buf, size_t *len,
-         struct config_errors *errs)
+enum load_read
+load_read_file(const char *path, size_t max, char **buf, size_t *len,
+               long long *size, char *why, size_t whylen)
 {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
     size_t cap = 0;
 
     *buf = NULL;
     *len = 0;
+    *size = -1;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(why, whylen, "cannot read: %s", strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return LOAD_READ_ERROR;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, whylen, "cannot read: %s, not a regular file",
+                 file_kind(&st));
+        close(fd);
+        return LOAD_READ_ERROR;
+    }
+    if ((unsigned long long)st.st_size > max) {
+        *size = (long long)st.st_size;
+        close(fd);
+        return LOAD_READ_TOO_BIG;
+    }
+    /* Up to one byte past the cap, in case the file grew since fstat(). */
     for (;;) {
         ssize_t got;
 
         *buf = xgrow(*buf, &cap, *len + 4096, 1);
-        if (cap > (size_t)CONFIG_FILE_MAX + 1) {
-            cap = (size_t)CONFIG_FILE_MAX + 1;
+        if (cap > max + 1) {
+            cap = max + 1;
         }
         got = read(fd, *buf + *len, cap - *len);
         if (got < 0 && errno == EINTR) {
             continue;
         }
-        if (got < 0) {
-            errors_push(
-                errs, xasprintf("%s: cannot read: %s", path, strerror(errno)));
-            return -1;
-        }
-        if (got == 0) {
-            return 0;
-        }
-        *len += (size_t)got;
-        if (*len > CONFIG_FILE_MAX) {
-            errors_push(errs, xasprintf("%s: cannot read: more than the %d "
-                                        "MiB a config file may have",
-                                        path, CONFIG_FILE_MAX >> 20));
-            return -1;
+        if (got <= 0 || (*len += (size_t)got) > max) {
+            enum load_read r = got == 0  ? LOAD_READ_OK
+                               : got > 0 ? LOAD_READ_TOO_BIG
+                                         : LOAD_READ_ERROR;
+
+            if (r == LOAD_READ_ERROR) {
+                snprintf(why, whylen, "cannot read: %s", strerror(errno));
+            }
+            close(fd);
+            if (r != LOAD_READ_OK) {
+                free(*buf);
+                *buf = NULL;
+                *len = 0;
+            }
+            return r;
         }
     }
 }
@@ -1069,43 +1088,28 @@ read_all(int fd, const char *path, char **buf, size_t *len,
 struct config *
 config_load(const char *path, struct config_errors *errs)
 {
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct config *cfg;
-    struct stat st;
+    char why[256];
+    long long size;
     char *buf;
     size_t len;
-    int rc;
 
-    if (fd < 0) {
+    switch (load_read_file(path, CONFIG_FILE_MAX, &buf, &len, &size, why,
+                           sizeof(why))) {
+    case LOAD_READ_OK:
+        break;
+    case LOAD_READ_ERROR:
+        errors_push(errs, xasprintf("%s: %s", path, why));
+        return NULL;
+    case LOAD_READ_TOO_BIG:
         errors_push(errs,
-                    xasprintf("%s: cannot read: %s", path, strerror(errno)));
-        return NULL;
-    }
-    if (fstat(fd, &st) < 0) {
-        errors_push(errs,
-                    xasprintf("%s: cannot read: %s", path, strerror(errno)));
-        close(fd);
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        errors_push(errs, xasprintf("%s: cannot read: %s, not a regular file",
-                                    path, file_kind(&st)));
-        close(fd);
-        return NULL;
-    }
-    if (st.st_size > CONFIG_FILE_MAX) {
-        errors_push(errs, xasprintf("%s: cannot read: %lld bytes, more than "
+                    size >= 0
+                        ? xasprintf("%s: cannot read: %lld bytes, more than "
                                     "the %d MiB a config file may have",
-                                    path, (long long)st.st_size,
-                                    CONFIG_FILE_MAX >> 20));
-        close(fd);
-        return NULL;
-    }
-    rc = read_all(fd, path, &buf, &len, errs);
-    close(fd);
-    if (rc < 0) {
-        free(buf);
+                                    path, size, CONFIG_FILE_MAX >> 20)
+                        : xasprintf("%s: cannot read: more than the %d MiB a "
+                                    "config file may have",
+                                    path, CONFIG_FILE_MAX >> 20));
         return NULL;
     }
     cfg = config_parse(buf, len, path, errs);

@@ -301,6 +301,25 @@ enum load_field_owner {
 };
 enum load_field_owner load_request_field(const char *name);
 
+/* What load_read_file() found. */
+enum load_read {
+    LOAD_READ_OK,      /* '*buf' (the caller's to free) and '*len' hold it */
+    LOAD_READ_ERROR,   /* 'why' says: "cannot read: " and strerror's text,
+                          or the kind of file and ", not a regular file" */
+    LOAD_READ_TOO_BIG, /* more than 'max' bytes: '*size' is how many fstat
+                          said, or -1 when it grew past while read */
+};
+
+/*
+ * Reads the whole of 'path' when it is a regular file (through symlinks)
+ * of at most 'max' bytes. It is opened without waiting on a FIFO: the
+ * loader runs on the thread that serves /health, reloads and the
+ * signals. For the config file and the key files it names.
+ */
+enum load_read load_read_file(const char *path, size_t max, char **buf,
+                              size_t *len, long long *size, char *why,
+                              size_t whylen);
+
 /*
  * Reports at 'node' ('path') the listener 'which' ("server.listen",
  * "server.tls.listen" or "admin.listen") when it would bind one port of

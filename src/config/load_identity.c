@@ -6,13 +6,10 @@
  * which is how a key is rotated.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "jwtcheck.h"
 #include "load.h"
@@ -94,56 +91,6 @@ parse_algorithms(struct loader *ld, yaml_node_t *node, const struct field *f,
     }
 }
 
-/*
- * The whole of 'path' (at most KEY_FILE_MAX bytes) into '*out'; NULL, or
- * why not (in 'why').
- */
-static const char *
-read_file(const char *path, unsigned char **out, size_t *len, char *why,
-          size_t whylen)
-{
-    /* Not blocking on a FIFO's open: the loader runs on the thread that
-     * serves /health and reloads. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    unsigned char *buf;
-    size_t n;
-    FILE *fp;
-
-    if (fd < 0) {
-        snprintf(why, whylen, "cannot read: %s", strerror(errno));
-        return why;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, whylen, "not a regular file");
-        close(fd);
-        return why;
-    }
-    fp = fdopen(fd, "rb");
-    if (fp == NULL) {
-        snprintf(why, whylen, "cannot read: %s", strerror(errno));
-        close(fd);
-        return why;
-    }
-    buf = xmalloc(KEY_FILE_MAX + 1);
-    n = fread(buf, 1, KEY_FILE_MAX + 1, fp);
-    if (ferror(fp)) {
-        snprintf(why, whylen, "cannot read: %s", strerror(errno));
-        fclose(fp);
-        free(buf);
-        return why;
-    }
-    fclose(fp);
-    if (n > KEY_FILE_MAX) {
-        snprintf(why, whylen, "larger than %d bytes: not a key", KEY_FILE_MAX);
-        free(buf);
-        return why;
-    }
-    *out = buf;
-    *len = n;
-    return NULL;
-}
-
 /* Reads the key and builds the verifier; reports at the file's node. */
 static void
 build_verifier(struct loader *ld, struct jwt_form *form,
@@ -155,14 +102,26 @@ build_verifier(struct loader *ld, struct jwt_form *form,
     const struct load_path *sub =
         PATH_KEY(path, secret ? "secret_file" : "key_file");
     const char *file = secret ? c->secret_file : c->key_file;
-    unsigned char *key = NULL;
-    size_t len = 0;
+    char *text = NULL;
+    unsigned char *key;
+    size_t len = 0, read_len;
+    long long size;
     char why[256];
 
-    if (read_file(file, &key, &len, why, sizeof(why)) != NULL) {
+    switch (load_read_file(file, KEY_FILE_MAX, &text, &len, &size, why,
+                           sizeof(why))) {
+    case LOAD_READ_OK:
+        break;
+    case LOAD_READ_ERROR:
         report(ld, node, sub, "\"%s\": %s", file, why);
         return;
+    case LOAD_READ_TOO_BIG:
+        report(ld, node, sub, "\"%s\": larger than %d bytes: not a key", file,
+               KEY_FILE_MAX);
+        return;
     }
+    key = (unsigned char *)text;
+    read_len = len;
     /* A secret written with echo ends with a newline that is not part of
      * it. */
     while (secret && len > 0 &&
@@ -177,8 +136,8 @@ build_verifier(struct loader *ld, struct jwt_form *form,
             report(ld, node, sub, "\"%s\": %s", file, why);
         }
     }
-    /* The secret must not linger in freed memory. */
-    memset(key, 0, len);
+    /* The secret must not linger in freed memory, its newline neither. */
+    memset(key, 0, read_len);
     free(key);
 }
 
