@@ -221,8 +221,10 @@ struct redis_client {
     struct event *connect_timer;        /* connect + handshake deadline;
                                            owned */
     struct event *retry_timer;          /* next attempt; owned */
-    struct event *stall_timer;          /* on_stall_timer() while READY;
-                                           owned */
+    struct event *stall_timer;          /* on_stall_timer(): pending
+                                           whenever READY (armed by
+                                           became_ready(), then by
+                                           itself); owned */
     uint64_t backoff_ms;                /* next retry delay, before jitter */
     unsigned failures;                  /* attempts failed in a row; picks
                                            the address to try */
@@ -868,17 +870,6 @@ arm_stall_check(struct redis_client *c)
     evtimer_add(c->stall_timer, &tv);
 }
 
-/* Replies are owed again: the check runs even if no call times out (the
- * waiting calls were cancelled, or they time out before the deadline). */
-static void
-owing_from_now(struct redis_client *c)
-{
-    c->progress_ms = clock_mono_ms();
-    if (!evtimer_pending(c->stall_timer, NULL)) {
-        arm_stall_check(c);
-    }
-}
-
 /* A READY connection, looked at: one that has gone the deadline owing
  * replies, or that holds more unparsed input than any reply, is given
  * up, whether or not a call waits. */
@@ -1052,7 +1043,9 @@ send_call(struct redis_client *c, struct redis_call *call)
         return false;
     }
     if (c->in_flight++ == 0) {
-        owing_from_now(c);
+        /* Replies are owed again from now: the stall timer, pending
+         * while READY, looks at it even if no call times out. */
+        c->progress_ms = clock_mono_ms();
     }
     call->in_hiredis = true;
     return true;
@@ -1129,7 +1122,9 @@ send_batch(struct redis_client *c, struct redis_batch *b)
         return false;
     }
     if (c->in_flight == 0) {
-        owing_from_now(c);
+        /* Replies are owed again from now: the stall timer, pending
+         * while READY, looks at it even if no call times out. */
+        c->progress_ms = clock_mono_ms();
     }
     c->in_flight += b->n;
     c->stats.batches++;
