@@ -634,6 +634,8 @@ give_back(struct ratelimit *rl, const struct lease *l, uint64_t units)
     g->rl = rl;
     g->units = units;
     g->def = l->def;
+    g->def.name = NULL; /* the lease's, which may go before the reply */
+    g->def.policy = NULL;
     rl->returns_in_flight++;
     redis_client_eval(rl->redis, script, sc.keys, sc.nkeys, sc.args, sc.nargs,
                       on_return_reply, g);
