@@ -918,13 +918,9 @@ filter_name(const struct filter *flt)
 {
     size_t n;
     const struct kind_spec *specs = filter_specs(&n);
+    const char *name = argspec_kind_name(specs, n, (int)flt->kind);
 
-    for (size_t i = 0; i < n; i++) {
-        if (specs[i].kind == (int)flt->kind) {
-            return specs[i].name;
-        }
-    }
-    return "filter";
+    return name != NULL ? name : "filter";
 }
 
 /* True when a Path predicate of 'route' captures the variable 'name'. */

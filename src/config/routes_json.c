@@ -13,12 +13,9 @@
 static const char *
 kind_name(const struct kind_spec *specs, size_t n, int kind)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (specs[i].kind == kind) {
-            return specs[i].name;
-        }
-    }
-    return "?";
+    const char *name = argspec_kind_name(specs, n, kind);
+
+    return name != NULL ? name : "?";
 }
 
 static void

@@ -84,3 +84,14 @@ argspec_check_count(const struct kind_spec *spec, size_t nargs,
     }
     return -1;
 }
+
+const char *
+argspec_kind_name(const struct kind_spec *specs, size_t n, int kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (specs[i].kind == kind) {
+            return specs[i].name;
+        }
+    }
+    return NULL;
+}

@@ -32,6 +32,11 @@ struct kind_spec {
                     the long form's mapping "a". */
 };
 
+/* The name of 'kind' among the 'n' 'specs' (predicate_specs(),
+ * filter_specs()), or NULL. */
+const char *argspec_kind_name(const struct kind_spec *specs, size_t n,
+                              int kind);
+
 /* How argspec_check_count words its complaint. */
 enum argspec_wording {
     ARGSPEC_BRIEF,      /* "Header: expects 1 or 2 arguments, got 3" */
