@@ -333,34 +333,22 @@ glob_expand(const char *tmpl, const struct glob_vars *vars)
     size_t len = 0;
     size_t cap = 0;
     const char *s = tmpl;
+    const char *ref;
+    size_t nlen;
 
     append(&buf, &len, &cap, "", 0);
-    while (*s != '\0') {
-        const char *open = strchr(s, '{');
-        const char *close;
-        size_t nlen;
-
-        if (open == NULL) {
-            append(&buf, &len, &cap, s, strlen(s));
-            break;
-        }
-        append(&buf, &len, &cap, s, (size_t)(open - s));
-        close = strchr(open + 1, '}');
-        nlen = close != NULL ? (size_t)(close - open - 1) : 0;
-        if (close == NULL || !valid_name(open + 1, nlen)) {
-            append(&buf, &len, &cap, "{", 1);
-            s = open + 1;
-            continue;
-        }
+    while ((ref = glob_next_ref(s, &nlen)) != NULL) {
+        append(&buf, &len, &cap, s, (size_t)(ref - s));
         for (size_t i = 0; vars != NULL && i < vars->n; i++) {
             const struct glob_var *v = &vars->v[i];
 
-            if (v->name_len == nlen && memcmp(v->name, open + 1, nlen) == 0) {
+            if (v->name_len == nlen && memcmp(v->name, ref + 1, nlen) == 0) {
                 append(&buf, &len, &cap, v->value, v->value_len);
                 break;
             }
         }
-        s = close + 1;
+        s = ref + nlen + 2;
     }
+    append(&buf, &len, &cap, s, strlen(s));
     return buf;
 }
