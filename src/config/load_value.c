@@ -181,13 +181,15 @@ load_trim(char *s)
 /*
  * A number or a boolean is a plain scalar: quoted, YAML reads it as a
  * string, and so does every other YAML reader of the same file. False
- * after reporting a quoted one; 'what' is what was expected.
+ * after reporting a quoted one; 'what' is what was expected. A file in
+ * Spring Cloud Gateway's shape is read as Spring Boot binds it, from each
+ * scalar's text, so there a quoted number is a number.
  */
 static bool
 plain_scalar(struct loader *ld, yaml_node_t *node, const struct load_path *path,
              const char *s, const char *what)
 {
-    if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+    if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE || ld->scg) {
         return true;
     }
     report(ld, node, path, "expected %s, got the quoted string \"%s\"", what,

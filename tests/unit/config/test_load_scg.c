@@ -593,6 +593,34 @@ Test(scg_shape, cost_stands_for_requested_tokens_but_not_beside_it)
         "redis-rate-limiter: give either requestedTokens or cost, not both");
 }
 
+/* Spring Boot binds every scalar from its text, so an application.yml may
+ * quote a number or a boolean where Spring reads one; such files were
+ * refused ("expected a number, got the quoted string"). */
+Test(scg_shape, quoted_numbers_and_booleans_read_as_spring_reads_them)
+{
+    struct config *cfg = parse_ok(
+        "spring:\n"
+        "  cloud:\n"
+        "    gateway:\n"
+        "      filter:\n"
+        "        request-rate-limiter:\n"
+        "          deny-empty-key: 'false'\n"
+        "      routes:\n" SCG_ROUTE(
+            "a",
+            RRL("                redis-rate-limiter.replenishRate: '10'\n"
+                "                redis-rate-limiter.burstCapacity: \"20\"\n"
+                "                redis-rate-limiter.requestedTokens: "
+                "'2'\n")));
+    const struct rate_limit_conf *rl = rl0(cfg, 0);
+
+    cr_assert_not_null(rl->derived);
+    cr_assert_eq(rl->derived->rules[0].limit, 10);
+    cr_assert_eq(rl->derived->rules[0].burst, 20);
+    cr_assert_eq(rl->cost, 2);
+    cr_assert(rl->empty_key_allow);
+    config_unref(cfg);
+}
+
 /* httpclient's timeouts are every route's upstream defaults. */
 /* An https route of a Spring file verifies its upstream as a native one
  * does: its tls settings start from upstream.tls (verify: true). A route
