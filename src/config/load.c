@@ -426,6 +426,26 @@ load_node_at(struct loader *ld, int index)
     return yaml_document_get_node(ld->doc, index);
 }
 
+const yaml_node_pair_t *
+load_mapping_pair(struct loader *ld, const yaml_node_t *node, const char *key)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        return NULL;
+    }
+    for (const yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        const yaml_node_t *k = load_node_at(ld, p->key);
+
+        /* By length too: "id\0x" is another key. */
+        if (k->type == YAML_SCALAR_NODE &&
+            k->data.scalar.length == strlen(key) &&
+            strcmp((const char *)k->data.scalar.value, key) == 0) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
 /* The text of a scalar, or NULL after reporting why there is none. */
 const char *
 load_scalar(struct loader *ld, yaml_node_t *node, const struct load_path *path)

@@ -208,6 +208,10 @@ bool load_is_null(const yaml_node_t *node);
 /* "a mapping", "a sequence", "a scalar" or "nothing", for messages. */
 const char *load_node_desc(const yaml_node_t *node);
 yaml_node_t *load_node_at(struct loader *ld, int index);
+/* The pair of 'key' in the mapping 'node', or NULL when 'node' is not a
+ * mapping or has no such key. Borrowed from the document. */
+const yaml_node_pair_t *
+load_mapping_pair(struct loader *ld, const yaml_node_t *node, const char *key);
 /* The text of a scalar, or NULL after reporting why there is none. */
 const char *load_scalar(struct loader *ld, yaml_node_t *node,
                         const struct load_path *path);

@@ -742,19 +742,9 @@ parse_scope(struct loader *ld, yaml_node_t *node, const struct load_path *path,
 static yaml_node_t *
 key_node(struct loader *ld, yaml_node_t *node, const char *key)
 {
-    if (node->type != YAML_MAPPING_NODE) {
-        return NULL;
-    }
-    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
-         p < node->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = load_node_at(ld, p->key);
+    const yaml_node_pair_t *p = load_mapping_pair(ld, node, key);
 
-        if (k->type == YAML_SCALAR_NODE &&
-            strcmp((const char *)k->data.scalar.value, key) == 0) {
-            return k;
-        }
-    }
-    return NULL;
+    return p != NULL ? load_node_at(ld, p->key) : NULL;
 }
 
 static bool

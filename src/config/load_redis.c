@@ -286,17 +286,9 @@ parse_sentinel(struct loader *ld, yaml_node_t *node, const struct field *f,
 static yaml_node_t *
 key_node(struct loader *ld, yaml_node_t *node, const char *key)
 {
-    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
-         node->type == YAML_MAPPING_NODE && p < node->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = load_node_at(ld, p->key);
+    const yaml_node_pair_t *p = load_mapping_pair(ld, node, key);
 
-        if (k->type == YAML_SCALAR_NODE &&
-            strcmp((const char *)k->data.scalar.value, key) == 0) {
-            return k;
-        }
-    }
-    return node;
+    return p != NULL ? load_node_at(ld, p->key) : node;
 }
 
 /* One way to name the server: the url, the sentinels, or the cluster. */
