@@ -78,6 +78,10 @@ struct loader {
     size_t nresolvers;               /* entries in 'resolvers' */
     struct load_service *services;   /* scg.services; owned array */
     size_t nservices;                /* entries in 'services' */
+    const char **route_ids;          /* while routes load: each item's id as
+                                        written, or NULL; owned array of
+                                        strings borrowed from the document */
+    size_t nroute_ids;               /* entries in 'route_ids' */
 };
 
 struct field;

@@ -728,6 +728,21 @@ parse_scope(struct loader *ld, yaml_node_t *node, const struct load_path *path,
                s, SCOPE_NAME_MAX);
         return NULL;
     }
+    /* Route ids are unique (or reported): another route's id is any
+     * equal one but this route's own. */
+    for (size_t i = 0; i < ld->nroute_ids; i++) {
+        const char *id = ld->route_ids[i];
+
+        if (id != NULL && strcmp(id, s) == 0 &&
+            (route->id == NULL || strcmp(route->id, s) != 0)) {
+            report(ld, node, path,
+                   "scope \"%s\" is the id of routes[%zu]: a route's own "
+                   "budget (scope: route) is kept under its id, so the two "
+                   "would share buckets; name the scope after no route",
+                   s, i);
+            return NULL;
+        }
+    }
     return xstrdup(s);
 }
 

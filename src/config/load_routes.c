@@ -72,6 +72,37 @@ parse_route_id(struct loader *ld, yaml_node_t *node, const struct field *f,
     route->id = xstrdup(s);
 }
 
+/*
+ * The id of every item of the routes sequence 'node', as written, for
+ * checks that look ahead of the routes loaded so far (parse_scope()).
+ * The loader holds them until forget_route_ids().
+ */
+static void
+note_route_ids(struct loader *ld, yaml_node_t *node)
+{
+    size_t n = load_sequence_length(node);
+
+    ld->route_ids = xcalloc(n > 0 ? n : 1, sizeof(*ld->route_ids));
+    ld->nroute_ids = n;
+    for (size_t i = 0; i < n; i++) {
+        const yaml_node_pair_t *p =
+            load_mapping_pair(ld, load_sequence_item(ld, node, i), "id");
+        const yaml_node_t *v = p != NULL ? load_node_at(ld, p->value) : NULL;
+
+        if (v != NULL && v->type == YAML_SCALAR_NODE) {
+            ld->route_ids[i] = (const char *)v->data.scalar.value;
+        }
+    }
+}
+
+static void
+forget_route_ids(struct loader *ld)
+{
+    free(ld->route_ids);
+    ld->route_ids = NULL;
+    ld->nroute_ids = 0;
+}
+
 /* Path bytes go into the request line as they are. */
 static bool
 valid_path_text(const char *s, size_t n)
@@ -1133,6 +1164,7 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
     /* One slot per item, even a broken one, so that routes[i] in a
      * message is the i-th item of the file. */
     cfg->routes = xcalloc(n, sizeof(struct route));
+    note_route_ids(ld, node);
     for (size_t i = 0; i < n; i++) {
         struct route *route = &cfg->routes[i];
         const struct load_path *sub = PATH_INDEX(path, i);
@@ -1142,6 +1174,7 @@ load_routes(struct loader *ld, yaml_node_t *node, const struct field *f,
         load_fields(ld, load_sequence_item(ld, node, i), sub, &route_table,
                     route);
     }
+    forget_route_ids(ld);
     router_weigh(cfg->routes, cfg->nroutes);
 }
 
@@ -1267,6 +1300,7 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
         check_defaults_alone(ld, defaults, defaults_path);
     }
     cfg->routes = xcalloc(n, sizeof(struct route));
+    note_route_ids(ld, node);
     for (size_t i = 0; i < n; i++) {
         struct route *route = &cfg->routes[i];
         size_t nf;
@@ -1296,6 +1330,7 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
         defaults_ok = ld->ndiags == before;
         load_name_derived(route);
     }
+    forget_route_ids(ld);
     sort_by_order(cfg->routes, cfg->nroutes);
     router_weigh(cfg->routes, cfg->nroutes);
 }

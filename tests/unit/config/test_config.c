@@ -1640,6 +1640,40 @@ Test(config, routes_naming_one_scope_share_it)
     config_unref(cfg);
 }
 
+/* A route with scope: route keeps its budget under its id, so a scope
+ * named after another route's id shared that route's buckets without a
+ * word: the two limits silently became one. Its own id is harmless. */
+Test(config, a_scope_named_after_another_route_is_refused)
+{
+    struct config *cfg;
+
+    assert_error("limiters: {l: {algorithm: gcra, rate: 1/s}}\n"
+                 "routes:\n"
+                 "  - id: b\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: {key: ip, limiter: l, scope: api}\n"
+                 "  - id: api\n"
+                 "    uri: http://x\n"
+                 "    filters:\n"
+                 "      - name: RequestRateLimiter\n"
+                 "        args: {key: ip, limiter: l}\n",
+                 "t.yaml:7:44: routes[0].filters[0].args.scope: scope "
+                 "\"api\" is the id of routes[1]: a route's own budget "
+                 "(scope: route) is kept under its id, so the two would "
+                 "share buckets; name the scope after no route");
+    cfg = parse_ok("limiters: {l: {algorithm: gcra, rate: 1/s}}\n"
+                   "routes:\n"
+                   "  - id: api\n"
+                   "    uri: http://x\n"
+                   "    filters:\n"
+                   "      - name: RequestRateLimiter\n"
+                   "        args: {key: ip, limiter: l, scope: api}\n");
+    cr_assert_str_eq(cfg->routes[0].rate_limiters[0]->scope, "api");
+    config_unref(cfg);
+}
+
 Test(config, booleans_take_the_yaml_spellings)
 {
     struct config *cfg =

@@ -573,6 +573,22 @@ Test(scg_shape, routes_naming_one_scope_share_one_limiter_name)
     config_unref(cfg);
 }
 
+/* Route b's limiter is named scg.b; a scope "b" on route a named its
+ * limiter scg.b too, and the two routes shared buckets. */
+Test(scg_shape, a_scope_named_after_another_route_is_refused)
+{
+    assert_error(
+        SCG_HEAD SCG_ROUTE(
+            "a", RRL("                scope: b\n"
+                     "                redis-rate-limiter.replenishRate: 4\n"))
+            SCG_ROUTE("b", RRL("                redis-rate-limiter."
+                               "replenishRate: 4\n")),
+        "app.yml:10:24: spring.cloud.gateway.routes[0].filters[0].args.scope: "
+        "scope \"b\" is the id of routes[1]: a route's own budget (scope: "
+        "route) is kept under its id, so the two would share buckets; name "
+        "the scope after no route");
+}
+
 /* cost: says the same as requestedTokens; one of them. */
 Test(scg_shape, cost_stands_for_requested_tokens_but_not_beside_it)
 {
