@@ -6,8 +6,6 @@
 
 #include "config.h"
 #include "limit.h"
-#include "netaddr.h"
-#include "regexp.h"
 #include "strbuf.h"
 
 static const char *
@@ -18,13 +16,21 @@ kind_name(const struct kind_spec *specs, size_t n, int kind)
     return name != NULL ? name : "?";
 }
 
+/* ,"args":[...]}: the arguments as given, null where a sparse one was
+ * left out. */
 static void
-add_cidr(struct strbuf *b, const struct cidr *c)
+add_given(struct strbuf *b, const struct argspec_given *g)
 {
-    char addr[64];
-
-    netaddr_format(&c->addr, addr, sizeof(addr));
-    strbuf_addf(b, "\"%s/%u\"", addr, c->prefix);
+    strbuf_adds(b, ",\"args\":[");
+    for (size_t i = 0; i < g->n; i++) {
+        strbuf_adds(b, i > 0 ? "," : "");
+        if (g->v[i] != NULL) {
+            strbuf_add_json(b, g->v[i]);
+        } else {
+            strbuf_adds(b, "null");
+        }
+    }
+    strbuf_adds(b, "]}");
 }
 
 void
@@ -32,30 +38,10 @@ routes_json_predicate(struct strbuf *b, const struct predicate *p)
 {
     size_t n;
     const struct kind_spec *specs = predicate_specs(&n);
-    const char *sep = "";
 
     strbuf_adds(b, "{\"name\":");
     strbuf_add_json(b, kind_name(specs, n, (int)p->kind));
-    strbuf_adds(b, ",\"args\":[");
-    if (p->name != NULL) {
-        strbuf_add_json(b, p->name);
-        sep = ",";
-        if (p->re != NULL) {
-            strbuf_adds(b, ",");
-            strbuf_add_json(b, regexp_pattern(p->re));
-        }
-    }
-    for (size_t i = 0; i < p->nvalues; i++) {
-        strbuf_adds(b, sep);
-        strbuf_add_json(b, p->values[i]);
-        sep = ",";
-    }
-    for (size_t i = 0; i < p->ncidrs; i++) {
-        strbuf_adds(b, sep);
-        add_cidr(b, &p->cidrs[i]);
-        sep = ",";
-    }
-    strbuf_adds(b, "]}");
+    add_given(b, &p->given);
 }
 
 static void
@@ -95,28 +81,10 @@ routes_json_filter(struct strbuf *b, const struct filter *f)
 {
     size_t n;
     const struct kind_spec *specs = filter_specs(&n);
-    const char *sep = "";
 
     strbuf_adds(b, "{\"name\":");
     strbuf_add_json(b, kind_name(specs, n, (int)f->kind));
-    strbuf_adds(b, ",\"args\":[");
-    if (f->kind == FILTER_STRIP_PREFIX) {
-        strbuf_addf(b, "\"%u\"", f->parts);
-    }
-    if (f->re != NULL) {
-        strbuf_add_json(b, regexp_pattern(f->re));
-        sep = ",";
-    }
-    if (f->name != NULL) {
-        strbuf_adds(b, sep);
-        strbuf_add_json(b, f->name);
-        sep = ",";
-    }
-    if (f->value != NULL) {
-        strbuf_adds(b, sep);
-        strbuf_add_json(b, f->value);
-    }
-    strbuf_adds(b, "]}");
+    add_given(b, &f->given);
 }
 
 void

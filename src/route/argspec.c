@@ -2,8 +2,10 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "errbuf.h"
+#include "xmalloc.h"
 
 /* Predicates' wording: counts only. */
 static void
@@ -94,4 +96,25 @@ argspec_kind_name(const struct kind_spec *specs, size_t n, int kind)
         }
     }
     return NULL;
+}
+
+void
+argspec_given_set(struct argspec_given *g, const char *const *args, size_t n)
+{
+    g->v = n > 0 ? xcalloc(n, sizeof(*g->v)) : NULL;
+    g->n = n;
+    for (size_t i = 0; i < n; i++) {
+        g->v[i] = args[i] != NULL ? xstrdup(args[i]) : NULL;
+    }
+}
+
+void
+argspec_given_free(struct argspec_given *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        free(g->v[i]);
+    }
+    free(g->v);
+    g->v = NULL;
+    g->n = 0;
 }

@@ -4,8 +4,9 @@
  * ("AddRequestHeader=X-Gateway, sluice") and with the names of its long
  * form ("args: { name: X-Gateway, value: sluice }"). The config loader
  * reads these tables; predicate.c and filter.c own them, and check an
- * argument count against them here.
- * Pure: no I/O, no allocation. Depends on nothing.
+ * argument count against them here. A predicate or filter keeps the
+ * arguments it was built from (struct argspec_given), to show them.
+ * No I/O; only argspec_given_set() allocates. Depends on xmalloc.h.
  */
 #ifndef SLUICE_ARGSPEC_H
 #define SLUICE_ARGSPEC_H
@@ -51,5 +52,23 @@ enum argspec_wording {
  */
 int argspec_check_count(const struct kind_spec *spec, size_t nargs,
                         enum argspec_wording wording, char *err, size_t errlen);
+
+/*
+ * The arguments a predicate or filter was built from, as given and in
+ * shortcut order (a long form's spread into it): what --check and
+ * GET /routes show, so that every kind shows all of its arguments.
+ */
+struct argspec_given {
+    char **v; /* each argument; NULL where a sparse spec's argument
+                 was left out; owned */
+    size_t n; /* entries in 'v' */
+};
+
+/* Copies the 'n' 'args' (each may be NULL) into '*g', which must be
+ * empty. */
+void argspec_given_set(struct argspec_given *g, const char *const *args,
+                       size_t n);
+/* Frees what '*g' holds and leaves it empty. */
+void argspec_given_free(struct argspec_given *g);
 
 #endif

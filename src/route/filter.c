@@ -1311,7 +1311,9 @@ filter_init(struct filter *f, const struct kind_spec *spec,
     if (rc < 0) {
         filter_deinit(f);
         f->kind = (enum filter_kind)spec->kind;
+        return rc;
     }
+    argspec_given_set(&f->given, args, nargs);
     return rc;
 }
 
@@ -1328,6 +1330,7 @@ filter_deinit(struct filter *f)
     free(f->retry);
     regexp_free(f->re2);
     regexp_free(f->re);
+    argspec_given_free(&f->given);
     memset(f, 0, sizeof(*f));
 }
 

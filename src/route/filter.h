@@ -104,12 +104,13 @@ struct filter {
     struct regexp *re2; /* RewriteLocation's host:port and version */
     char **names;       /* DedupeResponseHeader's names; owned */
     size_t nnames;
-    int mode;                 /* enum filter_dedupe or filter_strip_version */
-    unsigned secure;          /* SecureHeaders: bit i adds the i-th field */
-    int status;               /* SetStatus, RedirectTo */
-    bool include_query;       /* RedirectTo: the query goes to the URL */
-    uint64_t max_size;        /* RequestSize, RequestHeaderSize: bytes */
-    struct retry_conf *retry; /* Retry; owned */
+    int mode;                   /* enum filter_dedupe or filter_strip_version */
+    unsigned secure;            /* SecureHeaders: bit i adds the i-th field */
+    int status;                 /* SetStatus, RedirectTo */
+    bool include_query;         /* RedirectTo: the query goes to the URL */
+    uint64_t max_size;          /* RequestSize, RequestHeaderSize: bytes */
+    struct retry_conf *retry;   /* Retry; owned */
+    struct argspec_given given; /* the arguments as given; owned */
 };
 
 /* The request as it will be sent upstream; filters edit it in place. */

@@ -510,7 +510,9 @@ predicate_init(struct predicate *p, const struct kind_spec *spec,
     }
     if (rc != 0) {
         predicate_deinit(p);
+        return rc;
     }
+    argspec_given_set(&p->given, args, nargs);
     return rc;
 }
 
@@ -524,6 +526,7 @@ predicate_deinit(struct predicate *p)
     free(p->name);
     regexp_free(p->re);
     free(p->cidrs);
+    argspec_given_free(&p->given);
     memset(p, 0, sizeof(*p));
 }
 

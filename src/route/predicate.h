@@ -66,6 +66,7 @@ struct predicate {
     uint64_t hi;     /* Weight: see lo */
     uint64_t total;  /* Weight: the group's weights summed; 0 until
                         router_weigh(), and then never matches */
+    struct argspec_given given; /* the arguments as given; owned */
 };
 
 /* The predicate table, in the order the README documents it. */
