@@ -276,9 +276,11 @@ add_legacy(struct headers *h, bool fresh, const struct limiter_def *lim,
     PUT_DEC(h, fresh, "X-RateLimit-Reset", reset);
 }
 
-void
-rlheaders_add(struct headers *h, enum rl_headers style,
-              const struct limiter_def *lim, const struct limit_result *r)
+/* rlheaders_add(), and Retry-After only when 'retry'. */
+static void
+add_fields(struct headers *h, enum rl_headers style,
+           const struct limiter_def *lim, const struct limit_result *r,
+           bool retry)
 {
     /* Mostly one limiter on a route: its fields go on an empty list. */
     bool fresh = h->n == 0;
@@ -300,7 +302,7 @@ rlheaders_add(struct headers *h, enum rl_headers style,
     /* Retry-After is plain HTTP, not a rate-limit field: every style
      * sends it, and of two refusals the later retry is the one that
      * can pass both. A limiter that refuses all has no retry to name. */
-    if (!r->allowed && !lim->refuse_all) {
+    if (retry && !r->allowed && !lim->refuse_all) {
         int64_t old = fresh ? -1 : header_number(headers_get(h, "Retry-After"));
         uint64_t secs = retry_seconds(r);
 
@@ -314,6 +316,21 @@ rlheaders_add(struct headers *h, enum rl_headers style,
             PUT_NUMBER(h, fresh, "Retry-After", secs);
         }
     }
+}
+
+void
+rlheaders_add(struct headers *h, enum rl_headers style,
+              const struct limiter_def *lim, const struct limit_result *r)
+{
+    add_fields(h, style, lim, r, true);
+}
+
+void
+rlheaders_add_dry_run(struct headers *h, enum rl_headers style,
+                      const struct limiter_def *lim,
+                      const struct limit_result *r)
+{
+    add_fields(h, style, lim, r, false);
 }
 
 void

@@ -33,6 +33,15 @@ void rlheaders_add(struct headers *h, enum rl_headers style,
                    const struct limiter_def *lim, const struct limit_result *r);
 
 /*
+ * rlheaders_add() for a dry run's decision: the same fields, but never
+ * Retry-After, which tells a client to wait (RFC 9110, 10.2.3), while a
+ * dry run refuses nothing.
+ */
+void rlheaders_add_dry_run(struct headers *h, enum rl_headers style,
+                           const struct limiter_def *lim,
+                           const struct limit_result *r);
+
+/*
  * The RateLimit-Policy items of 'lim' (above), which depend on the
  * limiter alone: a new string the caller frees, kept in lim->policy by
  * the config so that no decision builds it again.

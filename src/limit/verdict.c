@@ -102,7 +102,12 @@ verdict_assemble(const struct verdict_part *parts, size_t n,
         if (conf->headers == RL_HEADERS_SCG) {
             rlheaders_add_scg(fields, pt->tier->limiter, conf->cost, &pt->res);
         }
-        rlheaders_add(fields, conf->headers, pt->tier->limiter, &pt->res);
+        if (conf->dry_run) {
+            rlheaders_add_dry_run(fields, conf->headers, pt->tier->limiter,
+                                  &pt->res);
+        } else {
+            rlheaders_add(fields, conf->headers, pt->tier->limiter, &pt->res);
+        }
         if (pt->res.allowed) {
             if (!conf->dry_run && pt->res.delay_ms > out->delay_ms) {
                 out->delay_ms = pt->res.delay_ms;

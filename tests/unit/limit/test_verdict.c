@@ -292,7 +292,10 @@ Test(verdict, a_dry_run_filter_never_refuses_nor_holds_but_tells)
     cr_assert_eq(v.delay_ms, 0);
     cr_assert(v.dry_run_denied);
     cr_assert_str_eq(verdict_reason_name(v.reason), "dry_run_denied");
-    cr_assert_not_null(headers_get(&fields, "Retry-After"));
+    /* It tells by the rate-limit fields; Retry-After would tell the
+     * client to wait, and nothing was refused. */
+    cr_assert_not_null(headers_get(&fields, "RateLimit"));
+    cr_assert_null(headers_get(&fields, "Retry-After"));
     verdict_deinit(&v);
 }
 
