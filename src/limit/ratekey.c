@@ -25,6 +25,8 @@ struct part_value {
     const char *p;         /* the bytes; NULL: nothing */
     size_t n;              /* their length */
     bool form_encoded;     /* query: decode %XX and '+' before escaping */
+    bool repeated;         /* nothing, because the request named it more
+                              than once (an ambiguous key) */
     char buf[IP_TEXT_MAX]; /* the text of an address */
 };
 
@@ -263,6 +265,7 @@ find_query(const char *q, const char *name, struct part_value *v)
     if (urlcode_query_next(&cursor, name, &again, &again_len)) {
         v->p = NULL;
         v->n = 0;
+        v->repeated = true;
         return false;
     }
     v->form_encoded = true;
@@ -279,6 +282,7 @@ find_cookie(const struct headers *h, const char *name, struct part_value *v)
     if (cookie_find(h, name, &v->p, &v->n) > 1) {
         v->p = NULL;
         v->n = 0;
+        v->repeated = true;
     }
     return v->p != NULL;
 }
@@ -299,9 +303,12 @@ set_string(struct part_value *v, const char *s)
 static void
 find_header(const struct headers *h, const char *name, struct part_value *v)
 {
-    if (h != NULL && headers_count(h, name) == 1) {
+    size_t n = h != NULL ? headers_count(h, name) : 0;
+
+    if (n == 1) {
         set_string(v, headers_get(h, name));
     }
+    v->repeated = n > 1;
 }
 
 /* What 'part' names in the request; false if nothing, or empty. */
@@ -313,6 +320,7 @@ resolve(const struct key_part *part, const struct caller *who,
     v->p = NULL;
     v->n = 0;
     v->form_encoded = false;
+    v->repeated = false;
     switch (part->kind) {
     case KEY_IP:
         if (who->client != NULL) {
@@ -382,20 +390,24 @@ claims_hold(const struct tier *t, const struct caller *who)
     return true;
 }
 
+/* True when the 'when' of 't' holds for 'who'. */
+static bool
+tier_holds(const struct tier *t, const struct caller *who)
+{
+    if (t->when_role != NULL &&
+        (who->role == NULL || strcmp(who->role, t->when_role) != 0)) {
+        return false;
+    }
+    return claims_hold(t, who);
+}
+
 const struct tier *
 ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
 {
     for (size_t i = 0; i < rl->ntiers; i++) {
         const struct tier *t = &rl->tiers[i];
-        bool ok = true;
+        bool ok = tier_holds(t, who);
 
-        if (t->when_role != NULL &&
-            (who->role == NULL || strcmp(who->role, t->when_role) != 0)) {
-            continue;
-        }
-        if (!claims_hold(t, who)) {
-            continue;
-        }
         for (size_t j = 0; ok && j < t->key.nparts; j++) {
             ok = resolves(&t->key.parts[j], who);
         }
@@ -404,6 +416,26 @@ ratekey_tier(const struct rate_limit_conf *rl, const struct caller *who)
         }
     }
     return NULL;
+}
+
+bool
+ratekey_ambiguous(const struct rate_limit_conf *rl, const struct caller *who)
+{
+    for (size_t i = 0; i < rl->ntiers; i++) {
+        const struct tier *t = &rl->tiers[i];
+
+        if (!tier_holds(t, who)) {
+            continue;
+        }
+        for (size_t j = 0; j < t->key.nparts; j++) {
+            struct part_value v;
+
+            if (!resolve(&t->key.parts[j], who, &v) && v.repeated) {
+                return true;
+            }
+        }
+    }
+    return false;
 }
 
 bool

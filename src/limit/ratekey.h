@@ -45,6 +45,16 @@ const struct tier *ratekey_tier(const struct rate_limit_conf *rl,
                                 const struct caller *who);
 
 /*
+ * True when a tier of 'rl' whose 'when' holds for 'who' has a key part
+ * that 'who' named more than once (a header, query parameter or cookie
+ * sent twice), which names no one. For a request that no tier applies
+ * to: it is not one that names no key, and empty_key: allow must not let
+ * it pass unlimited, since the upstream may read either copy.
+ */
+bool ratekey_ambiguous(const struct rate_limit_conf *rl,
+                       const struct caller *who);
+
+/*
  * Writes the key of 'tier' (which must have a limiter) for 'who' into
  * 'buf' (RATEKEY_MAX bytes): "<prefix><limiter>:<tag>:{<scope>:<kind>:
  * <value>}" where kind is the key's text and value the parts' values

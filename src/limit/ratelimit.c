@@ -998,8 +998,12 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
         pt->v->conf = conf;
         pt->v->tier = ratekey_tier(conf, who);
         if (pt->v->tier == NULL) {
+            /* A key sent twice is refused as no key, whatever empty_key
+             * says: allowed, it would pass unlimited as either copy. */
             pt->v->reason =
-                conf->empty_key_allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
+                conf->empty_key_allow && !ratekey_ambiguous(conf, who)
+                    ? VERDICT_UNLIMITED
+                    : VERDICT_NO_KEY;
             continue;
         }
         if (pt->v->tier->limiter == NULL) {

@@ -541,8 +541,65 @@ Test(ratelimit, dry_run_counts_but_never_refuses)
         v = must_header(&resp, "X-RateLimit-Remaining");
         cr_assert_str_eq(v, "0");
         free(v);
+        /* Retry-After means "come back later" (RFC 9110 10.2.3): on an
+         * answer that was not refused it would make clients wait for
+         * nothing. */
+        cr_assert_eq(http_response_header_count(&resp, "Retry-After"), 0,
+                     "request %d: a dry run sent Retry-After with its 200",
+                     i + 1);
         http_response_free(&resp);
     }
+    rig_stop(&r);
+}
+
+/* With empty_key: allow, a request that names no key passes unlimited.
+ * A key field sent twice names no one either (the upstream may read the
+ * other copy), and it let a client whose key was spent through without
+ * any limit, as the key it had spent. It is refused instead. */
+Test(ratelimit, a_repeated_key_field_is_refused_even_with_empty_key_allow)
+{
+    static const char *const once[] = {"X-Api-Key: k9", NULL};
+    static const char *const twice[] = {"X-Api-Key: k9", "X-Api-Key: k9", NULL};
+    static const char *const junk[] = {"X-Api-Key: junk", "X-Api-Key: k9",
+                                       NULL};
+    static const char *const cookies[] = {"Cookie: k=k9; k=k8", NULL};
+    struct rig r;
+
+    rig_start(&r, false, 1,
+              "server:\n"
+              "  listen: 127.0.0.1:@PORT@\n"
+              "  workers: 1\n"
+              "limiters:\n"
+              "  two: { algorithm: fixed_window, limit: 2, window: 1h }\n"
+              "routes:\n"
+              "  - id: hdr\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/hdr/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: 'header:X-Api-Key', limiter: two, "
+              "empty_key: allow }\n"
+              "  - id: ck\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/ck/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: 'cookie:k', limiter: two, "
+              "empty_key: allow }\n");
+    cr_assert_eq(status_of(&r, "/hdr/a", once), 200);
+    cr_assert_eq(status_of(&r, "/hdr/a", once), 200);
+    cr_assert_eq(status_of(&r, "/hdr/a", once), 429);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(status_of(&r, "/hdr/a", twice), 403,
+                     "the key sent twice passed");
+        cr_assert_eq(status_of(&r, "/hdr/a", junk), 403,
+                     "a junk key before the spent one passed");
+        cr_assert_eq(status_of(&r, "/ck/a", cookies), 403,
+                     "a repeated cookie passed");
+    }
+    /* Naming no key at all still passes, as empty_key: allow says. */
+    cr_assert_eq(status_of(&r, "/hdr/a", NULL), 200);
+    cr_assert_eq(status_of(&r, "/ck/a", NULL), 200);
     rig_stop(&r);
 }
 

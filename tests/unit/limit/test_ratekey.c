@@ -202,6 +202,37 @@ Test(ratekey, a_repeated_cookie_names_no_one)
     headers_deinit(&r.headers);
 }
 
+/* A key named twice is ambiguous, which a key named nowhere is not: the
+ * proxy refuses the one even where empty_key lets the other pass. */
+Test(ratekey, a_key_named_twice_is_ambiguous_and_one_named_nowhere_is_not)
+{
+    static const char *const kinds[] = {"'header:X-Api-Key'", "'cookie:sid'",
+                                        "'query:k'"};
+
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        char args[96];
+        struct request r;
+
+        snprintf(args, sizeof(args), "{key: %s, limiter: l}", kinds[i]);
+        load(args);
+        request_init(&r, "192.0.2.1");
+        cr_assert_null(ratekey_tier(rl, &r.who));
+        cr_assert_not(ratekey_ambiguous(rl, &r.who), "%s absent", kinds[i]);
+        headers_add(&r.headers, "X-Api-Key", "a");
+        headers_add(&r.headers, "Cookie", "sid=a");
+        r.who.query = "k=a";
+        cr_assert_not_null(ratekey_tier(rl, &r.who), "%s", kinds[i]);
+        cr_assert_not(ratekey_ambiguous(rl, &r.who), "%s once", kinds[i]);
+        headers_add(&r.headers, "X-Api-Key", "b");
+        headers_add(&r.headers, "Cookie", "sid=b");
+        r.who.query = "k=a&k=b";
+        cr_assert_null(ratekey_tier(rl, &r.who));
+        cr_assert(ratekey_ambiguous(rl, &r.who), "%s twice", kinds[i]);
+        headers_deinit(&r.headers);
+        teardown();
+    }
+}
+
 Test(ratekey, query_parameter_is_decoded_then_escaped)
 {
     struct request r;
