@@ -344,12 +344,21 @@ finish_part(struct part *pt)
     check_free(c->rl, c);
 }
 
+/*
+ * A script call's time, for sluice_redis_duration_seconds: only a call
+ * Redis answered or let time out. One answered DOWN or OVERLOADED never
+ * reached Redis, and its time (about 0) would pull the quantiles down
+ * during an outage.
+ */
 static void
-observe_latency(struct ratelimit *rl, const struct timespec *started)
+observe_latency(struct ratelimit *rl, const struct timespec *started,
+                enum redis_status status)
 {
     struct timespec now;
 
-    if (rl->metrics == NULL) {
+    if (rl->metrics == NULL ||
+        (status != REDIS_CALL_OK && status != REDIS_CALL_ERROR &&
+         status != REDIS_CALL_TIMEOUT)) {
         return;
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -418,7 +427,7 @@ on_script_reply(enum redis_status status, const long long *ints, size_t n,
     struct ratelimit *rl = pt->check->rl;
 
     pt->call = NULL;
-    observe_latency(rl, &pt->started);
+    observe_latency(rl, &pt->started, status);
     if (status == REDIS_CALL_OK &&
         scriptcall_decode(pt->v->tier->limiter, ints, n, &pt->v->res) == 0) {
         pt->v->reason = verdict_reason_of(&pt->v->res, false);
@@ -885,7 +894,7 @@ on_take_reply(enum redis_status status, const long long *ints, size_t n,
     bool answered;
 
     rl->takes_in_flight--;
-    observe_latency(rl, &tk->started);
+    observe_latency(rl, &tk->started, status);
     answered = status == REDIS_CALL_OK &&
                scriptcall_decode_lease(&l->def, ints, n, &res, &granted) == 0;
     if (!answered && (status == REDIS_CALL_ERROR || status == REDIS_CALL_OK)) {
