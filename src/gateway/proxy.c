@@ -182,7 +182,8 @@ struct exchange {
                                         went out */
     int64_t up_ms;                   /* until its response head; -1 */
     int status;                      /* sent to the client; 499 when the
-                                        client left first */
+                                        client left first, 444 when the
+                                        gateway closed it unanswered */
     uint64_t bytes;                  /* response body bytes sent */
     const char *decision;            /* rate-limit result, or NULL */
     const char *tier;                /* its tier label, or NULL */
@@ -377,7 +378,9 @@ hold(struct proxy *p, int by)
  * freed, and only then is the client request handed back to evhttp, the
  * very last thing: evhttp may free the request, and the connection with
  * it, inside that call (and run the connection's close callback there).
- * For END_REPLY, 'reply' (taken) is the body of a 'status' answer.
+ * For END_REPLY, 'reply' (taken) is the body of a 'status' answer; for
+ * END_ABANDON and END_CLOSED, 'status' is what is logged, or 0 for 499
+ * (the client left).
  */
 static void
 exchange_end(struct exchange *ex, enum exchange_end how, int status,
@@ -419,7 +422,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         ex->status = status;
         ex->bytes = evbuffer_get_length(reply);
     } else if (how == END_ABANDON || how == END_CLOSED) {
-        ex->status = 499;
+        ex->status = status != 0 ? status : 499;
     }
 
     record(p, creq, evreq_method_name(ex->method), ex->route->id, ex->client,
@@ -536,8 +539,9 @@ fail_exchange(struct exchange *ex, int status, const char *detail)
 void
 proxy_abort_all(struct proxy *p)
 {
+    /* The gateway closes them: nginx's 444, not the client's 499. */
     while (p->live != NULL) {
-        exchange_end(p->live, END_ABANDON, 0, NULL);
+        exchange_end(p->live, END_ABANDON, 444, NULL);
     }
 }
 

@@ -56,6 +56,7 @@ void proxy_handle(struct proxy *p, struct config *cfg,
 /*
  * Ends every request still in flight: upstream requests are cancelled and
  * client connections closed. For the end of a drain that ran out of time.
+ * Each is logged with status 444 (closed by the gateway, unanswered).
  */
 void proxy_abort_all(struct proxy *p);
 

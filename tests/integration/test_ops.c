@@ -917,3 +917,63 @@ Test(ops, sigterm_lets_requests_in_flight_finish, .timeout = 30)
     unlink(o.cfg_path);
     free(o.cfg_path);
 }
+
+static void *
+hung_request(void *arg)
+{
+    struct slow *s = arg;
+    struct http_response r;
+
+    s->status = get(s->o->port, "/a/hung?sleep_ms=20000", &r);
+    http_response_free(&r);
+    return NULL;
+}
+
+static bool
+one_in_flight(void *arg)
+{
+    const struct ops *o = arg;
+    struct echo_stats st;
+
+    return echo_stats(o->echo_port, &st) == 0 && st.requests >= 1;
+}
+
+/* A request the drain timeout cuts off is closed by the gateway, not left
+ * by its client: it was logged 499 ("client left"), so an operator read
+ * a shutdown as impatient clients. It is logged 444, nginx's status for a
+ * connection the server closed without a response. */
+Test(ops, a_request_cut_off_by_the_drain_timeout_is_not_logged_as_client_left,
+     .timeout = 30)
+{
+    struct ops o;
+    struct slow s = {0};
+    pthread_t th;
+    char *log_path = temp_log_path("drain");
+    char *extra = harness_strf("log:\n  access: %s\n", log_path);
+    char *text;
+    int st;
+
+    unlink(log_path);
+    ops_start(&o, extra);
+    s.o = &o;
+    pthread_create(&th, NULL, hung_request, &s);
+    cr_assert(harness_wait_until(one_in_flight, &o, 5000));
+    cr_assert_eq(kill(o.gw.pid, SIGTERM), 0);
+    /* drain_timeout is 5 s; the upstream answers after 20. */
+    pthread_join(th, NULL);
+    cr_assert_neq(s.status, 200, "the drain waited for the upstream");
+    st = proc_stop(&o.gw, 0, 10000);
+    cr_assert_eq(st, 0, "exit status %d", st);
+    text = slurp(log_path);
+    cr_assert(strstr(text, "\"GET /a/hung?sleep_ms=20000\" route=a "
+                           "status=444 ") != NULL,
+              "%s", text);
+    free(text);
+    proc_stop(&o.echo, SIGTERM, 5000);
+    unlink(o.cfg_path);
+    free(o.cfg_path);
+    free(o.extra);
+    unlink(log_path);
+    free(log_path);
+    free(extra);
+}
