@@ -36,6 +36,10 @@ add_rate_limiter(struct strbuf *b, const struct route *r,
             for (size_t j = 0; j < d->nrules; j++) {
                 add_rule(b, d, j);
             }
+            if (d->delay) {
+                strbuf_addf(b, ", delay mode up to %llu ms",
+                            (unsigned long long)d->max_delay_ms);
+            }
             if (d->refuse_all) {
                 strbuf_adds(b, " (refuses every request)");
             }
@@ -65,6 +69,9 @@ add_rate_limiter(struct strbuf *b, const struct route *r,
     if (!rl->empty_key_allow) {
         strbuf_addf(b, " (%d)",
                     rl->empty_key_status != 0 ? rl->empty_key_status : 403);
+    }
+    if (rl->dry_run) {
+        strbuf_adds(b, ", dry run (counts, never refuses)");
     }
     strbuf_adds(b, "\n");
     (void)r;

@@ -74,6 +74,31 @@ Test(describe, native_file_with_a_named_limiter)
     free(text);
 }
 
+/* A delay-mode limiter was shown as if it refused, and a dry run as if
+ * it limited. */
+Test(describe, delay_mode_and_dry_run_are_shown)
+{
+    char *text = describe("limiters:\n"
+                          "  smooth: { algorithm: leaky_bucket, rate: 10/s, "
+                          "burst: 50, mode: delay, max_delay: 2s }\n"
+                          "routes:\n"
+                          "  - id: a\n"
+                          "    uri: http://h\n"
+                          "    filters:\n"
+                          "      - name: RequestRateLimiter\n"
+                          "        args: { key: ip, limiter: smooth, "
+                          "dry_run: true }\n");
+    const char *want[] = {
+        "    limiter smooth: leaky_bucket 10 per 1000 ms, burst 50, delay "
+        "mode up to 2000 ms (from limiters:); key ip\n",
+        "headers both, refusal 429, no key refused (403), dry run (counts, "
+        "never refuses)\n",
+    };
+
+    assert_lines(text, want, sizeof(want) / sizeof(want[0]));
+    free(text);
+}
+
 Test(describe, spring_file_with_a_limiter_that_refuses_all)
 {
     char *text =
