@@ -423,16 +423,23 @@ ratekey_ambiguous(const struct rate_limit_conf *rl, const struct caller *who)
 {
     for (size_t i = 0; i < rl->ntiers; i++) {
         const struct tier *t = &rl->tiers[i];
+        bool repeated = false, whole = true;
 
-        if (!tier_holds(t, who)) {
+        /* A tier that would not limit, or whose key misses a part,
+         * would not have applied with each field sent once. */
+        if (t->limiter == NULL || !tier_holds(t, who)) {
             continue;
         }
-        for (size_t j = 0; j < t->key.nparts; j++) {
+        for (size_t j = 0; whole && j < t->key.nparts; j++) {
             struct part_value v;
 
-            if (!resolve(&t->key.parts[j], who, &v) && v.repeated) {
-                return true;
+            if (!resolve(&t->key.parts[j], who, &v)) {
+                repeated = repeated || v.repeated;
+                whole = v.repeated;
             }
+        }
+        if (whole && repeated) {
+            return true;
         }
     }
     return false;

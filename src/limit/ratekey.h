@@ -45,9 +45,10 @@ const struct tier *ratekey_tier(const struct rate_limit_conf *rl,
                                 const struct caller *who);
 
 /*
- * True when a tier of 'rl' whose 'when' holds for 'who' has a key part
- * that 'who' named more than once (a header, query parameter or cookie
- * sent twice), which names no one. For a request that no tier applies
+ * True when a tier of 'rl' that limits and whose 'when' holds for 'who'
+ * would have applied but for a key part that 'who' named more than once
+ * (a header, query parameter or cookie sent twice), which names no one:
+ * every other part resolves. For a request that no tier applies
  * to: it is not one that names no key, and empty_key: allow must not let
  * it pass unlimited, since the upstream may read either copy.
  */

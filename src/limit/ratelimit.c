@@ -1008,11 +1008,12 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
         pt->v->tier = ratekey_tier(conf, who);
         if (pt->v->tier == NULL) {
             /* A key sent twice is refused as no key, whatever empty_key
-             * says: allowed, it would pass unlimited as either copy. */
-            pt->v->reason =
-                conf->empty_key_allow && !ratekey_ambiguous(conf, who)
-                    ? VERDICT_UNLIMITED
-                    : VERDICT_NO_KEY;
+             * says: allowed, it would pass unlimited as either copy. A
+             * dry run refuses nothing. */
+            bool allow = conf->empty_key_allow &&
+                         (conf->dry_run || !ratekey_ambiguous(conf, who));
+
+            pt->v->reason = allow ? VERDICT_UNLIMITED : VERDICT_NO_KEY;
             continue;
         }
         if (pt->v->tier->limiter == NULL) {

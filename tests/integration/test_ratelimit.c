@@ -585,7 +585,14 @@ Test(ratelimit, a_repeated_key_field_is_refused_even_with_empty_key_allow)
               "    filters:\n"
               "      - name: RequestRateLimiter\n"
               "        args: { key: 'cookie:k', limiter: two, "
-              "empty_key: allow }\n");
+              "empty_key: allow }\n"
+              "  - id: dry\n"
+              "    uri: http://@ECHO@\n"
+              "    predicates: [Path=/dry/**]\n"
+              "    filters:\n"
+              "      - name: RequestRateLimiter\n"
+              "        args: { key: 'header:X-Api-Key', limiter: two, "
+              "empty_key: allow, dry_run: true }\n");
     cr_assert_eq(status_of(&r, "/hdr/a", once), 200);
     cr_assert_eq(status_of(&r, "/hdr/a", once), 200);
     cr_assert_eq(status_of(&r, "/hdr/a", once), 429);
@@ -597,6 +604,8 @@ Test(ratelimit, a_repeated_key_field_is_refused_even_with_empty_key_allow)
         cr_assert_eq(status_of(&r, "/ck/a", cookies), 403,
                      "a repeated cookie passed");
     }
+    /* A dry run refuses nothing, this neither. */
+    cr_assert_eq(status_of(&r, "/dry/a", twice), 200);
     /* Naming no key at all still passes, as empty_key: allow says. */
     cr_assert_eq(status_of(&r, "/hdr/a", NULL), 200);
     cr_assert_eq(status_of(&r, "/ck/a", NULL), 200);

@@ -233,6 +233,30 @@ Test(ratekey, a_key_named_twice_is_ambiguous_and_one_named_nowhere_is_not)
     }
 }
 
+/* A tier whose key misses another part, or that does not limit, would
+ * not have applied with the field sent once: no ambiguity to refuse. */
+Test(ratekey, a_repeated_part_is_ambiguous_only_where_the_tier_would_apply)
+{
+    struct request r;
+
+    load("{key: 'header:X-A+header:X-B', limiter: l}");
+    request_init(&r, NULL);
+    headers_add(&r.headers, "X-B", "1");
+    headers_add(&r.headers, "X-B", "2");
+    cr_assert_not(ratekey_ambiguous(rl, &r.who), "X-A is absent");
+    headers_add(&r.headers, "X-A", "a");
+    cr_assert(ratekey_ambiguous(rl, &r.who), "X-A present, X-B twice");
+    headers_deinit(&r.headers);
+    teardown();
+
+    load("{key: 'header:X-B', limiter: none}");
+    request_init(&r, NULL);
+    headers_add(&r.headers, "X-B", "1");
+    headers_add(&r.headers, "X-B", "2");
+    cr_assert_not(ratekey_ambiguous(rl, &r.who), "limiter: none limits none");
+    headers_deinit(&r.headers);
+}
+
 Test(ratekey, query_parameter_is_decoded_then_escaped)
 {
     struct request r;
