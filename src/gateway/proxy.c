@@ -539,9 +539,12 @@ fail_exchange(struct exchange *ex, int status, const char *detail)
 void
 proxy_abort_all(struct proxy *p)
 {
-    /* The gateway closes them: nginx's 444, not the client's 499. */
+    /* The gateway closes them: an unanswered one is nginx's 444, not the
+     * client's 499; a response on its way keeps its status, cut. */
     while (p->live != NULL) {
-        exchange_end(p->live, END_ABANDON, 444, NULL);
+        exchange_end(p->live,
+                     p->live->state == EX_STREAMING ? END_CUT : END_ABANDON,
+                     444, NULL);
     }
 }
 

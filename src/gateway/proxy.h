@@ -55,8 +55,10 @@ void proxy_handle(struct proxy *p, struct config *cfg,
 
 /*
  * Ends every request still in flight: upstream requests are cancelled and
- * client connections closed. For the end of a drain that ran out of time.
- * Each is logged with status 444 (closed by the gateway, unanswered).
+ * client connections closed. For the end of a drain that ran out of time,
+ * and a worker's end. One not yet answered is logged with status 444
+ * (closed by the gateway, unanswered); a response already streaming
+ * keeps its status.
  */
 void proxy_abort_all(struct proxy *p);
 

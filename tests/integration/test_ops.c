@@ -8,7 +8,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -938,6 +941,15 @@ one_in_flight(void *arg)
     return echo_stats(o->echo_port, &st) == 0 && st.requests >= 1;
 }
 
+static bool
+two_in_flight(void *arg)
+{
+    const struct ops *o = arg;
+    struct echo_stats st;
+
+    return echo_stats(o->echo_port, &st) == 0 && st.requests >= 2;
+}
+
 /* A request the drain timeout cuts off is closed by the gateway, not left
  * by its client: it was logged 499 ("client left"), so an operator read
  * a shutdown as impatient clients. It is logged 444, nginx's status for a
@@ -945,8 +957,12 @@ one_in_flight(void *arg)
 Test(ops, a_request_cut_off_by_the_drain_timeout_is_not_logged_as_client_left,
      .timeout = 30)
 {
+    static const char big[] = "GET /a/big?bytes=1000000000 HTTP/1.1\r\n"
+                              "Host: x\r\n\r\n";
     struct ops o;
     struct slow s = {0};
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    int reader;
     pthread_t th;
     char *log_path = temp_log_path("drain");
     char *extra = harness_strf("log:\n  access: %s\n", log_path);
@@ -956,17 +972,30 @@ Test(ops, a_request_cut_off_by_the_drain_timeout_is_not_logged_as_client_left,
     unlink(log_path);
     ops_start(&o, extra);
     s.o = &o;
-    pthread_create(&th, NULL, hung_request, &s);
+    /* A client that asks for 1 GB and reads none of it. */
+    reader = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(reader >= 0);
+    sa.sin_port = htons(o.port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(reader, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(write(reader, big, strlen(big)), (ssize_t)strlen(big));
     cr_assert(harness_wait_until(one_in_flight, &o, 5000));
+    pthread_create(&th, NULL, hung_request, &s);
+    cr_assert(harness_wait_until(two_in_flight, &o, 5000));
     cr_assert_eq(kill(o.gw.pid, SIGTERM), 0);
     /* drain_timeout is 5 s; the upstream answers after 20. */
     pthread_join(th, NULL);
     cr_assert_neq(s.status, 200, "the drain waited for the upstream");
     st = proc_stop(&o.gw, 0, 10000);
     cr_assert_eq(st, 0, "exit status %d", st);
+    close(reader);
     text = slurp(log_path);
     cr_assert(strstr(text, "\"GET /a/hung?sleep_ms=20000\" route=a "
                            "status=444 ") != NULL,
+              "%s", text);
+    /* A response already on its way keeps its status, as a cut one. */
+    cr_assert(strstr(text, "\"GET /a/big?bytes=1000000000\" route=a "
+                           "status=200 ") != NULL,
               "%s", text);
     free(text);
     proc_stop(&o.echo, SIGTERM, 5000);
