@@ -99,7 +99,7 @@ argspec_kind_name(const struct kind_spec *specs, size_t n, int kind)
 }
 
 void
-argspec_given_set(struct argspec_given *g, const char *const *args, size_t n)
+argspec_given_init(struct argspec_given *g, const char *const *args, size_t n)
 {
     g->v = n > 0 ? xcalloc(n, sizeof(*g->v)) : NULL;
     g->n = n;
@@ -109,7 +109,7 @@ argspec_given_set(struct argspec_given *g, const char *const *args, size_t n)
 }
 
 void
-argspec_given_free(struct argspec_given *g)
+argspec_given_deinit(struct argspec_given *g)
 {
     for (size_t i = 0; i < g->n; i++) {
         free(g->v[i]);

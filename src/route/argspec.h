@@ -6,7 +6,7 @@
  * reads these tables; predicate.c and filter.c own them, and check an
  * argument count against them here. A predicate or filter keeps the
  * arguments it was built from (struct argspec_given), to show them.
- * No I/O; only argspec_given_set() allocates. Depends on xmalloc.h.
+ * No I/O; only argspec_given_init() allocates. Depends on xmalloc.h.
  */
 #ifndef SLUICE_ARGSPEC_H
 #define SLUICE_ARGSPEC_H
@@ -66,9 +66,9 @@ struct argspec_given {
 
 /* Copies the 'n' 'args' (each may be NULL) into '*g', which must be
  * empty. */
-void argspec_given_set(struct argspec_given *g, const char *const *args,
-                       size_t n);
+void argspec_given_init(struct argspec_given *g, const char *const *args,
+                        size_t n);
 /* Frees what '*g' holds and leaves it empty. */
-void argspec_given_free(struct argspec_given *g);
+void argspec_given_deinit(struct argspec_given *g);
 
 #endif

@@ -1313,7 +1313,7 @@ filter_init(struct filter *f, const struct kind_spec *spec,
         f->kind = (enum filter_kind)spec->kind;
         return rc;
     }
-    argspec_given_set(&f->given, args, nargs);
+    argspec_given_init(&f->given, args, nargs);
     return rc;
 }
 
@@ -1330,7 +1330,7 @@ filter_deinit(struct filter *f)
     free(f->retry);
     regexp_free(f->re2);
     regexp_free(f->re);
-    argspec_given_free(&f->given);
+    argspec_given_deinit(&f->given);
     memset(f, 0, sizeof(*f));
 }
 

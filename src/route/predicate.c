@@ -512,7 +512,7 @@ predicate_init(struct predicate *p, const struct kind_spec *spec,
         predicate_deinit(p);
         return rc;
     }
-    argspec_given_set(&p->given, args, nargs);
+    argspec_given_init(&p->given, args, nargs);
     return rc;
 }
 
@@ -526,7 +526,7 @@ predicate_deinit(struct predicate *p)
     free(p->name);
     regexp_free(p->re);
     free(p->cidrs);
-    argspec_given_free(&p->given);
+    argspec_given_deinit(&p->given);
     memset(p, 0, sizeof(*p));
 }
 

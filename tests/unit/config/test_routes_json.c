@@ -271,7 +271,7 @@ add_example_routes(struct strbuf *b, const char *list,
     }
 }
 
-Test(routes_json_kinds, every_kind_shows_all_of_its_arguments_as_given)
+Test(routes_json, every_kind_shows_all_of_its_arguments_as_given)
 {
     size_t npred = sizeof(predicate_examples) / sizeof(predicate_examples[0]);
     size_t nfilt = sizeof(filter_examples) / sizeof(filter_examples[0]);
