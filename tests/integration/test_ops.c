@@ -865,6 +865,7 @@ Test(ops, sigusr1_reopens_the_access_log)
 
 struct slow {
     const struct ops *o; /* borrowed */
+    const char *path;    /* what it asks for; borrowed */
     long status;         /* what the client got */
     char *connection;    /* its Connection header, or NULL; owned */
 };
@@ -875,19 +876,25 @@ slow_request(void *arg)
     struct slow *s = arg;
     struct http_response r;
 
-    s->status = get(s->o->port, "/a/slow?sleep_ms=1500", &r);
+    s->status = get(s->o->port, s->path, &r);
     s->connection = http_response_header(&r, "Connection");
     http_response_free(&r);
     return NULL;
 }
 
+/* The echo upstream has seen at least 'n' requests of the gateway's. */
+struct seen {
+    const struct ops *o; /* borrowed */
+    unsigned n;          /* the condition */
+};
+
 static bool
-three_in_flight(void *arg)
+upstream_saw(void *arg)
 {
-    const struct ops *o = arg;
+    const struct seen *w = arg;
     struct echo_stats st;
 
-    return echo_stats(o->echo_port, &st) == 0 && st.requests >= 3;
+    return echo_stats(w->o->echo_port, &st) == 0 && st.requests >= w->n;
 }
 
 Test(ops, sigterm_lets_requests_in_flight_finish, .timeout = 30)
@@ -900,9 +907,10 @@ Test(ops, sigterm_lets_requests_in_flight_finish, .timeout = 30)
     ops_start(&o, NULL);
     for (int i = 0; i < 3; i++) {
         s[i].o = &o;
+        s[i].path = "/a/slow?sleep_ms=1500";
         pthread_create(&th[i], NULL, slow_request, &s[i]);
     }
-    cr_assert(harness_wait_until(three_in_flight, &o, 5000));
+    cr_assert(harness_wait_until(upstream_saw, &(struct seen){&o, 3}, 5000));
     cr_assert_eq(kill(o.gw.pid, SIGTERM), 0);
     for (int i = 0; i < 3; i++) {
         pthread_join(th[i], NULL);
@@ -919,35 +927,6 @@ Test(ops, sigterm_lets_requests_in_flight_finish, .timeout = 30)
     proc_stop(&o.echo, SIGTERM, 5000);
     unlink(o.cfg_path);
     free(o.cfg_path);
-}
-
-static void *
-hung_request(void *arg)
-{
-    struct slow *s = arg;
-    struct http_response r;
-
-    s->status = get(s->o->port, "/a/hung?sleep_ms=20000", &r);
-    http_response_free(&r);
-    return NULL;
-}
-
-static bool
-one_in_flight(void *arg)
-{
-    const struct ops *o = arg;
-    struct echo_stats st;
-
-    return echo_stats(o->echo_port, &st) == 0 && st.requests >= 1;
-}
-
-static bool
-two_in_flight(void *arg)
-{
-    const struct ops *o = arg;
-    struct echo_stats st;
-
-    return echo_stats(o->echo_port, &st) == 0 && st.requests >= 2;
 }
 
 /* A request the drain timeout cuts off is closed by the gateway, not left
@@ -979,12 +958,14 @@ Test(ops, a_request_cut_off_by_the_drain_timeout_is_not_logged_as_client_left,
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     cr_assert_eq(connect(reader, (struct sockaddr *)&sa, sizeof(sa)), 0);
     cr_assert_eq(write(reader, big, strlen(big)), (ssize_t)strlen(big));
-    cr_assert(harness_wait_until(one_in_flight, &o, 5000));
-    pthread_create(&th, NULL, hung_request, &s);
-    cr_assert(harness_wait_until(two_in_flight, &o, 5000));
+    cr_assert(harness_wait_until(upstream_saw, &(struct seen){&o, 1}, 5000));
+    s.path = "/a/hung?sleep_ms=20000";
+    pthread_create(&th, NULL, slow_request, &s);
+    cr_assert(harness_wait_until(upstream_saw, &(struct seen){&o, 2}, 5000));
     cr_assert_eq(kill(o.gw.pid, SIGTERM), 0);
     /* drain_timeout is 5 s; the upstream answers after 20. */
     pthread_join(th, NULL);
+    free(s.connection);
     cr_assert_neq(s.status, 200, "the drain waited for the upstream");
     st = proc_stop(&o.gw, 0, 10000);
     cr_assert_eq(st, 0, "exit status %d", st);
