@@ -1311,9 +1311,10 @@ jwt_or_reply(struct proxy *p, const struct config *cfg,
     *claims = NULL;
     found = jwtcheck_find_token(jc, in, &token, &len);
     /* X_Access_Token beside X-Access-Token (server.underscores_in_headers)
-     * is one field twice to a CGI upstream. */
-    if (jc->header != NULL && found == JWTCHECK_TOKEN &&
-        same_to_cgi_count(in, jc->header) > 1) {
+     * is one field twice to a CGI upstream. Without that setting no '_'
+     * spelling is left, and jwtcheck_find_token() counted the rest. */
+    if (cfg->server.underscores && jc->header != NULL &&
+        found == JWTCHECK_TOKEN && same_to_cgi_count(in, jc->header) > 1) {
         found = JWTCHECK_BAD_TOKEN;
     }
     switch (found) {
