@@ -70,6 +70,9 @@ struct clientconn {
     bool seen_line;                    /* head scan: request line seen */
     bool head_nul;                     /* head scan: a NUL byte in it */
     bool pending;                      /* not attached to its evcon yet */
+    bool close_after;                  /* close once the reply is done
+                                          (clientconn_close_after_reply()) */
+    struct event *closer;              /* does that close, or NULL */
     bool tls;                          /* speaks TLS */
     struct evhttp_request *tail_req;   /* clientconn_end_reply(): its
                                           reply to end, or NULL */
@@ -270,6 +273,9 @@ record_free(struct clientconn *cc)
     }
     if (cc->tail_timer != NULL) {
         event_free(cc->tail_timer);
+    }
+    if (cc->closer != NULL) {
+        event_free(cc->closer);
     }
     if (cc->tail_cb != NULL) {
         evbuffer_remove_cb_entry(bufferevent_get_output(cc->bev), cc->tail_cb);
@@ -816,6 +822,31 @@ on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 /* ---- requests ---- */
 
 static void
+on_closer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_close(arg);
+}
+
+/*
+ * The reply to a request after which the connection closes is done, and
+ * evhttp may be about to take the next request from the input: leave it
+ * nothing, and close before the loop reads the socket again. An event
+ * made active now runs in this pass of the loop, before the poll and
+ * before the read evhttp defers for input already there.
+ */
+static void
+close_now_done(struct clientconn *cc, struct evbuffer *in)
+{
+    evbuffer_drain(in, evbuffer_get_length(in));
+    if (cc->closer == NULL) {
+        cc->closer = event_new(cc->cs->base, -1, 0, on_closer, cc);
+    }
+    event_active(cc->closer, 0, 0);
+}
+
+static void
 on_reply_done(struct evhttp_request *req, void *arg)
 {
     struct clientconn *cc = arg;
@@ -823,6 +854,10 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
+    if (cc->close_after) {
+        close_now_done(cc, in);
+        return;
+    }
     /* A plain watch stays for the next request (on_leave_ready()). */
     cc->leave_cb = NULL;
     cc->leave_arg = NULL;
@@ -915,6 +950,12 @@ clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
         leave_arm(cc);
     }
     /* The watch stays, for the next request (on_leave_ready()). */
+}
+
+void
+clientconn_close_after_reply(struct clientconn *cc)
+{
+    cc->close_after = true;
 }
 
 bool

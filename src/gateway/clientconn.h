@@ -164,6 +164,16 @@ void clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb,
                             void *arg);
 
 /*
+ * The connection closes once the reply to the request being answered is
+ * done, whatever evhttp would do then, and nothing the client sent after
+ * that request is read. For a refusal: libevent 2.1.12 keeps a connection
+ * open after any answer to a CONNECT, "Connection: close" or not, and
+ * would read what the client sent next (the first bytes of the tunnel it
+ * asked for) as a request.
+ */
+void clientconn_close_after_reply(struct clientconn *cc);
+
+/*
  * The head of the request being answered held a NUL byte. evhttp keeps
  * field values as C strings, so it has cut a value there
  * ("Transfer-Encoding: chunked\0junk" reads as chunked): the request

@@ -411,10 +411,12 @@ worker_http_new(struct worker *w, void (*cb)(struct evhttp_request *, void *))
     struct evhttp *http = evhttp_new(w->base);
 
     evhttp_set_gencb(http, cb, w);
-    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
-                                         EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                         EVHTTP_REQ_DELETE |
-                                         EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    /* CONNECT and TRACE too, for the gateway to refuse (reqcheck.h) and
+     * log: evhttp's own 501 would leave a CONNECT's connection open. */
+    evhttp_set_allowed_methods(
+        http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                  EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                  EVHTTP_REQ_PATCH | EVHTTP_REQ_CONNECT | EVHTTP_REQ_TRACE);
     evhttp_set_default_content_type(http, NULL);
     /* Without it a client that is still sending never sees a 413. */
     evhttp_set_flags(http, EVHTTP_SERVER_LINGERING_CLOSE);

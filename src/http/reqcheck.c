@@ -276,6 +276,19 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
     if (r->http_major != 1 || r->http_minor > 1) {
         return refuse(why, "an HTTP version other than 1.0 or 1.1");
     }
+    /*
+     * A tunnel is not made, and a request is not echoed back: TRACE would
+     * hand a page's script the credentials the browser sent with it
+     * (cross-site tracing), as nginx and Spring's servers refuse it too.
+     */
+    if (strcmp(r->method, "CONNECT") == 0) {
+        *why = "CONNECT: the gateway makes no tunnels";
+        return REQCHECK_NOT_IMPLEMENTED;
+    }
+    if (strcmp(r->method, "TRACE") == 0) {
+        *why = "TRACE is not served";
+        return REQCHECK_NOT_IMPLEMENTED;
+    }
     if (r->target == NULL || r->target[0] == '\0') {
         return refuse(why, "empty request target");
     }

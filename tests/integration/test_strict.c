@@ -1835,6 +1835,26 @@ Test(strict, transfer_coding_before_chunked_is_501)
                        501);
 }
 
+/*
+ * CONNECT asks for a tunnel the gateway does not make. libevent never
+ * closes a connection after a CONNECT, whatever its answer says, so its
+ * own 501 left the connection open until client_timeout, and whatever
+ * the client sent next (a tunnel's first bytes) was read as a request.
+ */
+Test(strict, connect_is_501_and_the_connection_closed)
+{
+    assert_refused_str("CONNECT",
+                       "CONNECT example.org:443 HTTP/1.1\r\n"
+                       "Host: example.org:443\r\n\r\n" SMUGGLED,
+                       501);
+}
+
+Test(strict, trace_is_501_and_the_connection_closed)
+{
+    assert_refused_str("TRACE", "TRACE /x HTTP/1.1\r\nHost: x\r\n\r\n" SMUGGLED,
+                       501);
+}
+
 Test(strict, content_length_with_chunked_is_refused)
 {
     assert_refused_str("Content-Length with Transfer-Encoding: chunked",

@@ -309,9 +309,9 @@ Test(reqcheck, a_head_request_announcing_a_body_is_refused)
     accepted();
 }
 
-Test(reqcheck, a_trace_request_with_transfer_encoding_is_refused)
+Test(reqcheck, a_head_request_with_transfer_encoding_is_refused)
 {
-    req.method = "TRACE";
+    req.method = "HEAD";
     req.body_read = false;
     set("Transfer-Encoding", "chunked");
     refused();
@@ -320,6 +320,21 @@ Test(reqcheck, a_trace_request_with_transfer_encoding_is_refused)
     req.method = "POST";
     req.body_read = true;
     set("Transfer-Encoding", "chunked");
+    accepted();
+}
+
+/* Methods the gateway does not serve: 501 whatever the rest says. */
+Test(reqcheck, connect_and_trace_are_not_implemented)
+{
+    req.method = "CONNECT";
+    req.target = "example.com:443";
+    expect(REQCHECK_NOT_IMPLEMENTED);
+    req.method = "TRACE";
+    req.target = "/";
+    req.body_read = false;
+    expect(REQCHECK_NOT_IMPLEMENTED);
+    req.method = "OPTIONS";
+    req.body_read = true;
     accepted();
 }
 
