@@ -1,6 +1,7 @@
 #include "clientconn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -35,6 +36,12 @@
  * asked whether the client is still there (on_leave_poll()).
  */
 #define LEAVE_POLL_MS 100
+/*
+ * A socket the gateway closed is read, and what comes discarded, until
+ * the client closes its side or this long has passed (nginx's
+ * lingering_timeout, by default).
+ */
+#define LINGER_MS 5000
 /* Alignment of the leave watch stored after a record (any object's). */
 #define EVENT_ALIGN _Alignof(max_align_t)
 
@@ -94,6 +101,22 @@ struct clientconn {
     struct clientconn *next_pending;   /* in cs->pending */
 };
 
+/*
+ * A closed connection's socket, still read (linger_begin()): the client
+ * may be sending when the gateway closes (a body after its 413, a
+ * pipelined request after a refusal), and a close with bytes unread
+ * would answer them with a reset, which can erase the reply before the
+ * client reads it (RFC 9112 9.6).
+ */
+struct lingerer {
+    struct clientconns *cs;       /* the owner */
+    evutil_socket_t fd;           /* a duplicate of the connection's, which
+                                     evhttp has shut for writing; owned */
+    struct event *ev;             /* reads 'fd' */
+    int64_t until_ms;             /* closed at the latest then */
+    struct lingerer *prev, *next; /* in cs->lingering */
+};
+
 struct clientconns {
     struct event_base *base;       /* borrowed */
     struct evhttp *http;           /* borrowed */
@@ -123,9 +146,12 @@ struct clientconns {
                                       ends the pause early); owned, or
                                       NULL with no listener */
     int64_t full_logged_ms;        /* last "full" log line, or 0 */
+    struct lingerer *lingering;    /* closed sockets still read; owned */
+    size_t nlingering;             /* length of 'lingering' */
 };
 
 static void conn_closed(struct clientconn *cc);
+static void linger_begin(struct clientconn *cc);
 
 /* ---- the listener ---- */
 
@@ -308,6 +334,7 @@ static void
 on_close(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
+    linger_begin(arg);
     conn_closed(arg);
 }
 
@@ -417,6 +444,98 @@ on_new_bev(struct event_base *base, void *arg)
     event_active(cs->attach, EV_TIMEOUT, 0);
     return bev;
 }
+
+/* ---- the linger of a closed connection ---- */
+
+static void
+linger_end(struct lingerer *l)
+{
+    struct clientconns *cs = l->cs;
+
+    event_free(l->ev);
+    evutil_closesocket(l->fd);
+    if (l->prev != NULL) {
+        l->prev->next = l->next;
+    } else {
+        cs->lingering = l->next;
+    }
+    if (l->next != NULL) {
+        l->next->prev = l->prev;
+    }
+    cs->nlingering--;
+    free(l);
+}
+
+static void
+on_linger(evutil_socket_t fd, short what, void *arg)
+{
+    struct lingerer *l = arg;
+    char sink[16384];
+    int64_t left = l->until_ms - clock_mono_ms();
+    struct timeval tv;
+    ssize_t n;
+
+    if ((what & EV_TIMEOUT) || left <= 0) {
+        linger_end(l);
+        return;
+    }
+    do {
+        n = recv(fd, sink, sizeof(sink), 0);
+    } while (n > 0 || (n < 0 && errno == EINTR));
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        linger_end(l); /* the client closed its side, or reset */
+        return;
+    }
+    tv.tv_sec = left / 1000;
+    tv.tv_usec = (left % 1000) * 1000;
+    event_add(l->ev, &tv); /* what is left of LINGER_MS, not all of it */
+}
+
+/*
+ * evhttp is about to close the socket of 'cc' (it shuts it for writing
+ * first, which sends what was written and then the end of the stream).
+ * Unless the client has closed its side already, the socket is kept
+ * open on a duplicate descriptor and read for up to LINGER_MS, what
+ * arrives discarded, so that a client still sending gets no reset. At
+ * most max_connections sockets linger per listener and worker; past
+ * that a socket closes at once.
+ */
+static void
+linger_begin(struct clientconn *cc)
+{
+    struct clientconns *cs = cc->cs;
+    evutil_socket_t fd = bufferevent_getfd(cc->bev);
+    struct timeval tv = {LINGER_MS / 1000, (LINGER_MS % 1000) * 1000};
+    struct lingerer *l;
+    char c;
+    ssize_t n;
+
+    if (fd < 0 || cs->nlingering >= cs->conf.max_connections) {
+        return;
+    }
+    n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        return;
+    }
+    l = xcalloc(1, sizeof(*l));
+    l->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (l->fd < 0) {
+        free(l);
+        return;
+    }
+    l->cs = cs;
+    l->until_ms = clock_mono_ms() + LINGER_MS;
+    l->ev = event_new(cs->base, l->fd, EV_READ | EV_PERSIST, on_linger, l);
+    event_add(l->ev, &tv);
+    l->next = cs->lingering;
+    if (l->next != NULL) {
+        l->next->prev = l;
+    }
+    cs->lingering = l;
+    cs->nlingering++;
+}
+
+/* ---- connections ---- */
 
 /*
  * The connection is closing (evhttp's close callback, or conn_close()):
@@ -1124,6 +1243,9 @@ clientconns_free(struct clientconns *cs)
             evhttp_request_set_on_complete_cb(cc->req, NULL, NULL);
         }
         record_free(cc);
+    }
+    while (cs->lingering != NULL) {
+        linger_end(cs->lingering);
     }
     event_free(cs->attach);
     free(cs->by_fd);

@@ -22,6 +22,15 @@
  * being answered: those are left to client_timeout, evhttp's idle
  * timeout. Bytes that arrived during an answer and begin the next
  * request arm the deadline when that answer is done.
+ *
+ * The linger. When evhttp closes a connection the client has not closed
+ * (after a refusal, a 413 at the end of a head, a reply with
+ * "Connection: close", a timeout), its socket stays open for up to 5 s
+ * on a descriptor of this module's, shut for writing, and what the
+ * client still sends is read and dropped: a close with bytes unread
+ * would answer them with a reset, which can erase the reply before the
+ * client has read it (RFC 9112 9.6). It ends when the client closes or
+ * resets, and at clientconns_free().
  */
 #ifndef SLUICE_CLIENTCONN_H
 #define SLUICE_CLIENTCONN_H

@@ -418,8 +418,12 @@ worker_http_new(struct worker *w, void (*cb)(struct evhttp_request *, void *))
                   EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
                   EVHTTP_REQ_PATCH | EVHTTP_REQ_CONNECT | EVHTTP_REQ_TRACE);
     evhttp_set_default_content_type(http, NULL);
-    /* Without it a client that is still sending never sees a 413. */
-    evhttp_set_flags(http, EVHTTP_SERVER_LINGERING_CLOSE);
+    /*
+     * No EVHTTP_SERVER_LINGERING_CLOSE: with it evhttp reads a body
+     * declared over max_body_bytes to its end before its 413. Without it
+     * the 413 goes at the end of the head, and clientconn's linger lets
+     * a client still sending see it (clientconns_new()).
+     */
     apply_http_limits(http, &w->srv->cfg->server);
     return http;
 }
