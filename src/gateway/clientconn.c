@@ -76,6 +76,8 @@ struct clientconn {
     bool line_cr;                      /* head scan: its last byte is CR */
     bool seen_line;                    /* head scan: request line seen */
     bool head_nul;                     /* head scan: a NUL byte in it */
+    uint64_t head_bytes;               /* head scan: its lines so far, line
+                                          ends included */
     bool pending;                      /* not attached to its evcon yet */
     bool close_after;                  /* close once the reply is done
                                           (clientconn_close_after_reply()) */
@@ -623,6 +625,7 @@ head_begin(struct clientconn *cc)
     cc->line_cr = false;
     cc->seen_line = false;
     cc->head_nul = false;
+    cc->head_bytes = 0;
 }
 
 static void
@@ -864,13 +867,16 @@ scan_bytes(struct clientconn *cc, const char *p, size_t n)
             return false;
         }
         empty = cc->line_bytes == 0 || (cc->line_bytes == 1 && cc->line_cr);
-        cc->line_bytes = 0;
-        cc->line_cr = false;
         p = lf + 1;
         n -= k + 1;
         if (empty && cc->seen_line) {
+            cc->line_bytes = 0;
+            cc->line_cr = false;
             return true;
         }
+        cc->head_bytes += cc->line_bytes + 1;
+        cc->line_bytes = 0;
+        cc->line_cr = false;
         /* An empty request line: evhttp refuses it with a 400. */
         cc->seen_line = true;
     }
@@ -1081,6 +1087,12 @@ bool
 clientconn_head_has_nul(const struct clientconn *cc)
 {
     return cc->head_nul;
+}
+
+uint64_t
+clientconn_head_bytes(const struct clientconn *cc)
+{
+    return cc->head_bytes;
 }
 
 void

@@ -191,6 +191,13 @@ void clientconn_close_after_reply(struct clientconn *cc);
 bool clientconn_head_has_nul(const struct clientconn *cc);
 
 /*
+ * The size of the head of the request being answered, as the client sent
+ * it: the request line and every field line, each with its line end; the
+ * empty line that ends the head not counted.
+ */
+uint64_t clientconn_head_bytes(const struct clientconn *cc);
+
+/*
  * While a response streams, time only the writes (a slow download is not
  * an idle client); the read timeout comes back when the reply is done.
  */

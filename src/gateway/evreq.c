@@ -58,18 +58,6 @@ evreq_peer(struct evhttp_connection *conn, struct netaddr *out)
     return sa != NULL && netaddr_from_sockaddr(sa, out) == 0;
 }
 
-uint64_t
-evreq_head_bytes(struct evhttp_request *req)
-{
-    const struct evkeyval *kv;
-    uint64_t n = strlen(evhttp_request_get_uri(req)) + 16;
-
-    TAILQ_FOREACH (kv, evhttp_request_get_input_headers(req), next) {
-        n += strlen(kv->key) + strlen(kv->value) + 4;
-    }
-    return n;
-}
-
 struct evbuffer *
 evreq_problem_body(struct evhttp_request *req, int status, const char *detail)
 {

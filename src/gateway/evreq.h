@@ -1,7 +1,7 @@
 /*
  * evreq.h - what the gateway reads of, and writes into, an evhttp request
- * as plain values: the method's name, the request's fields, its peer, the
- * size of its head, a problem body, "Connection: close". Does no I/O of
+ * as plain values: the method's name, the request's fields, its peer, a
+ * problem body, "Connection: close". Does no I/O of
  * its own; a gateway module (<event2/http.h>). Every request borrowed.
  */
 #ifndef SLUICE_EVREQ_H
@@ -26,9 +26,6 @@ void evreq_headers(struct headers *h, struct evhttp_request *req);
 
 /* The socket peer of 'conn' into '*out'; false if it has none. */
 bool evreq_peer(struct evhttp_connection *conn, struct netaddr *out);
-
-/* Request line plus header fields, as counted against max_header_bytes. */
-uint64_t evreq_head_bytes(struct evhttp_request *req);
 
 /*
  * Sets Content-Type on 'req' and returns a new problem+json body for

@@ -1512,7 +1512,7 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
      * them as any recipient does: evhttp strips the spaces before a
      * value, not its tabs, nor what an obs-fold leaves after it. */
     headers_trim_values(&in);
-    if (evreq_head_bytes(creq) > sc->max_header_bytes) {
+    if (clientconn_head_bytes(cc) > sc->max_header_bytes) {
         pool_give(&p->in_spare, &in);
         early_reply(p, creq, 431,
                     "request header fields exceed server.max_header_bytes",
