@@ -28,6 +28,7 @@ config_new(const char *name)
     cfg->server.header_timeout_ms = 10 * 1000;
     cfg->server.max_connections = 0;
     cfg->server.drain_timeout_ms = 10 * 1000;
+    cfg->server.max_held = 4096;
     cfg->admin.listen.host = xstrdup("127.0.0.1");
     cfg->admin.listen.port = 9090;
     cfg->redis.port = 6379;

@@ -51,6 +51,9 @@ struct server_conf {
                                    0 (auto): sized at start from the
                                    descriptor limit (server.c) */
     uint64_t drain_timeout_ms;  /* SIGTERM: how long in-flight may run */
+    unsigned max_held;          /* requests a worker holds in delay mode
+                                   at once; past it a request that would
+                                   wait is refused */
     bool watch;                 /* reload when the file changes on disk */
     bool underscores;           /* underscores_in_headers: pass on request
                                    fields named with '_'; default false */

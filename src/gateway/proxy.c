@@ -52,11 +52,6 @@
  * slow client makes the gateway buffer the whole response.
  */
 #define CLIENT_HIGH_WATER (256 * 1024)
-/*
- * Requests a worker may hold in delay mode at once; past it a request that
- * would be held is refused with 429, so a flood cannot pile up timers.
- */
-#define MAX_HELD 4096
 /* Verified tokens a worker remembers (identity.jwt; jwtcache.h). */
 #define JWT_CACHE_ENTRIES 1024
 /*
@@ -1075,11 +1070,8 @@ on_ratelimit_outcome(struct exchange *ex, struct ratelimit_outcome *o)
         start_upstream(ex);
         return;
     }
-    if (p->held >= MAX_HELD) {
-        fail_exchange(ex, 429,
-                      "too many requests are already held in delay mode");
-        return;
-    }
+    /* Decided while the worker held fewer than server.max_held, it may
+     * pass the bound by the decisions in flight, each one request. */
     hold(p, 1);
     ex->state = EX_DELAYED;
     /*
@@ -1631,8 +1623,9 @@ proxy_handle(struct proxy *p, struct config *cfg, struct evhttp_request *creq,
         /* Keys are built now, from the request as the client sent it. */
         pool_take(&p->rl_spare, &ex->rl_headers);
         ex->check = ratelimit_check(
-            p->rl, cfg, route, &who, evhttp_request_get_uri(creq),
-            &ex->rl_headers, on_ratelimit_done, ex, &outcome);
+            p->rl, cfg, route, &who, p->held < cfg->server.max_held,
+            evhttp_request_get_uri(creq), &ex->rl_headers, on_ratelimit_done,
+            ex, &outcome);
     }
 
     /* Filters may replace the path; without any it is read only. A

@@ -94,6 +94,7 @@ struct ratelimit_check {
     const char *instance;        /* borrowed: the request target */
     struct headers *fields;      /* borrowed: where the outcome's fields go */
     size_t pending;              /* parts awaiting Redis */
+    bool may_hold;               /* a delay-mode verdict may hold it */
     size_t nparts;               /* entries in 'parts' */
     struct verdict_part *vparts; /* what each part decided, in a row for
                                     verdict_assemble(): after 'parts', in
@@ -237,11 +238,32 @@ ratelimit_outcome_deinit(struct ratelimit_outcome *o)
 
 /* ---- deciding one part ---- */
 
+/*
+ * The limiter 'pt' is decided by: its tier's, or for a check that may not
+ * hold the request (ratelimit_check()) a copy in '*buf' whose max_delay
+ * is 0. The script and the twin then admit only what passes now, and
+ * refuse the rest as past max_delay, reserving nothing for it; a leaky
+ * bucket's queue is not jumped either, since its wait is the water ahead.
+ */
+static const struct limiter_def *
+decided_by(const struct part *pt, struct limiter_def *buf)
+{
+    const struct limiter_def *lim = pt->v->tier->limiter;
+
+    if (pt->check->may_hold || !lim->delay) {
+        return lim;
+    }
+    *buf = *lim;
+    buf->max_delay_ms = 0;
+    return buf;
+}
+
 /* 'fallback': the twin stands in for Redis, which failed. */
 static void
 decide_locally(struct ratelimit *rl, struct part *pt, bool fallback)
 {
-    const struct limiter_def *lim = pt->v->tier->limiter;
+    struct limiter_def buf;
+    const struct limiter_def *lim = decided_by(pt, &buf);
 
     if (local_store_decide(rl->store, pt->key, lim, pt->v->conf->cost,
                            (uint64_t)clock_wall_ms(), &pt->v->res) == 0) {
@@ -378,6 +400,11 @@ remember_refusal(struct ratelimit *rl, struct part *pt)
 {
     const struct limiter_def *lim = pt->v->tier->limiter;
 
+    if (!pt->check->may_hold && lim->delay) {
+        /* Its retry_after is for a request that may not wait: one that
+         * may would pass sooner. */
+        return;
+    }
     denycache_put_for(rl->denied, pt->key, pt->v->conf->cost, &pt->v->res,
                       mono_us(&pt->started),
                       lim->lease > 0 ? lease_lifetime_ms(lim) : UINT64_MAX);
@@ -527,7 +554,8 @@ script_words(const struct scriptcall *sc)
 static bool
 start_redis(struct ratelimit *rl, struct part *pt)
 {
-    const struct limiter_def *lim = pt->v->tier->limiter;
+    struct limiter_def buf;
+    const struct limiter_def *lim = decided_by(pt, &buf);
     const struct lua_script *script = rl->scripts[lim->algorithm];
     uint64_t budget = budget_ms(rl, pt);
     struct scriptcall sc;
@@ -723,6 +751,7 @@ start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
     struct redis_words words;
     char reqid[sizeof(rl->id_prefix) + SCRIPTCALL_ARG_MAX];
     struct take *tk;
+    struct limiter_def buf;
 
     if (budget == 0) {
         /* Its time went waiting behind lease takes. */
@@ -743,7 +772,8 @@ start_take(struct ratelimit *rl, struct part *pt, struct lease *l,
     tk->wanted = lease_want(l, lim, tk->cost, queued);
     request_id(rl, reqid);
     if (script == NULL ||
-        scriptcall_encode(&sc, lim, pt->key, tk->cost, reqid, 0) != 0 ||
+        scriptcall_encode(&sc, decided_by(pt, &buf), pt->key, tk->cost, reqid,
+                          0) != 0 ||
         scriptcall_lease(&sc, SCRIPTCALL_LEASE_TAKE, tk->wanted) != 0) {
         log_error("ratelimit: limiter %s: cannot encode the lease call",
                   lim->name);
@@ -986,7 +1016,7 @@ assemble(struct ratelimit_check *c, struct ratelimit_outcome *o)
 struct ratelimit_check *
 ratelimit_check(struct ratelimit *rl, const struct config *cfg,
                 const struct route *route, const struct caller *who,
-                const char *instance, struct headers *fields,
+                bool may_hold, const char *instance, struct headers *fields,
                 ratelimit_done_cb *cb, void *arg, struct ratelimit_outcome *now)
 {
     struct ratelimit_check *c;
@@ -994,6 +1024,7 @@ ratelimit_check(struct ratelimit *rl, const struct config *cfg,
 
     c = check_new(rl, n);
     c->rl = rl;
+    c->may_hold = may_hold;
     c->cb = cb;
     c->arg = arg;
     c->instance = instance;

@@ -107,12 +107,17 @@ const char *ratelimit_result_name(const struct ratelimit_outcome *o);
  * (then nothing is written to it). When every filter can decide at once
  * (no Redis call), fills '*now' and 'fields' and returns NULL. Otherwise
  * returns a handle and calls 'cb' later, exactly once, within
- * redis.timeout, unless cancelled.
+ * redis.timeout, unless cancelled. With 'may_hold' false (the caller
+ * holds as many requests as it may) delay-mode limiters decide as if
+ * their max_delay were 0: a request that would wait is refused, as one
+ * that would wait past max_delay is, and nothing is reserved for it.
  */
-struct ratelimit_check *ratelimit_check(
-    struct ratelimit *rl, const struct config *cfg, const struct route *route,
-    const struct caller *who, const char *instance, struct headers *fields,
-    ratelimit_done_cb *cb, void *arg, struct ratelimit_outcome *now);
+struct ratelimit_check *
+ratelimit_check(struct ratelimit *rl, const struct config *cfg,
+                const struct route *route, const struct caller *who,
+                bool may_hold, const char *instance, struct headers *fields,
+                ratelimit_done_cb *cb, void *arg,
+                struct ratelimit_outcome *now);
 
 /* The caller has gone: 'cb' will not run. */
 void ratelimit_cancel(struct ratelimit_check *c);

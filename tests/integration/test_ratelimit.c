@@ -4,12 +4,14 @@
  * count matters, so that no window ends during a test; the one test that
  * could straddle a window boundary checks Redis's clock and skips if so.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -1611,6 +1613,109 @@ Test(ratelimit, delay_mode_with_leases_still_spaces_requests_at_the_rate)
                  "no request was admitted from a lease");
     free(yaml);
     rig_stop(&r);
+}
+
+struct held_wait {
+    uint16_t admin; /* the gateway's admin port */
+    long n;         /* the condition: this many held */
+};
+
+static bool
+held_reached(void *arg)
+{
+    struct held_wait *hw = arg;
+
+    return admin_metric(hw->admin, "sluice_requests_held") == hw->n;
+}
+
+/* A GET of 'path' on a socket of its own, left open unread: -1 if it
+ * could not be sent. */
+static int
+send_and_hold(uint16_t port, const char *path)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    char *req = harness_strf("GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        fd = -1;
+    }
+    free(req);
+    return fd;
+}
+
+/*
+ * Past server.max_held a request that would be held is refused as one
+ * that would wait past max_delay is: with the rate-limit fields, and
+ * nothing reserved for it. It was refused after its wait had been
+ * reserved, so each such refusal pushed every later request's wait back
+ * by one more interval, and it carried no Retry-After.
+ *
+ * One unit every 10 s, a burst of 1: the first request passes, the
+ * second is held 10 s (the one the worker may hold); the next two would
+ * each wait 20 s, since nothing is reserved for the refused ones.
+ */
+Test(ratelimit, past_max_held_a_request_is_refused_without_reserving)
+{
+    static const char *const backend[] = {"", ", backend: local"};
+
+    for (size_t b = 0; b < 2; b++) {
+        uint16_t admin = harness_free_port();
+        char *yaml =
+            harness_strf("server:\n"
+                         "  listen: 127.0.0.1:@PORT@\n"
+                         "  workers: 1\n"
+                         "  max_held: 1\n"
+                         "%s"
+                         "admin:\n"
+                         "  listen: 127.0.0.1:%u\n"
+                         "limiters:\n"
+                         "  slow: { algorithm: token_bucket, rate: 6/m, "
+                         "burst: 1, mode: delay, max_delay: 1m }\n"
+                         "routes:\n"
+                         "  - id: api\n"
+                         "    uri: http://@ECHO@\n"
+                         "    predicates: [Path=/**]\n"
+                         "    filters:\n"
+                         "      - name: RequestRateLimiter\n"
+                         "        args: { key: route, limiter: slow%s }\n",
+                         b == 0 ? "redis:\n  url: redis://@REDIS@/0\n" : "",
+                         admin, backend[b]);
+        struct held_wait one = {admin, 1};
+        struct rig r;
+        int held;
+
+        rig_start(&r, b == 0, 1, yaml);
+        cr_assert_eq(status_of(&r, "/first", NULL), 200);
+        held = send_and_hold(r.gw_port[0], "/held");
+        cr_assert_geq(held, 0);
+        cr_assert(harness_wait_until(held_reached, &one, 5000),
+                  "the second request was not held");
+        for (int i = 0; i < 2; i++) {
+            struct http_response resp;
+            char *ra;
+
+            cr_assert_eq(get_with(&r, 0, "/over", NULL, &resp), 429);
+            ra = http_response_header(&resp, "Retry-After");
+            cr_assert(ra != NULL, "%s refusal %d has no Retry-After",
+                      backend[b], i);
+            cr_assert(atol(ra) >= 15 && atol(ra) <= 20,
+                      "%s refusal %d: Retry-After %s, want about 20 s "
+                      "(30: the refused request before it reserved 10 s)",
+                      backend[b], i, ra);
+            free(ra);
+            http_response_free(&resp);
+        }
+        cr_assert_eq(admin_metric(admin, "sluice_requests_held"), 1);
+        close(held);
+        free(yaml);
+        rig_stop(&r);
+    }
 }
 
 /* ---- when Redis fails ---- */

@@ -43,6 +43,7 @@ static const char full_yaml[] =
     "  client_timeout: 2m\n"
     "  header_timeout: 3s\n"
     "  max_connections: 5000\n"
+    "  max_held: 100\n"
     "  drain_timeout: 0s\n"
     "admin:\n"
     "  listen: 0.0.0.0:9191\n"
@@ -100,6 +101,7 @@ Test(config, full_config_round_trips_every_field)
     cr_assert_eq(cfg->server.client_timeout_ms, 120000);
     cr_assert_eq(cfg->server.header_timeout_ms, 3000);
     cr_assert_eq(cfg->server.max_connections, 5000);
+    cr_assert_eq(cfg->server.max_held, 100);
     cr_assert_eq(cfg->server.drain_timeout_ms, 0);
 
     cr_assert(cfg->admin.enabled);
@@ -182,6 +184,7 @@ Test(config, defaults_apply_when_sections_are_absent)
     cr_assert_eq(cfg->server.client_timeout_ms, 60000);
     cr_assert_eq(cfg->server.header_timeout_ms, 10000);
     cr_assert_eq(cfg->server.max_connections, 0);
+    cr_assert_eq(cfg->server.max_held, 4096);
     cr_assert_eq(cfg->server.drain_timeout_ms, 10000);
     cr_assert_not(cfg->admin.enabled);
     cr_assert_str_eq(cfg->admin.listen.host, "127.0.0.1");
@@ -1184,6 +1187,13 @@ Test(config, max_connections_auto_is_sized_at_start)
     cfg = parse_ok("server: {max_connections: 1}\nroutes: []\n");
     cr_assert_eq(cfg->server.max_connections, 1);
     config_unref(cfg);
+}
+
+Test(config, max_held_must_be_a_positive_integer)
+{
+    assert_error("server: {max_held: 0}\nroutes: []\n",
+                 "t.yaml:1:20: server.max_held: bad integer \"0\" "
+                 "(expected an integer from 1 to 100000000)");
 }
 
 Test(config, max_connections_must_be_a_positive_integer)

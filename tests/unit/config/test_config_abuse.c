@@ -519,8 +519,8 @@ Test(config_abuse, control_characters_in_a_message_are_escaped)
                  "t.yaml:1:10: server: unknown key \"a\\nt.yaml:1:1: "
                  "forged\" (known: listen, tls, workers, trusted_proxies, "
                  "max_header_bytes, max_body_bytes, client_timeout, "
-                 "header_timeout, max_connections, drain_timeout, watch, "
-                 "underscores_in_headers)");
+                 "header_timeout, max_connections, max_held, drain_timeout, "
+                 "watch, underscores_in_headers)");
     assert_error("log: {level: \"a\\tb\\e[31m\"}\n" ROUTE,
                  "t.yaml:1:14: log.level: bad log level \"a\\tb\\x1b[31m\" "
                  "(expected debug, info, warn or error)");
