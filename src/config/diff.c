@@ -41,57 +41,67 @@ same_sentinel(const struct redis_conf *a, const struct redis_conf *b)
            same_nodes(a->sentinels, a->nsentinels, b->sentinels, b->nsentinels);
 }
 
-unsigned
-config_restart_only(const struct config *cur, const struct config *next)
+/* The way to the Redis server: how it is found, and who logs in. */
+static bool
+same_redis_server(const struct redis_conf *a, const struct redis_conf *b)
 {
-    const struct redis_conf *a = &cur->redis, *b = &next->redis;
-    unsigned groups = 0;
+    return a->enabled == b->enabled && same_str(a->host, b->host) &&
+           a->port == b->port && a->db == b->db && same_str(a->user, b->user) &&
+           same_str(a->password, b->password) && same_sentinel(a, b) &&
+           same_nodes(a->cluster_nodes, a->ncluster_nodes, b->cluster_nodes,
+                      b->ncluster_nodes);
+}
 
-    if (!same_listen(&cur->server.listen, &next->server.listen) ||
-        cur->server.workers != next->server.workers ||
-        cur->server.watch != next->server.watch ||
-        cur->server.tls.enabled != next->server.tls.enabled ||
-        (cur->server.tls.enabled &&
-         !same_listen(&cur->server.tls.listen, &next->server.tls.listen))) {
-        groups |= CONFIG_RESTART_LISTEN;
+size_t
+config_restart_only(const struct config *cur, const struct config *next,
+                    const char *out[CONFIG_RESTART_MAX])
+{
+    const struct server_conf *sa = &cur->server, *sb = &next->server;
+    const struct redis_conf *a = &cur->redis, *b = &next->redis;
+    struct {
+        const char *name;
+        bool changed;
+    } settings[] = {
+        {"server.listen", !same_listen(&sa->listen, &sb->listen)},
+        {"server.workers", sa->workers != sb->workers},
+        {"server.watch", sa->watch != sb->watch},
+        {"server.tls", sa->tls.enabled != sb->tls.enabled},
+        {"server.tls.listen",
+         sa->tls.enabled && sb->tls.enabled &&
+             !same_listen(&sa->tls.listen, &sb->tls.listen)},
+        /* The workers' Redis connections are made once; the prefix is
+         * read per request. */
+        {"redis", !same_redis_server(a, b)},
+        {"redis.timeout", a->timeout_ms != b->timeout_ms},
+        {"redis.max_in_flight", a->max_in_flight != b->max_in_flight},
+        {"admin", cur->admin.enabled != next->admin.enabled},
+        {"admin.listen",
+         cur->admin.enabled && next->admin.enabled &&
+             !same_listen(&cur->admin.listen, &next->admin.listen)},
+        {"log.level", cur->log_level != next->log_level},
+        {"log.access", !same_str(cur->access_log, next->access_log)},
+        {"log.access_format", cur->access_format != next->access_format},
+    };
+    size_t n = 0;
+
+    _Static_assert(sizeof(settings) / sizeof(settings[0]) <= CONFIG_RESTART_MAX,
+                   "every setting fits the caller's array");
+    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+        if (settings[i].changed) {
+            out[n++] = settings[i].name;
+        }
     }
-    /* The workers' Redis connections are made once; the prefix is read
-     * per request. */
-    if (a->enabled != b->enabled || !same_str(a->host, b->host) ||
-        a->port != b->port || a->db != b->db || !same_str(a->user, b->user) ||
-        !same_str(a->password, b->password) || a->timeout_ms != b->timeout_ms ||
-        a->max_in_flight != b->max_in_flight || !same_sentinel(a, b) ||
-        !same_nodes(a->cluster_nodes, a->ncluster_nodes, b->cluster_nodes,
-                    b->ncluster_nodes)) {
-        groups |= CONFIG_RESTART_REDIS;
-    }
-    if (cur->admin.enabled != next->admin.enabled ||
-        !same_listen(&cur->admin.listen, &next->admin.listen)) {
-        groups |= CONFIG_RESTART_ADMIN;
-    }
-    if (!same_str(cur->access_log, next->access_log) ||
-        cur->access_format != next->access_format ||
-        cur->log_level != next->log_level) {
-        groups |= CONFIG_RESTART_LOG;
-    }
-    return groups;
+    return n;
 }
 
 const char *
-config_restart_only_str(enum config_restart_only group)
+config_restart_note(const char *name)
 {
-    switch (group) {
-    case CONFIG_RESTART_LISTEN:
-        return "server.listen, server.workers, server.watch and server.tls "
-               "(but for its certificate, re-read now) take effect on "
-               "restart only";
-    case CONFIG_RESTART_REDIS:
-        return "the redis: connection settings take effect on restart only "
-               "(key_prefix applies now)";
-    case CONFIG_RESTART_ADMIN:
-        return "admin: takes effect on restart only";
-    case CONFIG_RESTART_LOG:
-        return "log: takes effect on restart only";
+    if (strcmp(name, "server.tls.listen") == 0) {
+        return "; its certificate and key are read again now";
     }
-    return "?";
+    if (strcmp(name, "redis") == 0) {
+        return "; redis.key_prefix applies now";
+    }
+    return "";
 }

@@ -7,25 +7,29 @@
 #ifndef SLUICE_DIFF_H
 #define SLUICE_DIFF_H
 
+#include <stddef.h>
+
 struct config;
 
-/* Groups of settings that take effect on a restart only; flags. */
-enum config_restart_only {
-    CONFIG_RESTART_LISTEN = 1 << 0, /* server.listen, server.workers,
-                                       server.tls on/off and its listen */
-    CONFIG_RESTART_REDIS = 1 << 1,  /* redis: all but key_prefix */
-    CONFIG_RESTART_ADMIN = 1 << 2,  /* admin: */
-    CONFIG_RESTART_LOG = 1 << 3,    /* log: */
-};
+/* The most settings config_restart_only() can name. */
+#define CONFIG_RESTART_MAX 16
 
 /*
- * The groups whose settings differ between the running 'cur' and the
- * reloaded 'next' (both borrowed); 0 when a reload applies everything.
+ * Names, as the file spells them ("server.workers", "log.level"; "redis"
+ * for the way to the Redis server: its url, sentinels or cluster, its
+ * database and credentials), the settings of the reloaded 'next' that
+ * differ from the running 'cur' (both borrowed) and take effect on a
+ * restart only. Fills 'out' with static strings, in a fixed order, and
+ * returns how many; 0 when a reload applies everything.
  */
-unsigned config_restart_only(const struct config *cur,
-                             const struct config *next);
+size_t config_restart_only(const struct config *cur, const struct config *next,
+                           const char *out[CONFIG_RESTART_MAX]);
 
-/* The sentence naming one group's settings, for the log; static. */
-const char *config_restart_only_str(enum config_restart_only group);
+/*
+ * What applies at once beside the restart-only setting 'name' (one of
+ * config_restart_only()'s), for the log: "" or a sentence starting with
+ * "; ". Static.
+ */
+const char *config_restart_note(const char *name);
 
 #endif

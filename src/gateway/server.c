@@ -605,13 +605,13 @@ probe_port(const struct sockaddr *sa, socklen_t salen)
 static void
 warn_restart_only(const struct config *cur, const struct config *next)
 {
-    unsigned groups = config_restart_only(cur, next);
+    const char *names[CONFIG_RESTART_MAX];
+    size_t n = config_restart_only(cur, next, names);
 
-    for (unsigned g = CONFIG_RESTART_LISTEN; g <= CONFIG_RESTART_LOG; g <<= 1) {
-        if (groups & g) {
-            log_warn("server: %s",
-                     config_restart_only_str((enum config_restart_only)g));
-        }
+    for (size_t i = 0; i < n; i++) {
+        log_warn("server: %s takes effect on restart only; the running "
+                 "value stays%s",
+                 names[i], config_restart_note(names[i]));
     }
 }
 

@@ -241,7 +241,7 @@ Test(ops, post_reload_applies_a_valid_file)
 static bool
 restart_only_logged(void *arg)
 {
-    return proc_log_contains(arg, "log: takes effect on restart only");
+    return proc_log_contains(arg, "log.level takes effect on restart only");
 }
 
 Test(ops, reload_says_which_settings_wait_for_a_restart)
@@ -287,7 +287,7 @@ reload_with_level(struct ops *o, const char *log_level, size_t nth)
 
 Test(ops, restart_only_warnings_compare_with_the_settings_in_force)
 {
-    static const char warning[] = "log: takes effect on restart only";
+    static const char warning[] = "log.level takes effect on restart only";
     struct ops o;
 
     ops_start(&o, "log:\n  level: info\n");

@@ -764,9 +764,11 @@ Test(config, redis_cluster_change_needs_a_restart)
                                 "routes: []\n");
     struct config *b = parse_ok("redis: {cluster: {nodes: ['a:1', 'b:2']}}\n"
                                 "routes: []\n");
+    const char *names[CONFIG_RESTART_MAX];
 
-    cr_assert(config_restart_only(a, b) & CONFIG_RESTART_REDIS);
-    cr_assert_eq(config_restart_only(a, a) & CONFIG_RESTART_REDIS, 0);
+    cr_assert_eq(config_restart_only(a, b, names), 1);
+    cr_assert_str_eq(names[0], "redis");
+    cr_assert_eq(config_restart_only(a, a, names), 0);
     config_unref(a);
     config_unref(b);
 }
