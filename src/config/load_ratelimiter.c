@@ -385,6 +385,26 @@ parse_key_text(struct loader *ld, yaml_node_t *node,
 }
 
 /*
+ * True when 'name' is a key of the file's top-level limiters: although no
+ * limiter of that name loaded: its name was refused there, and said so.
+ */
+static bool
+named_under_limiters(struct loader *ld, const char *name)
+{
+    yaml_node_t *root = yaml_document_get_root_node(ld->doc);
+    const yaml_node_pair_t *p;
+    yaml_node_t *map;
+
+    if (root == NULL || root->type != YAML_MAPPING_NODE) {
+        return false;
+    }
+    p = load_mapping_pair(ld, root, "limiters");
+    map = p != NULL ? load_node_at(ld, p->value) : NULL;
+    return map != NULL && map->type == YAML_MAPPING_NODE &&
+           load_mapping_pair(ld, map, name) != NULL;
+}
+
+/*
  * The limiter called by 'node': "none" leaves '*out' NULL. False after
  * reporting an unknown name.
  */
@@ -407,6 +427,12 @@ find_limiter(struct loader *ld, yaml_node_t *node, const struct load_path *path,
             *out = &cfg->limiters[i];
             return true;
         }
+    }
+    if (named_under_limiters(ld, s)) {
+        report(ld, node, path,
+               "unknown limiter \"%s\" (its name under limiters: was refused)",
+               s);
+        return false;
     }
     if (cfg->nlimiters == 0) {
         report(ld, node, path,

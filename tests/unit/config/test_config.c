@@ -2025,6 +2025,34 @@ Test(config, unknown_limiter_gets_a_suggestion)
                  "limiters:)");
 }
 
+/*
+ * A route naming a limiter whose name was refused under limiters: is told
+ * so, not that no limiters are defined, nor offered the others.
+ */
+Test(config, a_limiter_whose_name_was_refused_is_said_to_be)
+{
+    static const char yaml[] =
+        "limiters:\n"
+        "  scg.x: {algorithm: fixed_window, limit: 1, window: 1s}\n"
+        "routes:\n"
+        "  - id: a\n"
+        "    uri: http://x\n"
+        "    filters:\n"
+        "      - {name: RequestRateLimiter, args: {key: ip, "
+        "limiter: scg.x}}\n";
+    struct config_errors e;
+    struct config *cfg = parse(yaml, &e);
+
+    cr_assert_null(cfg);
+    cr_assert_eq(e.n, 2, "%zu errors, first: %s", e.n, e.n > 0 ? e.v[0] : "");
+    cr_assert(strstr(e.v[0], "bad limiter name \"scg.x\"") != NULL, "%s",
+              e.v[0]);
+    cr_assert_str_eq(e.v[1], "t.yaml:7:61: routes[0].filters[0].args.limiter: "
+                             "unknown limiter \"scg.x\" (its name under "
+                             "limiters: was refused)");
+    config_errors_deinit(&e);
+}
+
 Test(config, bad_keys_are_errors)
 {
     static const char tail[] = " (expected parts joined by '+': ip, user, "
