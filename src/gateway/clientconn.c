@@ -1,7 +1,6 @@
 #include "clientconn.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -16,8 +15,10 @@
 
 #include "acceptrest.h"
 #include "clock.h"
+#include "evreq.h"
 #include "log.h"
 #include "metrics.h"
+#include "problem.h"
 #include "tls.h"
 #include "xmalloc.h"
 
@@ -50,6 +51,15 @@ enum conn_state {
     CONN_HEAD,      /* reading a request head; the deadline runs */
     CONN_BODY,      /* head read; evhttp reads the body, if any */
     CONN_ANSWERING, /* handed to the server; the reply is not done */
+    CONN_REFUSING,  /* a CONNECT: answered here, then closed; nothing
+                       more is read (refuse_tunnel()) */
+};
+
+/* What a scan of request bytes found. */
+enum scan_result {
+    SCAN_MORE,     /* the head goes on past them */
+    SCAN_HEAD_END, /* the end of the head */
+    SCAN_TUNNEL,   /* a request line with the method CONNECT */
 };
 
 /* What the leave watch ('leave' of a record) is assigned as. */
@@ -79,9 +89,9 @@ struct clientconn {
     uint64_t head_bytes;               /* head scan: its lines so far, line
                                           ends included */
     bool pending;                      /* not attached to its evcon yet */
-    bool close_after;                  /* close once the reply is done
-                                          (clientconn_close_after_reply()) */
-    struct event *closer;              /* does that close, or NULL */
+    char method[8];                    /* head scan: the request line's
+                                          first bytes, up to 8 */
+    struct event *refuse;              /* answers a CONNECT, or NULL */
     bool tls;                          /* speaks TLS */
     struct evhttp_request *tail_req;   /* clientconn_end_reply(): its
                                           reply to end, or NULL */
@@ -177,7 +187,12 @@ listener_apply(struct clientconns *cs)
 static size_t
 open_count(const struct clientconns *cs)
 {
-    return cs->n + (cs->twin != NULL ? cs->twin->n : 0);
+    size_t n = cs->n + cs->nlingering;
+
+    if (cs->twin != NULL) {
+        n += cs->twin->n + cs->twin->nlingering;
+    }
+    return n;
 }
 
 static void
@@ -302,8 +317,8 @@ record_free(struct clientconn *cc)
     if (cc->tail_timer != NULL) {
         event_free(cc->tail_timer);
     }
-    if (cc->closer != NULL) {
-        event_free(cc->closer);
+    if (cc->refuse != NULL) {
+        event_free(cc->refuse);
     }
     if (cc->tail_cb != NULL) {
         evbuffer_remove_cb_entry(bufferevent_get_output(cc->bev), cc->tail_cb);
@@ -429,8 +444,10 @@ on_new_bev(struct event_base *base, void *arg)
     if (cs->tls != NULL) {
         bev = tls_server_bev_new(cs->tls, base);
     } else {
-        /* Options as evhttp's own: it closes the descriptor itself. */
-        bev = bufferevent_socket_new(base, -1, 0);
+        /* The bufferevent closes the descriptor when freed, and evhttp
+         * only shuts it (evhttp_connection_free()): linger_begin() can
+         * take it first. */
+        bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     }
     acceptrest_accepted(cs->rest);
     if (bev == NULL) {
@@ -466,6 +483,7 @@ linger_end(struct lingerer *l)
     }
     cs->nlingering--;
     free(l);
+    count_changed(cs);
 }
 
 static void
@@ -494,13 +512,14 @@ on_linger(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * evhttp is about to close the socket of 'cc' (it shuts it for writing
- * first, which sends what was written and then the end of the stream).
- * Unless the client has closed its side already, the socket is kept
- * open on a duplicate descriptor and read for up to LINGER_MS, what
- * arrives discarded, so that a client still sending gets no reset. At
- * most max_connections sockets linger per listener and worker; past
- * that a socket closes at once.
+ * evhttp is about to close the connection of 'cc'. Unless the client has
+ * closed its side already, this takes the socket from the bufferevent
+ * (whose events are removed while the descriptor is still open, as the
+ * epoll changelist needs), so that freeing the bufferevent does not close
+ * it; evhttp then shuts it for writing, which sends what was written and
+ * the end of the stream. The socket is read for up to LINGER_MS, what
+ * arrives dropped, and closed. A lingering socket counts against
+ * max_connections, as the connection it was did.
  */
 static void
 linger_begin(struct clientconn *cc)
@@ -512,19 +531,17 @@ linger_begin(struct clientconn *cc)
     char c;
     ssize_t n;
 
-    if (fd < 0 || cs->nlingering >= cs->conf.max_connections) {
+    if (fd < 0) {
         return;
     }
     n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         return;
     }
+    bufferevent_disable(cc->bev, EV_READ | EV_WRITE);
+    bufferevent_setfd(cc->bev, -1);
     l = xcalloc(1, sizeof(*l));
-    l->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (l->fd < 0) {
-        free(l);
-        return;
-    }
+    l->fd = fd;
     l->cs = cs;
     l->until_ms = clock_mono_ms() + LINGER_MS;
     l->ev = event_new(cs->base, l->fd, EV_READ | EV_PERSIST, on_linger, l);
@@ -535,6 +552,7 @@ linger_begin(struct clientconn *cc)
     }
     cs->lingering = l;
     cs->nlingering++;
+    count_changed(cs);
 }
 
 /* ---- connections ---- */
@@ -841,15 +859,22 @@ head_scanned(struct clientconn *cc, bool complete)
     }
 }
 
+/* The method of a request line as evhttp reads it: up to the first
+ * space, compared as it is. */
+#define TUNNEL_METHOD "CONNECT "
+
 /*
  * Reads 'n' more bytes of a request head the way evhttp does
  * (evbuffer_readln with EVBUFFER_EOL_CRLF): a line ends at LF, a CR just
  * before it is not part of the line, and an empty line after the request
- * line ends the head. True at the end of the head.
+ * line ends the head. Keeps the request line's first bytes, to tell a
+ * CONNECT as soon as its method has come.
  */
-static bool
+static enum scan_result
 scan_bytes(struct clientconn *cc, const char *p, size_t n)
 {
+    _Static_assert(sizeof(TUNNEL_METHOD) - 1 == sizeof(cc->method),
+                   "the method buffer holds CONNECT and its space");
     while (n > 0) {
         const char *lf = memchr(p, '\n', n);
         size_t k = lf != NULL ? (size_t)(lf - p) : n;
@@ -860,11 +885,21 @@ scan_bytes(struct clientconn *cc, const char *p, size_t n)
             if (memchr(p, '\0', k) != NULL) {
                 cc->head_nul = true;
             }
+            if (!cc->seen_line && cc->line_bytes < sizeof(cc->method)) {
+                size_t room = sizeof(cc->method) - cc->line_bytes;
+
+                memcpy(cc->method + cc->line_bytes, p, k < room ? k : room);
+                if (cc->line_bytes + k >= sizeof(cc->method) &&
+                    memcmp(cc->method, TUNNEL_METHOD, sizeof(cc->method)) ==
+                        0) {
+                    return SCAN_TUNNEL;
+                }
+            }
             cc->line_bytes += k;
             cc->line_cr = p[k - 1] == '\r';
         }
         if (lf == NULL) {
-            return false;
+            return SCAN_MORE;
         }
         empty = cc->line_bytes == 0 || (cc->line_bytes == 1 && cc->line_cr);
         p = lf + 1;
@@ -872,7 +907,7 @@ scan_bytes(struct clientconn *cc, const char *p, size_t n)
         if (empty && cc->seen_line) {
             cc->line_bytes = 0;
             cc->line_cr = false;
-            return true;
+            return SCAN_HEAD_END;
         }
         cc->head_bytes += cc->line_bytes + 1;
         cc->line_bytes = 0;
@@ -880,11 +915,11 @@ scan_bytes(struct clientconn *cc, const char *p, size_t n)
         /* An empty request line: evhttp refuses it with a 400. */
         cc->seen_line = true;
     }
-    return false;
+    return SCAN_MORE;
 }
 
-/* Scans 'buf' from offset 'from' to its end; true at the end of a head. */
-static bool
+/* Scans 'buf' from offset 'from' to its end, or to what ends the scan. */
+static enum scan_result
 scan_buffer(struct clientconn *cc, struct evbuffer *buf, size_t from)
 {
     size_t end = evbuffer_get_length(buf);
@@ -895,22 +930,86 @@ scan_buffer(struct clientconn *cc, struct evbuffer *buf, size_t from)
         int n;
 
         if (evbuffer_ptr_set(buf, &pos, from, EVBUFFER_PTR_SET) < 0) {
-            return false;
+            return SCAN_MORE;
         }
         n = evbuffer_peek(buf, (ev_ssize_t)(end - from), &pos, v, SCAN_VECS);
         if (n <= 0) {
-            return false;
+            return SCAN_MORE;
         }
         for (int i = 0; i < n && i < SCAN_VECS && from < end; i++) {
             size_t k = v[i].iov_len < end - from ? v[i].iov_len : end - from;
+            enum scan_result r = scan_bytes(cc, v[i].iov_base, k);
 
-            if (scan_bytes(cc, v[i].iov_base, k)) {
-                return true;
+            if (r != SCAN_MORE) {
+                return r;
             }
             from += k;
         }
     }
-    return false;
+    return SCAN_MORE;
+}
+
+/* ---- CONNECT ---- */
+
+/* The answer is written, or the connection failed: close it. */
+static void
+on_refusal_written(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn_close(arg);
+}
+
+static void
+on_refusal_failed(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    conn_close(arg);
+}
+
+/*
+ * Takes the connection from evhttp, which waits for a request head that
+ * never comes (its input stays empty), and writes the 501 itself; the
+ * connection closes once it is written, or fails.
+ */
+static void
+on_refuse(evutil_socket_t fd, short what, void *arg)
+{
+    struct clientconn *cc = arg;
+    char *body = problem_json(501, problem_reason(501),
+                              "CONNECT: the gateway makes no tunnels", NULL);
+
+    (void)fd;
+    (void)what;
+    log_debug("clientconn: refused a CONNECT");
+    bufferevent_setcb(cc->bev, NULL, on_refusal_written, on_refusal_failed, cc);
+    evbuffer_add_printf(bufferevent_get_output(cc->bev),
+                        "HTTP/1.1 501 %s\r\nContent-Type: %s\r\n"
+                        "Content-Length: %zu\r\nDate: %s\r\n"
+                        "Connection: close\r\n\r\n%s",
+                        problem_reason(501), PROBLEM_CONTENT_TYPE, strlen(body),
+                        evreq_date_now(), body);
+    free(body);
+    bufferevent_enable(cc->bev, EV_READ | EV_WRITE);
+}
+
+/*
+ * A request line with the method CONNECT: from here on every byte that
+ * comes in is dropped, so evhttp reads nothing of it nor of what follows,
+ * and the answer is made in the next step of this loop pass (on_refuse()),
+ * out of the read callback this runs in.
+ */
+static void
+refuse_tunnel(struct clientconn *cc, struct evbuffer *in)
+{
+    cc->state = CONN_REFUSING;
+    deadline_disarm(cc);
+    leave_disarm(cc);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    if (cc->refuse == NULL) {
+        cc->refuse = event_new(cc->cs->base, -1, 0, on_refuse, cc);
+    }
+    event_active(cc->refuse, EV_TIMEOUT, 0);
 }
 
 /* Bytes came in (or were consumed) on a connection's input buffer. */
@@ -919,8 +1018,13 @@ on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
     struct clientconn *cc = arg;
     size_t len = evbuffer_get_length(buf);
+    enum scan_result r;
 
     if (info->n_added == 0) {
+        return;
+    }
+    if (cc->state == CONN_REFUSING) {
+        evbuffer_drain(buf, len);
         return;
     }
     if (cc->state == CONN_ANSWERING && len >= ANSWERING_INPUT_MAX) {
@@ -939,37 +1043,15 @@ on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
         head_begin(cc);
     }
     /* New bytes go at the end; evhttp takes whole lines from the front. */
-    head_scanned(
-        cc,
-        scan_buffer(cc, buf, len > info->n_added ? len - info->n_added : 0));
+    r = scan_buffer(cc, buf, len > info->n_added ? len - info->n_added : 0);
+    if (r == SCAN_TUNNEL) {
+        refuse_tunnel(cc, buf);
+        return;
+    }
+    head_scanned(cc, r == SCAN_HEAD_END);
 }
 
 /* ---- requests ---- */
-
-static void
-on_closer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    conn_close(arg);
-}
-
-/*
- * The reply to a request after which the connection closes is done, and
- * evhttp may be about to take the next request from the input: leave it
- * nothing, and close before the loop reads the socket again. An event
- * made active now runs in this pass of the loop, before the poll and
- * before the read evhttp defers for input already there.
- */
-static void
-close_now_done(struct clientconn *cc, struct evbuffer *in)
-{
-    evbuffer_drain(in, evbuffer_get_length(in));
-    if (cc->closer == NULL) {
-        cc->closer = event_new(cc->cs->base, -1, 0, on_closer, cc);
-    }
-    event_active(cc->closer, 0, 0);
-}
 
 static void
 on_reply_done(struct evhttp_request *req, void *arg)
@@ -979,10 +1061,6 @@ on_reply_done(struct evhttp_request *req, void *arg)
 
     (void)req;
     cc->req = NULL;
-    if (cc->close_after) {
-        close_now_done(cc, in);
-        return;
-    }
     /* A plain watch stays for the next request (on_leave_ready()). */
     cc->leave_cb = NULL;
     cc->leave_arg = NULL;
@@ -1012,8 +1090,15 @@ on_reply_done(struct evhttp_request *req, void *arg)
     cc->state = CONN_WAITING;
     if (evbuffer_get_length(in) > 0) {
         /* The next request began during the answer: its clock starts. */
+        enum scan_result r;
+
         head_begin(cc);
-        head_scanned(cc, scan_buffer(cc, in, 0));
+        r = scan_buffer(cc, in, 0);
+        if (r == SCAN_TUNNEL) {
+            refuse_tunnel(cc, in);
+        } else {
+            head_scanned(cc, r == SCAN_HEAD_END);
+        }
     }
 }
 
@@ -1075,12 +1160,6 @@ clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
         leave_arm(cc);
     }
     /* The watch stays, for the next request (on_leave_ready()). */
-}
-
-void
-clientconn_close_after_reply(struct clientconn *cc)
-{
-    cc->close_after = true;
 }
 
 bool

@@ -25,12 +25,22 @@
  *
  * The linger. When evhttp closes a connection the client has not closed
  * (after a refusal, a 413 at the end of a head, a reply with
- * "Connection: close", a timeout), its socket stays open for up to 5 s
- * on a descriptor of this module's, shut for writing, and what the
- * client still sends is read and dropped: a close with bytes unread
- * would answer them with a reset, which can erase the reply before the
- * client has read it (RFC 9112 9.6). It ends when the client closes or
- * resets, and at clientconns_free().
+ * "Connection: close", a timeout), this module keeps its socket, shut
+ * for writing, for up to 5 s, and what the client still sends is read
+ * and dropped: a close with bytes unread would answer them with a
+ * reset, which can erase the reply before the client has read it (RFC
+ * 9112 9.6). It ends when the client closes or resets, and at
+ * clientconns_free(). A lingering socket counts against
+ * max_connections.
+ *
+ * CONNECT. evhttp keeps a connection open after any answer to a CONNECT
+ * (libevent 2.1.12 never closes after one, whatever the answer says),
+ * its own included (a 413, a 400), and would read what the client sent
+ * next, the tunnel's first bytes, as a request. So evhttp never sees a
+ * CONNECT: the scan reads the request line's method as evhttp does (up
+ * to the first space, case-sensitive), and for CONNECT drops every byte
+ * of the connection from there on, answers 501 itself and closes. The
+ * refusal is logged at debug, not in the access log.
  */
 #ifndef SLUICE_CLIENTCONN_H
 #define SLUICE_CLIENTCONN_H
@@ -171,16 +181,6 @@ void *clientconn_watch_arg(const struct clientconn *cc, clientconn_close_cb cb);
 typedef void (*clientconn_leave_cb)(struct clientconn *cc, void *arg);
 void clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb,
                             void *arg);
-
-/*
- * The connection closes once the reply to the request being answered is
- * done, whatever evhttp would do then, and nothing the client sent after
- * that request is read. For a refusal: libevent 2.1.12 keeps a connection
- * open after any answer to a CONNECT, "Connection: close" or not, and
- * would read what the client sent next (the first bytes of the tunnel it
- * asked for) as a request.
- */
-void clientconn_close_after_reply(struct clientconn *cc);
 
 /*
  * The head of the request being answered held a NUL byte. evhttp keeps

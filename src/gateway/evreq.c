@@ -356,12 +356,6 @@ evreq_send_reply(struct evhttp_request *req, int status,
         for (size_t i = 0; i < nfields; i++) {
             evhttp_add_header(out, fields->v[i].name, fields->v[i].value);
         }
-        if (evhttp_request_get_command(req) == EVHTTP_REQ_CONNECT) {
-            /* evhttp frames no answer to a CONNECT, taking every one for
-               the tunnel's 2xx; the gateway's are refusals. */
-            evhttp_add_header(out, "Content-Length",
-                              u64_dec(evbuffer_get_length(body), len));
-        }
         evreq_add_date(req);
         evhttp_send_reply(req, status, problem_reason(status), body);
         evreq_coalesce(conn);

@@ -411,12 +411,12 @@ worker_http_new(struct worker *w, void (*cb)(struct evhttp_request *, void *))
     struct evhttp *http = evhttp_new(w->base);
 
     evhttp_set_gencb(http, cb, w);
-    /* CONNECT and TRACE too, for the gateway to refuse (reqcheck.h) and
-     * log: evhttp's own 501 would leave a CONNECT's connection open. */
+    /* TRACE too, for the gateway to refuse (reqcheck.h) and log. evhttp
+     * never sees a CONNECT: clientconn refuses it (clientconn.h). */
     evhttp_set_allowed_methods(
         http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                   EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                  EVHTTP_REQ_PATCH | EVHTTP_REQ_CONNECT | EVHTTP_REQ_TRACE);
+                  EVHTTP_REQ_PATCH | EVHTTP_REQ_TRACE);
     evhttp_set_default_content_type(http, NULL);
     /*
      * No EVHTTP_SERVER_LINGERING_CLOSE: with it evhttp reads a body

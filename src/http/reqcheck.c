@@ -277,14 +277,10 @@ reqcheck_request(const struct reqcheck_request *r, const char **why)
         return refuse(why, "an HTTP version other than 1.0 or 1.1");
     }
     /*
-     * A tunnel is not made, and a request is not echoed back: TRACE would
-     * hand a page's script the credentials the browser sent with it
-     * (cross-site tracing), as nginx and Spring's servers refuse it too.
+     * A request is not echoed back: TRACE would hand a page's script the
+     * credentials the browser sent with it (cross-site tracing). CONNECT
+     * never gets here: the connection layer refuses it (clientconn.h).
      */
-    if (strcmp(r->method, "CONNECT") == 0) {
-        *why = "CONNECT: the gateway makes no tunnels";
-        return REQCHECK_NOT_IMPLEMENTED;
-    }
     if (strcmp(r->method, "TRACE") == 0) {
         *why = "TRACE is not served";
         return REQCHECK_NOT_IMPLEMENTED;

@@ -14,9 +14,8 @@
  * other than 0 or any Transfer-Encoding when no body is read; more than
  * one Host, or none in HTTP/1.1, or one that is not uri-host [":" port];
  * a target in neither origin-form nor http(s) absolute-form (with a valid
- * host and no userinfo). With REQCHECK_NOT_IMPLEMENTED: the methods
- * CONNECT and TRACE; a Transfer-Encoding other than exactly one
- * "chunked".
+ * host and no userinfo). With REQCHECK_NOT_IMPLEMENTED: the method
+ * TRACE; a Transfer-Encoding other than exactly one "chunked".
  */
 #ifndef SLUICE_REQCHECK_H
 #define SLUICE_REQCHECK_H
@@ -57,9 +56,8 @@ struct reqcheck_request {
 enum reqcheck_verdict {
     REQCHECK_OK,              /* forward it */
     REQCHECK_BAD_REQUEST,     /* 400 and close the connection */
-    REQCHECK_NOT_IMPLEMENTED, /* 501 (a method not served, a transfer
-                                 coding we do not know), and close the
-                                 connection */
+    REQCHECK_NOT_IMPLEMENTED, /* 501 (TRACE, a transfer coding we do
+                                 not know), and close the connection */
 };
 
 /*

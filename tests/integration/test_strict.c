@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1849,6 +1850,60 @@ Test(strict, connect_is_501_and_the_connection_closed)
                        501);
 }
 
+/* Ones evhttp itself would refuse (a 413 for its length, a 400 for its
+ * target) kept their connection open too, and forwarded what followed. */
+Test(strict, connect_with_a_body_too_large_is_501_and_the_connection_closed)
+{
+    assert_refused_str("CONNECT with Content-Length over max_body_bytes",
+                       "CONNECT example.org:443 HTTP/1.1\r\n"
+                       "Host: example.org:443\r\n"
+                       "Content-Length: 100000000\r\n\r\n" SMUGGLED,
+                       501);
+}
+
+Test(strict, connect_with_a_bad_target_is_501_and_the_connection_closed)
+{
+    assert_refused_str("CONNECT [::1",
+                       "CONNECT [::1 HTTP/1.1\r\nHost: x\r\n\r\n" SMUGGLED,
+                       501);
+}
+
+/*
+ * The bytes after a CONNECT are never read as a request, however they
+ * fall into reads: here each GET comes in a write of its own, a moment
+ * after the CONNECT, so that the gateway may see both in one poll.
+ */
+Test(strict, nothing_sent_after_a_connect_reaches_the_gateway)
+{
+    static const char connect_line[] = "CONNECT example.org:443 HTTP/1.1\r\n"
+                                       "Host: example.org:443\r\n\r\n";
+    struct stack st;
+    char *log;
+
+    stack_start(&st, NULL, 0);
+    for (int i = 0; i < 600; i++) {
+        struct raw_conn c;
+        int one = 1;
+
+        raw_open(&c, st.gw_port);
+        setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        raw_send(&c, connect_line, strlen(connect_line));
+        usleep((useconds_t)(i % 20) * 10);
+        raw_send(&c, SMUGGLED, strlen(SMUGGLED));
+        cr_assert(raw_wait_closed(&c), "attempt %d: the connection stayed open",
+                  i);
+        cr_assert(find_bytes(c.data, c.len, "HTTP/1.1 501") == 0,
+                  "attempt %d: %s", i, shown(0, c.data, c.len));
+        raw_close(&c);
+    }
+    log = proc_log(&st.gw);
+    cr_assert(strstr(log, "smuggled") == NULL,
+              "a request after a CONNECT reached the gateway:\n%s", log);
+    cr_assert_eq(upstream_nreqs(&st.up), 0);
+    free(log);
+    stack_stop(&st);
+}
+
 Test(strict, trace_is_501_and_the_connection_closed)
 {
     assert_refused_str("TRACE", "TRACE /x HTTP/1.1\r\nHost: x\r\n\r\n" SMUGGLED,
@@ -1938,6 +1993,37 @@ Test(strict, a_client_still_sending_after_a_413_is_not_reset)
                   "the gateway stopped reading after %zu bytes", sent);
     }
     cr_assert(raw_wait_closed(&c), "the 413's connection was not closed");
+    raw_response_free(&r);
+    raw_close(&c);
+    stack_stop(&st);
+}
+
+/*
+ * A lingering socket costs no CPU while the client, which has its 413,
+ * keeps the connection open and sends nothing: the linger once kept a
+ * duplicate of the descriptor whose old registration in epoll reported
+ * it writable on every turn of the loop, a core spent for 5 s.
+ */
+Test(strict, a_lingering_socket_is_not_polled_in_a_loop)
+{
+    static const char head[] = "POST /x HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Length: 1000000000000\r\n\r\n";
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+    long before, used;
+
+    stack_start(&st, NULL, 0);
+    raw_open(&c, st.gw_port);
+    raw_send(&c, head, strlen(head));
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 413, "got %d", r.status);
+    cr_assert(raw_wait_closed(&c), "the 413's connection was not closed");
+    /* The gateway has shut its side; the client keeps the socket. */
+    before = proc_cpu_ms(st.gw.pid);
+    usleep(1000 * 1000);
+    used = proc_cpu_ms(st.gw.pid) - before;
+    cr_assert_lt(used, 300, "the gateway used %ld ms of CPU in 1 s idle", used);
     raw_response_free(&r);
     raw_close(&c);
     stack_stop(&st);
