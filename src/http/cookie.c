@@ -37,6 +37,12 @@ scan(const struct headers *h, const char *name, cookie_match_cb *each,
                 size_t vlen = (size_t)(end - val);
 
                 headers_trim_ows(&val, &vlen);
+                /* cookie-value = *cookie-octet / DQUOTE *cookie-octet
+                 * DQUOTE (RFC 6265 4.1.1); servers read it unquoted. */
+                if (vlen >= 2 && val[0] == '"' && val[vlen - 1] == '"') {
+                    val++;
+                    vlen -= 2;
+                }
                 if (each(val, vlen, arg)) {
                     return true;
                 }

@@ -14,8 +14,11 @@ struct headers;
 /*
  * How many cookies called 'name' (case-sensitive) the Cookie fields of
  * 'h' hold, across every Cookie field; when there is at least one,
- * '*value' and '*len' are the first one's value with blanks trimmed
- * (borrowed from 'h'; not NUL-terminated). 'h' may be NULL.
+ * '*value' and '*len' are the first one's value with blanks trimmed, and
+ * without the double quotes RFC 6265 allows around it ("v" is v, as
+ * Netty, Spring Cloud Gateway's server, reads it) (borrowed from 'h'; not
+ * NUL-terminated).
+ * 'h' may be NULL.
  */
 size_t cookie_find(const struct headers *h, const char *name,
                    const char **value, size_t *len);
@@ -25,8 +28,8 @@ typedef bool cookie_match_cb(const char *value, size_t len, const void *arg);
 
 /*
  * True when 'match' holds for one of the cookies called 'name' in the
- * Cookie fields of 'h', tried in order, values trimmed as for
- * cookie_find(); 'arg' is passed on. 'h' may be NULL.
+ * Cookie fields of 'h', tried in order, values trimmed and unquoted as
+ * for cookie_find(); 'arg' is passed on. 'h' may be NULL.
  */
 bool cookie_any(const struct headers *h, const char *name,
                 cookie_match_cb *match, const void *arg);

@@ -25,6 +25,33 @@ Test(cookie, finds_the_first_and_counts_every_one_across_fields)
     headers_deinit(&h);
 }
 
+/* A value in double quotes (RFC 6265 4.1.1) is found without them; a
+ * quote that is not one of a pair stays. */
+Test(cookie, a_value_in_double_quotes_is_found_without_them)
+{
+    static const struct {
+        const char *field, *want;
+    } cases[] = {
+        {"k=\"v\"", "v"}, {"k= \"v w\" ", "v w"}, {"k=\"\"", ""},
+        {"k=\"v", "\"v"}, {"k=v\"", "v\""},       {"k=\"", "\""},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct headers h;
+        const char *v = NULL;
+        size_t n = 0;
+
+        headers_init(&h);
+        headers_add(&h, "Cookie", cases[i].field);
+        cr_assert_eq(cookie_find(&h, "k", &v, &n), 1);
+        cr_assert(n == strlen(cases[i].want) &&
+                      memcmp(v, cases[i].want, n) == 0,
+                  "%s: got \"%.*s\", want \"%s\"", cases[i].field, (int)n, v,
+                  cases[i].want);
+        headers_deinit(&h);
+    }
+}
+
 /* A cookie taken out of every Cookie field; the others stay in order. */
 Test(cookie, remove_takes_one_name_out_of_every_field)
 {

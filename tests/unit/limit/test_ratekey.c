@@ -309,6 +309,28 @@ Test(ratekey, cookie_is_found_in_any_cookie_field)
     headers_deinit(&r.headers);
 }
 
+/*
+ * RFC 6265 lets a cookie's value be wrapped in double quotes, and servers
+ * such as Netty (Spring Cloud Gateway's) read "s1" and s1 as one value:
+ * the two spellings are one key, or each would have a budget of its own.
+ */
+Test(ratekey, a_quoted_cookie_value_is_the_same_key)
+{
+    static const char *const spellings[] = {"sid=s1", "sid=\"s1\"",
+                                            "sid= \"s1\" "};
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'cookie:sid', limiter: l}");
+    for (size_t i = 0; i < 3; i++) {
+        request_init(&r, NULL);
+        headers_add(&r.headers, "Cookie", spellings[i]);
+        key_of(&r, key);
+        assert_key(key, "cookie:sid", "s1");
+        headers_deinit(&r.headers);
+    }
+}
+
 Test(ratekey, route_key_is_one_bucket_for_everyone)
 {
     struct request r;
