@@ -86,6 +86,7 @@ struct clientconn {
     bool line_cr;                      /* head scan: its last byte is CR */
     bool seen_line;                    /* head scan: request line seen */
     bool head_nul;                     /* head scan: a NUL byte in it */
+    bool lingering;                    /* its socket went to a lingerer */
     uint64_t head_bytes;               /* head scan: its lines so far, line
                                           ends included */
     bool pending;                      /* not attached to its evcon yet */
@@ -341,9 +342,11 @@ record_free(struct clientconn *cc)
     if (cs->metrics != NULL) {
         metrics_add(cs->metrics, M_CONNECTIONS, NULL, -1);
     }
+    if (!cc->lingering) {
+        /* A descriptor came free: worth one accept() now. */
+        acceptrest_wake(cs->rest);
+    }
     free(cc);
-    /* A descriptor came free: worth one accept() now. */
-    acceptrest_wake(cs->rest);
     count_changed(cs);
 }
 
@@ -410,6 +413,11 @@ attach_or_drop(struct clientconn *cc)
 
     bufferevent_getcb(cc->bev, NULL, NULL, &eventcb, &evcon);
     if (eventcb == NULL || evcon == NULL) {
+        /* evhttp dropped the connection, and closed its descriptor
+         * itself (evhttp_get_request()): the bufferevent must not close
+         * it again, a loop turn later, when the number may be another
+         * connection's. */
+        bufferevent_setfd(cc->bev, -1);
         record_free(cc);
         return NULL;
     }
@@ -483,6 +491,7 @@ linger_end(struct lingerer *l)
     }
     cs->nlingering--;
     free(l);
+    acceptrest_wake(cs->rest);
     count_changed(cs);
 }
 
@@ -512,14 +521,22 @@ on_linger(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * evhttp is about to close the connection of 'cc'. Unless the client has
- * closed its side already, this takes the socket from the bufferevent
- * (whose events are removed while the descriptor is still open, as the
- * epoll changelist needs), so that freeing the bufferevent does not close
- * it; evhttp then shuts it for writing, which sends what was written and
- * the end of the stream. The socket is read for up to LINGER_MS, what
- * arrives dropped, and closed. A lingering socket counts against
- * max_connections, as the connection it was did.
+ * evhttp is about to close the connection of 'cc'. When the client may
+ * still be sending (it was in the middle of a request, as after a 413 at
+ * the end of a head; or it sent bytes that were not read, as after a
+ * refusal), this takes the socket
+ * from the bufferevent (whose events are removed while the descriptor is
+ * still open, as the epoll changelist needs), so that freeing the
+ * bufferevent does not close it; evhttp then shuts it for writing, which
+ * sends what was written and the end of the stream. The socket is read
+ * for up to LINGER_MS, what arrives dropped, and closed. A connection
+ * closed between requests with nothing unread (an idle timeout, an
+ * answer with "Connection: close") is not kept. A lingering socket
+ * counts against max_connections, as the connection it was did.
+ *
+ * On the OpenSSL bufferevent, setting the descriptor to -1 gives it a
+ * socket BIO on -1, and its destructor closes the descriptor of that BIO
+ * (libevent 2.1.12, be_openssl_destruct()): so it closes nothing.
  */
 static void
 linger_begin(struct clientconn *cc)
@@ -536,10 +553,15 @@ linger_begin(struct clientconn *cc)
     }
     n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-        return;
+        return; /* the client has closed its side, or reset */
+    }
+    if (n < 0 && evbuffer_get_length(bufferevent_get_input(cc->bev)) == 0 &&
+        (cc->state == CONN_WAITING || cc->state == CONN_ANSWERING)) {
+        return; /* between requests, nothing sent past the last: idle */
     }
     bufferevent_disable(cc->bev, EV_READ | EV_WRITE);
     bufferevent_setfd(cc->bev, -1);
+    cc->lingering = true;
     l = xcalloc(1, sizeof(*l));
     l->fd = fd;
     l->cs = cs;

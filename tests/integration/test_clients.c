@@ -530,6 +530,38 @@ Test(clients, past_max_connections_new_clients_wait_until_one_closes)
     echo_stack_stop(&st);
 }
 
+/*
+ * A connection closed between requests, with nothing more from the client
+ * (here after an answer with "Connection: close"), is not kept open to
+ * linger: kept, it held the worker's one connection for 5 s, though the
+ * client that keeps its socket will send nothing more.
+ */
+Test(clients, a_closed_idle_connection_does_not_hold_a_slot)
+{
+    struct echo_stack st;
+    int first, second;
+    long status;
+
+    stack_start(&st, "  max_connections: 1\n", NULL);
+    first = tcp_connect(st.gw_port);
+    cr_assert(send_str(first, "GET /a HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              "Connection: close\r\n\r\n"));
+    cr_assert_eq(read_response(first, harness_now_ms() + 5000, &status),
+                 REPLY_DONE);
+    /* 'first' stays open. */
+    second = tcp_connect(st.gw_port);
+    cr_assert(send_str(second, "GET /b HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "\r\n"));
+    cr_assert_eq(read_response(second, harness_now_ms() + 2000, &status),
+                 REPLY_DONE,
+                 "the next client waited: the closed connection still held "
+                 "the slot");
+    cr_assert_eq(status, 200);
+    close(first);
+    close(second);
+    echo_stack_stop(&st);
+}
+
 /* ---- running out of descriptors ---- */
 
 #define FD_LIMIT 64 /* the gateway's RLIMIT_NOFILE, soft and hard */

@@ -755,6 +755,45 @@ Test(tls, clients_leaving_while_their_replies_wait_to_be_written)
     free(tls);
 }
 
+/* A CONNECT over TLS: the 501, the connection closed, and the request
+ * sent after it never read. */
+Test(tls, a_connect_over_tls_is_refused_and_nothing_after_it_is_read)
+{
+    static const char req[] = "CONNECT example.org:443 HTTP/1.1\r\n"
+                              "Host: example.org:443\r\n\r\n"
+                              "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    struct proc echo;
+    struct gw g;
+    uint16_t ep;
+    char *tls = listener_conf("srv"), *log;
+    char buf[4096];
+    size_t have = 0;
+    struct tconn c;
+    int n;
+
+    gw_start_echo(&g, tls, &echo, &ep);
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    cr_assert_gt(SSL_write(c.ssl, req, (int)strlen(req)), 0);
+    /* Until the gateway closes (its receive timeout is 5 s). */
+    while (have + 1 < sizeof(buf) &&
+           (n = SSL_read(c.ssl, buf + have, (int)(sizeof(buf) - 1 - have))) >
+               0) {
+        have += (size_t)n;
+    }
+    buf[have] = '\0';
+    cr_assert(strncmp(buf, "HTTP/1.1 501 ", 13) == 0, "got: %s", buf);
+    cr_assert(strstr(buf, "Connection: close") != NULL, "got: %s", buf);
+    cr_assert(strstr(buf + 1, "HTTP/1.1 ") == NULL, "a second answer: %s", buf);
+    tconn_close(&c);
+    log = proc_log(&g.p);
+    cr_assert(strstr(log, "smuggled") == NULL, "read after the CONNECT:\n%s",
+              log);
+    free(log);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(tls);
+}
+
 Test(tls, a_client_leaving_over_tls_while_the_upstream_is_slow_is_seen)
 {
     struct echo_count left = {0, 0, 1};
