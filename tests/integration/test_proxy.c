@@ -740,6 +740,21 @@ Test(proxy, oversized_headers_get_431_and_bodies_413)
     http_request(&r, "POST", u, NULL, body, 1000, 10000);
     cr_assert_eq(r.status, 200, "a body under the limit was refused");
     http_response_free(&r);
+    {
+        /* Chunked, it has no length to judge at its head: the 413 comes
+         * when the chunks pass the limit. */
+        char *chunked = harness_strf(
+            "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            "Connection: close\r\n\r\n800\r\n%.2048s\r\n0\r\n\r\n",
+            body);
+        char *reply = raw_http(st.gw_port, chunked, strlen(chunked), 5000);
+
+        cr_assert(reply != NULL && strncmp(reply, "HTTP/1.1 413", 12) == 0,
+                  "a chunked body over the limit: %.60s",
+                  reply != NULL ? reply : "(refused)");
+        free(reply);
+        free(chunked);
+    }
     free(body);
     free(u);
     echo_stack_stop(&st);
