@@ -87,6 +87,9 @@ struct clientconn {
     bool seen_line;                    /* head scan: request line seen */
     bool head_nul;                     /* head scan: a NUL byte in it */
     bool lingering;                    /* its socket went to a lingerer */
+    bool linger;                       /* linger at the close, whatever
+                                          the socket shows (refused) */
+    bool no_linger;                    /* do not (cut by the deadline) */
     uint64_t head_bytes;               /* head scan: its lines so far, line
                                           ends included */
     bool pending;                      /* not attached to its evcon yet */
@@ -416,7 +419,9 @@ attach_or_drop(struct clientconn *cc)
         /* evhttp dropped the connection, and closed its descriptor
          * itself (evhttp_get_request()): the bufferevent must not close
          * it again, a loop turn later, when the number may be another
-         * connection's. */
+         * connection's. (When evhttp drops it for want of memory for its
+         * first request, it closes nothing, and the descriptor leaks:
+         * better than closing another connection's.) */
         bufferevent_setfd(cc->bev, -1);
         record_free(cc);
         return NULL;
@@ -531,8 +536,10 @@ on_linger(evutil_socket_t fd, short what, void *arg)
  * sends what was written and the end of the stream. The socket is read
  * for up to LINGER_MS, what arrives dropped, and closed. A connection
  * closed between requests with nothing unread (an idle timeout, an
- * answer with "Connection: close") is not kept. A lingering socket
- * counts against max_connections, as the connection it was did.
+ * answer with "Connection: close") is not kept, unless the gateway
+ * refused its last request (clientconn_linger()): the body of a request
+ * refused for its framing may still be on its way. One cut by the head
+ * deadline is not kept either: no answer went to it.
  *
  * On the OpenSSL bufferevent, setting the descriptor to -1 gives it a
  * socket BIO on -1, and its destructor closes the descriptor of that BIO
@@ -555,8 +562,10 @@ linger_begin(struct clientconn *cc)
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         return; /* the client has closed its side, or reset */
     }
-    if (n < 0 && evbuffer_get_length(bufferevent_get_input(cc->bev)) == 0 &&
-        (cc->state == CONN_WAITING || cc->state == CONN_ANSWERING)) {
+    if (cc->no_linger ||
+        (n < 0 && !cc->linger &&
+         evbuffer_get_length(bufferevent_get_input(cc->bev)) == 0 &&
+         (cc->state == CONN_WAITING || cc->state == CONN_ANSWERING))) {
         return; /* between requests, nothing sent past the last: idle */
     }
     bufferevent_disable(cc->bev, EV_READ | EV_WRITE);
@@ -574,7 +583,8 @@ linger_begin(struct clientconn *cc)
     }
     cs->lingering = l;
     cs->nlingering++;
-    count_changed(cs);
+    /* Counted by record_free(), which follows: the connection it was
+     * goes from the count as the lingerer comes in. */
 }
 
 /* ---- connections ---- */
@@ -654,6 +664,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
               "server.header_timeout (%llu ms); closing",
               addr != NULL ? addr : "?", (unsigned)port,
               (unsigned long long)cc->cs->conf.header_timeout_ms);
+    cc->no_linger = true;
     conn_close(cc);
 }
 
@@ -666,6 +677,7 @@ head_begin(struct clientconn *cc)
     cc->seen_line = false;
     cc->head_nul = false;
     cc->head_bytes = 0;
+    cc->linger = false;
 }
 
 static void
@@ -1182,6 +1194,12 @@ clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
         leave_arm(cc);
     }
     /* The watch stays, for the next request (on_leave_ready()). */
+}
+
+void
+clientconn_linger(struct clientconn *cc)
+{
+    cc->linger = true;
 }
 
 bool

@@ -183,6 +183,14 @@ void clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb,
                             void *arg);
 
 /*
+ * The request being answered is refused, and the connection closes
+ * after the answer while the client may still be sending (its body,
+ * unread for a framing that is refused): its socket lingers then,
+ * whatever it shows at the close.
+ */
+void clientconn_linger(struct clientconn *cc);
+
+/*
  * The head of the request being answered held a NUL byte. evhttp keeps
  * field values as C strings, so it has cut a value there
  * ("Transfer-Encoding: chunked\0junk" reads as chunked): the request

@@ -1223,6 +1223,7 @@ refused_or_reply(struct proxy *p, struct evhttp_request *creq,
     }
     log_debug("proxy: refused %s from %s: %s", rc.method, client, why);
     evreq_close_after_reply(creq);
+    clientconn_linger(cc);
     early_reply(p, creq, reqcheck_status(v), why, client, t0, wall);
     return true;
 }
