@@ -150,35 +150,104 @@ loopback(uint16_t port)
     return sa;
 }
 
+/* The lowest port the kernel gives outgoing connections, or 0. */
+static unsigned
+ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    unsigned low = 0, high = 0;
+
+    if (f != NULL) {
+        if (fscanf(f, "%u %u", &low, &high) != 2) {
+            low = 0;
+        }
+        fclose(f);
+    }
+    return low;
+}
+
+/* The lowest port harness_free_port() picks below the ephemeral range. */
+#define FREE_PORT_MIN 10000
+
+/*
+ * A port from below the kernel's range for outgoing connections that
+ * nothing is bound to now, or 0 when there is no such range to use.
+ */
+static uint16_t
+port_below_ephemeral(void)
+{
+    static unsigned seed;
+    unsigned low = ephemeral_low();
+
+    if (low <= FREE_PORT_MIN + 1000 || low > 65536) {
+        return 0;
+    }
+    if (seed == 0) {
+        seed = (unsigned)getpid() ^ (unsigned)harness_now_ms();
+    }
+    for (int attempt = 0; attempt < 200; attempt++) {
+        uint16_t port = (uint16_t)(FREE_PORT_MIN + (unsigned)rand_r(&seed) %
+                                                       (low - FREE_PORT_MIN));
+        struct sockaddr_in sa = loopback(port);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        bool ok;
+
+        if (fd < 0) {
+            return 0;
+        }
+        ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        close(fd);
+        if (ok) {
+            return port;
+        }
+    }
+    return 0;
+}
+
+/* A free port from the kernel (bind to port 0). */
+static uint16_t
+port_from_kernel(void)
+{
+    struct sockaddr_in sa = loopback(0);
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        int err = errno;
+
+        if (fd >= 0) {
+            close(fd);
+        }
+        cr_assert_fail("harness: no free port: %s", strerror(err));
+    }
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
 uint16_t
 harness_free_port(void)
 {
     /*
-     * The kernel may hand the same free port to two binds in a row when
-     * nothing holds the first yet; a test asks for two or three before
-     * anything listens. Ports returned recently are not returned again.
+     * A port the kernel hands out for the asking (bind to port 0) comes
+     * from the range it also gives every outgoing connection: one made
+     * anywhere on the machine between this call and the bind the port is
+     * for took it, and a gateway failed to listen ("Address already in
+     * use"). So the port comes from below that range when there is room.
+     * Either way the same port may come twice in a row while nothing
+     * holds the first yet, and a test asks for two or three before
+     * anything listens: ports returned recently are not returned again.
      */
     static uint16_t given[64];
     static size_t ngiven;
 
     for (int attempt = 0; attempt < 100; attempt++) {
-        struct sockaddr_in sa = loopback(0);
-        socklen_t len = sizeof(sa);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        uint16_t port;
+        uint16_t port = port_below_ephemeral();
         bool repeat = false;
 
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-            getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-            int err = errno;
-
-            if (fd >= 0) {
-                close(fd);
-            }
-            cr_assert_fail("harness: no free port: %s", strerror(err));
+        if (port == 0) {
+            port = port_from_kernel();
         }
-        close(fd);
-        port = ntohs(sa.sin_port);
         for (size_t i = 0; i < ngiven && i < 64; i++) {
             repeat = repeat || given[i] == port;
         }
