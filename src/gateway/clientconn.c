@@ -62,6 +62,13 @@ enum scan_result {
     SCAN_TUNNEL,   /* a request line with the method CONNECT */
 };
 
+/* Whether the socket lingers when evhttp closes it (linger_begin()). */
+enum linger_wish {
+    LINGER_IF_SENDING, /* if the client may still be sending */
+    LINGER_ALWAYS,     /* its request was refused (clientconn_linger()) */
+    LINGER_NEVER,      /* cut by the head deadline: nothing was answered */
+};
+
 /* What the leave watch ('leave' of a record) is assigned as. */
 enum leave_kind {
     LEAVE_UNSET, /* nothing yet */
@@ -87,9 +94,7 @@ struct clientconn {
     bool seen_line;                    /* head scan: request line seen */
     bool head_nul;                     /* head scan: a NUL byte in it */
     bool lingering;                    /* its socket went to a lingerer */
-    bool linger;                       /* linger at the close, whatever
-                                          the socket shows (refused) */
-    bool no_linger;                    /* do not (cut by the deadline) */
+    enum linger_wish linger;           /* at the close */
     uint64_t head_bytes;               /* head scan: its lines so far, line
                                           ends included */
     bool pending;                      /* not attached to its evcon yet */
@@ -126,8 +131,8 @@ struct clientconn {
  */
 struct lingerer {
     struct clientconns *cs;       /* the owner */
-    evutil_socket_t fd;           /* a duplicate of the connection's, which
-                                     evhttp has shut for writing; owned */
+    evutil_socket_t fd;           /* the connection's socket, which evhttp
+                                     has shut for writing; owned */
     struct event *ev;             /* reads 'fd' */
     int64_t until_ms;             /* closed at the latest then */
     struct lingerer *prev, *next; /* in cs->lingering */
@@ -562,8 +567,8 @@ linger_begin(struct clientconn *cc)
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         return; /* the client has closed its side, or reset */
     }
-    if (cc->no_linger ||
-        (n < 0 && !cc->linger &&
+    if (cc->linger == LINGER_NEVER ||
+        (n < 0 && cc->linger == LINGER_IF_SENDING &&
          evbuffer_get_length(bufferevent_get_input(cc->bev)) == 0 &&
          (cc->state == CONN_WAITING || cc->state == CONN_ANSWERING))) {
         return; /* between requests, nothing sent past the last: idle */
@@ -664,7 +669,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
               "server.header_timeout (%llu ms); closing",
               addr != NULL ? addr : "?", (unsigned)port,
               (unsigned long long)cc->cs->conf.header_timeout_ms);
-    cc->no_linger = true;
+    cc->linger = LINGER_NEVER;
     conn_close(cc);
 }
 
@@ -677,7 +682,7 @@ head_begin(struct clientconn *cc)
     cc->seen_line = false;
     cc->head_nul = false;
     cc->head_bytes = 0;
-    cc->linger = false;
+    cc->linger = LINGER_IF_SENDING;
 }
 
 static void
@@ -1199,7 +1204,7 @@ clientconn_watch_leave(struct clientconn *cc, clientconn_leave_cb cb, void *arg)
 void
 clientconn_linger(struct clientconn *cc)
 {
-    cc->linger = true;
+    cc->linger = LINGER_ALWAYS;
 }
 
 bool

@@ -23,15 +23,17 @@
  * timeout. Bytes that arrived during an answer and begin the next
  * request arm the deadline when that answer is done.
  *
- * The linger. When evhttp closes a connection the client has not closed
- * (after a refusal, a 413 at the end of a head, a reply with
- * "Connection: close", a timeout), this module keeps its socket, shut
- * for writing, for up to 5 s, and what the client still sends is read
- * and dropped: a close with bytes unread would answer them with a
- * reset, which can erase the reply before the client has read it (RFC
- * 9112 9.6). It ends when the client closes or resets, and at
- * clientconns_free(). A lingering socket counts against
- * max_connections.
+ * The linger. When evhttp closes a connection whose client may still be
+ * sending (in the middle of a request, as after a 413 at the end of a
+ * head; with bytes sent past what was read; after a refusal,
+ * clientconn_linger()), this module keeps its socket, shut for writing,
+ * for up to 5 s, and what the client still sends is read and dropped: a
+ * close with bytes unread would answer them with a reset, which can
+ * erase the reply before the client has read it (RFC 9112 9.6). It ends
+ * when the client closes or resets, and at clientconns_free(). A
+ * connection closed between requests with nothing unread (an idle
+ * timeout, "Connection: close") or cut by the head deadline does not
+ * linger. A lingering socket counts against max_connections.
  *
  * CONNECT. evhttp keeps a connection open after any answer to a CONNECT
  * (libevent 2.1.12 never closes after one, whatever the answer says),

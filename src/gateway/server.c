@@ -422,7 +422,7 @@ worker_http_new(struct worker *w, void (*cb)(struct evhttp_request *, void *))
      * No EVHTTP_SERVER_LINGERING_CLOSE: with it evhttp reads a body
      * declared over max_body_bytes to its end before its 413. Without it
      * the 413 goes at the end of the head, and clientconn's linger lets
-     * a client still sending see it (clientconns_new()).
+     * a client still sending see it (clientconn.h).
      */
     apply_http_limits(http, &w->srv->cfg->server);
     return http;
