@@ -46,6 +46,8 @@
 #   STRACE_N=20000 CALLGRIND_N=2000 REDIS_N=20000 COUNT_CONNS=<first of CONNS>
 #   IDLE_CONNS=10000 STREAM_BYTES=1073741824 STREAM_RATE=10M
 #   KEEP=1                    keep the temporary directory (configurations, logs)
+#   PEERS=batch               run wrk, the backend and Redis under SCHED_BATCH,
+#                             so that their wakeups never preempt the proxy
 #
 # Progress goes to stderr, the report to stdout.
 # Functions called through wait_until/ready look unreachable to shellcheck.
@@ -72,6 +74,18 @@ COUNT_CONNS=${COUNT_CONNS:-${CONNS%% *}}
 IDLE_CONNS=${IDLE_CONNS:-10000}
 STREAM_BYTES=${STREAM_BYTES:-1073741824}
 STREAM_RATE=${STREAM_RATE:-10M}
+PEERS=${PEERS:-normal}
+
+# PEER: the prefix of the commands that stand in for other machines (the
+# load generator, the backend, Redis). With PEERS=batch they run under
+# SCHED_BATCH: the scheduler gives them the same share of the CPUs, but a
+# wakeup of theirs never preempts the running proxy, as a process on
+# another machine cannot (bench/README.md, "Eleventh session").
+case $PEERS in
+normal) PEER=() ;;
+batch) PEER=(chrt --batch 0) ;;
+*) echo "bench: PEERS is normal or batch, not $PEERS" >&2; exit 1 ;;
+esac
 
 # The Debian packages of everything below (nginx-light pulls in nginx; the
 # Lua module needs nginx's ndk module, a dependency of libnginx-mod-http-lua).
@@ -332,8 +346,9 @@ EOF
 # start_nginx NAME [GLOBAL-DIRECTIVES]: nginx in the foreground on
 # $tmp/NAME/nginx.conf.
 start_nginx() {
-    local dir=$tmp/$1
-    start_bg "$1" nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
+    local dir=$tmp/$1 peer=()
+    [ "$1" = backend ] && peer=("${PEER[@]}")
+    start_bg "$1" "${peer[@]}" nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
         -g "daemon off; ${2:-}"
 }
 
@@ -519,7 +534,7 @@ note "starting Redis, the backend, nginx, HAProxy and sluice in $tmp"
 make_certs || { cat "$tmp/tls.log" >&2; die "could not make the certificates"; }
 
 # Redis, for rows 5 and 6.
-start_bg redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 \
+start_bg redis "${PEER[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 \
     --save '' --appendonly no --loglevel warning
 ready redis 10 redis_up
 TB_SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat "$ROOT/bench/token_bucket.lua")")
@@ -666,7 +681,7 @@ if want sluice_cluster; then
     for i in 0 1 2; do
         p=${CLUSTER_PORTS[$i]}
         mkdir -p "$tmp/cluster$i"
-        start_bg "cluster$i" redis-server --port "$p" --bind 127.0.0.1 \
+        start_bg "cluster$i" "${PEER[@]}" redis-server --port "$p" --bind 127.0.0.1 \
             --cluster-enabled yes --cluster-port "$(free_port)" \
             --cluster-config-file nodes.conf --dir "$tmp/cluster$i" \
             --save '' --appendonly no --loglevel warning
@@ -737,6 +752,12 @@ say "CPU affinity: none set; every process may run on CPUs $(sed -n 's/^Cpus_all
 say "  wrk (1 thread), the backend nginx (1 worker), Redis and the proxy under test"
 say "  all share these $(nproc) CPUs, so read the req/s as relative, and the counted"
 say "  figures below as the ones that do not depend on the machine."
+if [ "$PEERS" = batch ]; then
+    say "scheduling: wrk, the backend and Redis under SCHED_BATCH (PEERS=batch): their"
+    say "  wakeups do not preempt the proxy; the proxies run under the default policy."
+else
+    say "scheduling: every process under the default policy (PEERS=normal)."
+fi
 say "runs:    wrk -t1, keep-alive, GET of a 3-byte \"ok\" body; $DURATION per run after a $WARMUP warm-up;"
 say "         connections: $CONNS; REPS=$REPS repetitions, interleaved (repetition > connections > row)"
 
@@ -807,10 +828,10 @@ ONLINE_CPUS=$(grep -c '^cpu[0-9]' /proc/stat)
 run_row() {
     local row=$1 c=$2 rep=$3 out=$tmp/wrk.$1.$2.$3 line rc req errs HDR
     wrk_header "$row"
-    fg_run wrk wrk -t1 -c"$c" -d"$WARMUP" "${HDR[@]}" "${URL[$row]}" >"$out.warmup" 2>&1 ||
+    fg_run wrk "${PEER[@]}" wrk -t1 -c"$c" -d"$WARMUP" "${HDR[@]}" "${URL[$row]}" >"$out.warmup" 2>&1 ||
         { fail "${LABEL[$row]} warm-up, $c connections: wrk exited $?"; return; }
     cpu_snap "$row" >"$out.cpu0"
-    fg_run wrk wrk -t1 -c"$c" -d"$DURATION" --latency -s "$ROOT/bench/report.lua" "${HDR[@]}" "${URL[$row]}" >"$out" 2>&1
+    fg_run wrk "${PEER[@]}" wrk -t1 -c"$c" -d"$DURATION" --latency -s "$ROOT/bench/report.lua" "${HDR[@]}" "${URL[$row]}" >"$out" 2>&1
     rc=$?
     cpu_snap "$row" >"$out.cpu1"
     line=$(sed -n 's/^BENCH //p' "$out")
