@@ -105,3 +105,18 @@ config_restart_note(const char *name)
     }
     return "";
 }
+
+const char *
+config_reload_refusal(const struct config *cur, const struct config *next)
+{
+    if (cur->redis.enabled && !next->redis.enabled) {
+        return "redis: the section was removed, which would move the "
+               "limiters from Redis to a bucket in this process; that takes "
+               "a restart";
+    }
+    if (!cur->redis.enabled && next->redis.enabled) {
+        return "redis: the section was added, which would move the limiters "
+               "from buckets in this process to Redis; that takes a restart";
+    }
+    return NULL;
+}

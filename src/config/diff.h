@@ -1,7 +1,8 @@
 /*
  * diff.h - what a reload changes that a running process cannot apply:
  * the settings read once at start-up (listeners, workers, the Redis
- * connection, the admin listener, logging). Pure: compares two loaded
+ * connection, the admin listener, logging), and what a reload cannot
+ * change at all. Pure: compares two loaded
  * configs, no I/O. Depends on config.h.
  */
 #ifndef SLUICE_DIFF_H
@@ -31,5 +32,16 @@ size_t config_restart_only(const struct config *cur, const struct config *next,
  * "; ". Static.
  */
 const char *config_restart_note(const char *name);
+
+/*
+ * Why the reloaded 'next' cannot replace the running 'cur' at all (both
+ * borrowed), or NULL when it can. A redis: section added or removed is
+ * such a change: every limiter without a backend: of its own would move
+ * between Redis and a bucket in this process, and the Redis connections
+ * are made at start-up only, so the running config must stay whole.
+ * Static.
+ */
+const char *config_reload_refusal(const struct config *cur,
+                                  const struct config *next);
 
 #endif

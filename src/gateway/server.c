@@ -627,11 +627,17 @@ reload(struct server *s, struct config_errors *errs)
     static const char *const ok[] = {"ok"}, *const bad[] = {"error"};
     size_t before = errs->n;
     struct config *next;
+    const char *why;
 
     if (s->watch_fd >= 0) {
         watch_note(s);
     }
     next = config_load(s->cfg->path, errs);
+    if (next != NULL && (why = config_reload_refusal(s->started, next))) {
+        config_errors_add(errs, xasprintf("%s: %s", next->path, why));
+        config_unref(next);
+        next = NULL;
+    }
     if (next != NULL && tls_attach(next, errs) < 0) {
         /* A certificate or key that will not load: as a config error,
          * the running config, and its certificates, stay. */

@@ -25,6 +25,7 @@ struct ops {
     uint16_t admin; /* its admin listener */
     char *cfg_path; /* its config; owned */
     char *extra;    /* more top-level YAML; owned */
+    bool deny;      /* route "limited" refuses when Redis fails */
 };
 
 /* The config: route "a" always, route "b" only 'with_b'. */
@@ -55,10 +56,10 @@ ops_yaml(const struct ops *o, bool with_b)
         "    predicates: [Path=/limited/**]\n"
         "    filters:\n"
         "      - name: RequestRateLimiter\n"
-        "        args: { key: route, limiter: three }\n"
+        "        args: { key: route, limiter: three%s }\n"
         "%s",
         o->port, o->admin, o->extra != NULL ? o->extra : "", o->echo_port,
-        o->echo_port, b);
+        o->echo_port, o->deny ? ", on_redis_error: deny" : "", b);
 
     free(b);
     return yaml;
@@ -78,12 +79,15 @@ write_file(const char *path, const char *text)
     free(tmp);
 }
 
+/* Starts the upstream and the gateway with 'extra' top-level YAML; route
+ * "limited" refuses when Redis fails if 'deny'. */
 static void
-ops_start(struct ops *o, const char *extra)
+ops_start_with(struct ops *o, const char *extra, bool deny)
 {
     char *yaml;
 
     memset(o, 0, sizeof(*o));
+    o->deny = deny;
     echo_start(&o->echo, &o->echo_port);
     o->port = harness_free_port();
     o->admin = harness_free_port();
@@ -93,6 +97,12 @@ ops_start(struct ops *o, const char *extra)
     free(yaml);
     gateway_start(&o->gw, o->cfg_path, o->port);
     cr_assert(harness_wait_port(o->admin, 5000), "no admin listener");
+}
+
+static void
+ops_start(struct ops *o, const char *extra)
+{
+    ops_start_with(o, extra, false);
 }
 
 static int
@@ -302,6 +312,85 @@ Test(ops, restart_only_warnings_compare_with_the_settings_in_force)
     cr_assert_eq(proc_log_count(&o.gw, warning), 2,
                  "a reload back to the settings in force warned");
     cr_assert_eq(ops_stop(&o), 0);
+}
+
+/* Waits up to 10 s for the admin listener's /ready to answer 200. */
+static void
+wait_ready(const struct ops *o)
+{
+    int64_t deadline = harness_now_ms() + 10000;
+    struct http_response r;
+    long st = 0;
+
+    while (st != 200 && harness_now_ms() < deadline) {
+        st = get(o->admin, "/ready", &r);
+        http_response_free(&r);
+    }
+    cr_assert_eq(st, 200, "never ready");
+}
+
+/*
+ * Spends route "limited"'s three requests, writes the config with
+ * 'extra' as its top-level YAML, and checks that the reload is refused
+ * for 'why' and that the limiter in force still counts the three.
+ */
+static void
+reload_refused_and_still_counted(struct ops *o, char *extra, const char *why)
+{
+    struct http_response r;
+    char *yaml;
+
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(status(o, "/limited/x"), 200, "request %d", i + 1);
+    }
+    free(o->extra);
+    o->extra = extra;
+    yaml = ops_yaml(o, false);
+    write_file(o->cfg_path, yaml);
+    free(yaml);
+    cr_assert_eq(post_reload(o, &r), 400, "%s", r.body);
+    cr_assert(strstr(r.body, why) != NULL, "no \"%s\" in %s", why, r.body);
+    cr_assert(strstr(r.body, "takes a restart") != NULL, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(status(o, "/limited/x"), 429,
+                 "the limiter in force was replaced");
+}
+
+Test(ops, a_reload_that_removes_redis_is_refused, .timeout = 30)
+{
+    struct ops o;
+    struct proc redis;
+    uint16_t redis_port;
+
+    redis_start(&redis, &redis_port);
+    {
+        char *extra =
+            harness_strf("redis:\n  url: redis://127.0.0.1:%u/0\n", redis_port);
+
+        /* Decided by Redis, never by the fallback, once ready. */
+        ops_start_with(&o, extra, true);
+        free(extra);
+    }
+    wait_ready(&o);
+    reload_refused_and_still_counted(&o, NULL,
+                                     "redis: the section was removed");
+    cr_assert_eq(ops_stop(&o), 0);
+    proc_stop(&redis, SIGTERM, 5000);
+}
+
+Test(ops, a_reload_that_adds_redis_is_refused, .timeout = 30)
+{
+    struct ops o;
+    struct proc redis;
+    uint16_t redis_port;
+
+    redis_start(&redis, &redis_port);
+    ops_start(&o, NULL);
+    reload_refused_and_still_counted(
+        &o, harness_strf("redis:\n  url: redis://127.0.0.1:%u/0\n", redis_port),
+        "redis: the section was added");
+    cr_assert_eq(ops_stop(&o), 0);
+    proc_stop(&redis, SIGTERM, 5000);
 }
 
 Test(ops, watch_reloads_when_the_file_changes, .timeout = 30)
@@ -698,37 +787,15 @@ Test(ops, ready_waits_for_redis_when_the_policy_needs_it, .timeout = 30)
     uint16_t redis_port = harness_free_port();
     char *extra =
         harness_strf("redis:\n  url: redis://127.0.0.1:%u/0\n", redis_port);
-    char *yaml, *deny;
 
-    memset(&o, 0, sizeof(o));
-    echo_start(&o.echo, &o.echo_port);
-    o.port = harness_free_port();
-    o.admin = harness_free_port();
-    o.extra = extra;
-    yaml = ops_yaml(&o, false);
-    deny = harness_subst(yaml, "args: { key: route, limiter: three }",
-                         "args: { key: route, limiter: three, "
-                         "on_redis_error: deny }");
-    o.cfg_path = harness_write_temp(deny);
-    free(yaml);
-    free(deny);
-    gateway_start(&o.gw, o.cfg_path, o.port);
-    cr_assert(harness_wait_port(o.admin, 5000));
+    ops_start_with(&o, extra, true);
+    free(extra);
     /* Redis is not there yet: not ready, and it says why. */
     cr_assert_eq(get(o.admin, "/ready", &r), 503);
     cr_assert(strstr(r.body, "Redis") != NULL, "%s", r.body);
     http_response_free(&r);
     redis_start_on(&redis, redis_port);
-    {
-        int64_t deadline = harness_now_ms() + 10000;
-        long st = 0;
-
-        while (st != 200 && harness_now_ms() < deadline) {
-            st = get(o.admin, "/ready", &r);
-            http_response_free(&r);
-        }
-        cr_assert_eq(st, 200, "never ready after Redis came up");
-    }
+    wait_ready(&o);
     cr_assert_eq(ops_stop(&o), 0);
     proc_stop(&redis, SIGTERM, 5000);
 }
