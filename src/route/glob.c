@@ -79,9 +79,9 @@ chars_equal(char a, char b, bool icase)
 }
 
 /*
- * One segment with '*' wildcards. Remembering only the last '*' is enough
- * (a later '*' can absorb whatever an earlier one would have), which keeps
- * this O(|p| * |s|) instead of exponential.
+ * One segment with '*' and '?' wildcards. Remembering only the last '*' is
+ * enough (a later '*' can absorb whatever an earlier one would have), which
+ * keeps this O(|p| * |s|) instead of exponential.
  */
 static bool
 segment_match(const char *p, const char *pe, const char *s, const char *se,
@@ -94,7 +94,7 @@ segment_match(const char *p, const char *pe, const char *s, const char *se,
         if (p < pe && *p == '*') {
             star = ++p;
             star_s = s;
-        } else if (p < pe && chars_equal(*p, *s, icase)) {
+        } else if (p < pe && (*p == '?' || chars_equal(*p, *s, icase))) {
             p++;
             s++;
         } else if (star != NULL) {
@@ -118,9 +118,9 @@ segment_match(const char *p, const char *pe, const char *s, const char *se,
  */
 /*
  * A path pattern of a prefix P then a last segment "**", where P holds no
- * '*' and no variable, as most routes' patterns are, matches P itself and
- * whatever lies below it: a compare of P instead of the walk. Returns 1
- * or 0, or -1 for another pattern.
+ * '*', no '?' and no variable, as most routes' patterns are, matches P itself
+ * and whatever lies below it: a compare of P instead of the walk. Returns 1 or
+ * 0, or -1 for another pattern.
  */
 static int
 prefix_match(const char *pattern, const char *subject)
@@ -131,7 +131,7 @@ prefix_match(const char *pattern, const char *subject)
         return -1;
     }
     plen = len - 3;
-    if (strcspn(pattern, "*{") != plen + 1) {
+    if (strcspn(pattern, "*?{") != plen + 1) {
         return -1;
     }
     return strncmp(subject, pattern, plen) == 0 &&

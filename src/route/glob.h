@@ -4,6 +4,7 @@
  *
  * A pattern is split into segments by 'sep' ('/' for paths, '.' for hosts):
  *   *        any characters within one segment (possibly none)
+ *   ?        any one character within one segment
  *   **       a whole segment: zero or more segments ("/api/" then "**"
  *            matches "/api", "/api/" and "/api/a/b")
  *   {name}   a whole segment: exactly one non-empty segment, captured as

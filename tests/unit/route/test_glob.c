@@ -79,6 +79,22 @@ Test(glob, star_stays_within_one_segment)
     cr_assert_not(path_match("/f/a*b*c", "/f/acb"));
 }
 
+Test(glob, question_mark_matches_one_character_within_a_segment)
+{
+    cr_assert(path_match("/v?/users", "/v1/users"));
+    cr_assert(path_match("/v?/users", "/va/users"));
+    cr_assert_not(path_match("/v?/users", "/v/users"));
+    cr_assert_not(path_match("/v?/users", "/v12/users"));
+    cr_assert_not(path_match("/a?b", "/a/b"));
+    cr_assert(path_match("/f/?*.png", "/f/a.png"));
+    cr_assert_not(path_match("/f/?*.png", "/f/.png"));
+    /* Not taken for a literal prefix by the prefix compare. */
+    cr_assert(path_match("/v?/**", "/v2/a/b"));
+    cr_assert_not(path_match("/v?/**", "/v/a"));
+    cr_assert(glob_match("api?.example.org", "API1.example.org", '.', NULL));
+    cr_assert_not(glob_match("api?.example.org", "api.example.org", '.', NULL));
+}
+
 Test(glob, variables_capture_one_segment)
 {
     struct glob_vars vars;
