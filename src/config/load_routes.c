@@ -1235,20 +1235,33 @@ static const struct field scg_route_fields[] = {
 
 static const struct table scg_route_table = TABLE(scg_route_fields);
 
-/* Moves the last 'k' of 'n' elements of 'size' bytes to the front. */
+/*
+ * The last 'k' of 'n' elements of 'size' bytes are a route's default
+ * filters, read after its own: puts them in SCG's order. Spring gives the
+ * i-th filter of each list the order i + 1 and sorts the defaults, then
+ * the route's own, stably by it: the first default, the first own filter,
+ * the second default, the second own one, and so on.
+ */
 static void
-rotate_tail(void *v, size_t n, size_t k, size_t size)
+interleave_defaults(void *v, size_t n, size_t k, size_t size)
 {
     char *a = v;
     char *tmp;
+    size_t own = n - k, at = 0;
 
-    if (k == 0 || k == n) {
+    if (k == 0) {
         return;
     }
-    tmp = xmalloc(k * size);
-    memcpy(tmp, a + (n - k) * size, k * size);
-    memmove(a + k * size, a, (n - k) * size);
-    memcpy(a, tmp, k * size);
+    tmp = xmalloc(n * size);
+    for (size_t i = 0; i < k || i < own; i++) {
+        if (i < k) {
+            memcpy(tmp + at++ * size, a + (own + i) * size, size);
+        }
+        if (i < own) {
+            memcpy(tmp + at++ * size, a + i * size, size);
+        }
+    }
+    memcpy(a, tmp, n * size);
     free(tmp);
 }
 
@@ -1316,16 +1329,17 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
         if (!defaults_ok) {
             continue;
         }
-        /* default-filters go first, as in SCG; read after the route's
-         * own, because a RequestRateLimiter needs the route's id. */
+        /* default-filters are read after the route's own, because a
+         * RequestRateLimiter needs the route's id, then put in order. */
         nf = route->nfilters;
         nrl = route->nrate_limiters;
         before = ld->ndiags;
         append_filters(ld, defaults, defaults_path, route);
-        rotate_tail(route->filters, route->nfilters, route->nfilters - nf,
-                    sizeof(*route->filters));
-        rotate_tail(route->rate_limiters, route->nrate_limiters,
-                    route->nrate_limiters - nrl, sizeof(*route->rate_limiters));
+        interleave_defaults(route->filters, route->nfilters,
+                            route->nfilters - nf, sizeof(*route->filters));
+        interleave_defaults(route->rate_limiters, route->nrate_limiters,
+                            route->nrate_limiters - nrl,
+                            sizeof(*route->rate_limiters));
         /* A wrong default filter is reported once, not once a route. */
         defaults_ok = ld->ndiags == before;
         load_name_derived(route);

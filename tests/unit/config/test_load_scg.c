@@ -703,6 +703,37 @@ Test(scg_shape, the_server_webflux_prefix_of_gateway_4_3_loads)
     config_unref(cfg);
 }
 
+/* Spring orders the i-th filter of each list i + 1 and sorts the
+ * defaults, then the route's own, stably: they alternate. */
+Test(scg_shape, default_filters_alternate_with_the_routes_own)
+{
+    static const char *const want[] = {"X-D1", "X-R1", "X-D2", "X-R2", "X-D3"};
+    struct config *cfg = parse_ok("spring:\n"
+                                  "  cloud:\n"
+                                  "    gateway:\n"
+                                  "      default-filters:\n"
+                                  "        - AddResponseHeader=X-D1, 1\n"
+                                  "        - AddResponseHeader=X-D2, 1\n"
+                                  "        - AddResponseHeader=X-D3, 1\n"
+                                  "      routes:\n"
+                                  "        - id: a\n"
+                                  "          uri: http://127.0.0.1:9000\n"
+                                  "          filters:\n"
+                                  "            - AddResponseHeader=X-R1, 1\n"
+                                  "            - AddResponseHeader=X-R2, 1\n"
+                                  "        - id: b\n"
+                                  "          uri: http://127.0.0.1:9000\n");
+    const struct route *a = &cfg->routes[0];
+
+    cr_assert_eq(a->nfilters, 5);
+    for (size_t i = 0; i < 5; i++) {
+        cr_assert_str_eq(a->filters[i].name, want[i], "filter %zu", i);
+    }
+    cr_assert_eq(cfg->routes[1].nfilters, 3);
+    cr_assert_str_eq(cfg->routes[1].filters[2].name, "X-D3");
+    config_unref(cfg);
+}
+
 /* Keys under both prefixes would leave which of them holds to the order
  * of reading: refused. */
 Test(scg_shape, both_prefixes_at_once_are_refused)
