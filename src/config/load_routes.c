@@ -371,9 +371,12 @@ last_gathers(const struct kind_spec *spec)
 
 /*
  * Spring's shortcut "Name=a, b": the name is what precedes the first '=';
- * the rest is cut at ',' into at most nargs pieces (the last keeps its
- * commas, so "AddRequestHeader=X-A, a,b" has the value "a,b"), or into
- * every piece when the last argument gathers.
+ * the rest is cut at ','. In gateway.yaml it is cut into at most nargs
+ * pieces (spec->shortcut_nargs if set), the last keeping its commas, so
+ * "AddRequestHeader=X-A, a,b" has the value "a,b"; into every piece when
+ * the last argument gathers. In a Spring Cloud Gateway file it is cut at
+ * every comma, as Spring cuts it, and more pieces than the kind takes
+ * are refused: Spring would drop the rest, or fail.
  */
 static const struct kind_spec *
 parse_shortcut(struct loader *ld, yaml_node_t *node,
@@ -394,7 +397,10 @@ parse_shortcut(struct loader *ld, yaml_node_t *node,
     if (spec == NULL || eq == NULL) {
         return spec;
     }
-    max = last_gathers(spec) ? SIZE_MAX : spec->nargs > 0 ? spec->nargs : 1;
+    max = last_gathers(spec) || ld->scg ? SIZE_MAX
+          : spec->shortcut_nargs > 0    ? spec->shortcut_nargs
+          : spec->nargs > 0             ? spec->nargs
+                                        : 1;
     p = eq + 1;
     for (;;) {
         char *comma = al->n + 1 < max ? strchr(p, ',') : NULL;
@@ -411,10 +417,20 @@ parse_shortcut(struct loader *ld, yaml_node_t *node,
         }
         arglist_push(al, *piece != '\0' ? piece : NULL);
         if (comma == NULL) {
-            return spec;
+            break;
         }
         p = comma + 1;
     }
+    if (ld->scg && !last_gathers(spec) && al->n > spec->nargs) {
+        report(ld, node, path,
+               "%s: Spring cuts a shortcut at every comma, which gives %zu "
+               "arguments where %s takes %s%zu; give a value that holds "
+               "commas in the long form (name:, args:)",
+               spec->name, al->n, spec->name, spec->nargs > 0 ? "at most " : "",
+               spec->nargs);
+        return NULL;
+    }
+    return spec;
 }
 
 static const struct field long_form_fields[] = {

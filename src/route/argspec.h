@@ -27,10 +27,14 @@ struct kind_spec {
     int kind;                    /* enum predicate_kind / filter_kind */
     const struct arg_spec *args; /* in shortcut order */
     size_t nargs;
-    bool sparse; /* any argument may be left out, in any position: the
-                    shortcut's empty pieces and the long form's missing
-                    keys are NULL arguments. A name "a.b" is key "b" of
-                    the long form's mapping "a". */
+    bool sparse;           /* any argument may be left out, in any position: the
+                              shortcut's empty pieces and the long form's missing
+                              keys are NULL arguments. A name "a.b" is key "b" of
+                              the long form's mapping "a". */
+    size_t shortcut_nargs; /* gateway.yaml's shortcut cuts at most this many
+                              pieces, the last keeping its commas (a later
+                              argument then comes by the long form only);
+                              0: nargs */
 };
 
 /* The name of 'kind' among the 'n' 'specs' (predicate_specs(),

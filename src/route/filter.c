@@ -41,6 +41,13 @@ static const struct arg_spec name_value_args[] = {
     {"name", false, false, false},
     {"value", false, false, false},
 };
+/* Spring's override (4.3 on): false adds nothing when the response
+ * has the field already. */
+static const struct arg_spec add_response_header_args[] = {
+    {"name", false, false, false},
+    {"value", false, false, false},
+    {"override", true, false, false},
+};
 static const struct arg_spec name_args[] = {
     {"name", false, false, false},
 };
@@ -115,44 +122,46 @@ enum retry_arg {
 #define ARGS(a) (a), (sizeof(a) / sizeof((a)[0]))
 
 static const struct kind_spec filter_table[] = {
-    {"StripPrefix", FILTER_STRIP_PREFIX, ARGS(strip_prefix_args), false},
-    {"PrefixPath", FILTER_PREFIX_PATH, ARGS(prefix_path_args), false},
-    {"RewritePath", FILTER_REWRITE_PATH, ARGS(rewrite_path_args), false},
-    {"SetPath", FILTER_SET_PATH, ARGS(set_path_args), false},
+    {"StripPrefix", FILTER_STRIP_PREFIX, ARGS(strip_prefix_args), false, 0},
+    {"PrefixPath", FILTER_PREFIX_PATH, ARGS(prefix_path_args), false, 0},
+    {"RewritePath", FILTER_REWRITE_PATH, ARGS(rewrite_path_args), false, 0},
+    {"SetPath", FILTER_SET_PATH, ARGS(set_path_args), false, 0},
     {"AddRequestHeader", FILTER_ADD_REQUEST_HEADER, ARGS(name_value_args),
-     false},
+     false, 0},
     {"SetRequestHeader", FILTER_SET_REQUEST_HEADER, ARGS(name_value_args),
-     false},
+     false, 0},
     {"RemoveRequestHeader", FILTER_REMOVE_REQUEST_HEADER, ARGS(name_args),
-     false},
-    {"AddResponseHeader", FILTER_ADD_RESPONSE_HEADER, ARGS(name_value_args),
-     false},
+     false, 0},
+    /* "AddResponseHeader=Cache-Control, no-cache, no-store" keeps its
+     * value whole in gateway.yaml, as before override existed. */
+    {"AddResponseHeader", FILTER_ADD_RESPONSE_HEADER,
+     ARGS(add_response_header_args), false, 2},
     {"SetResponseHeader", FILTER_SET_RESPONSE_HEADER, ARGS(name_value_args),
-     false},
+     false, 0},
     {"RemoveResponseHeader", FILTER_REMOVE_RESPONSE_HEADER, ARGS(name_args),
-     false},
-    {"PreserveHostHeader", FILTER_PRESERVE_HOST_HEADER, NULL, 0, false},
+     false, 0},
+    {"PreserveHostHeader", FILTER_PRESERVE_HOST_HEADER, NULL, 0, false, 0},
     {"AddRequestParameter", FILTER_ADD_REQUEST_PARAMETER, ARGS(name_value_args),
-     false},
+     false, 0},
     {"RemoveRequestParameter", FILTER_REMOVE_REQUEST_PARAMETER, ARGS(name_args),
-     false},
+     false, 0},
     {"MapRequestHeader", FILTER_MAP_REQUEST_HEADER, ARGS(map_header_args),
-     false},
+     false, 0},
     {"SetRequestHostHeader", FILTER_SET_REQUEST_HOST_HEADER, ARGS(host_args),
-     false},
+     false, 0},
     {"DedupeResponseHeader", FILTER_DEDUPE_RESPONSE_HEADER, ARGS(dedupe_args),
-     false},
+     false, 0},
     {"RewriteResponseHeader", FILTER_REWRITE_RESPONSE_HEADER,
-     ARGS(rewrite_header_args), false},
+     ARGS(rewrite_header_args), false, 0},
     {"RewriteLocationResponseHeader", FILTER_REWRITE_LOCATION_RESPONSE_HEADER,
-     ARGS(rewrite_location_args), true},
-    {"SecureHeaders", FILTER_SECURE_HEADERS, ARGS(secure_args), false},
-    {"SetStatus", FILTER_SET_STATUS, ARGS(status_args), false},
-    {"RedirectTo", FILTER_REDIRECT_TO, ARGS(redirect_args), false},
-    {"RequestSize", FILTER_REQUEST_SIZE, ARGS(size_args), false},
+     ARGS(rewrite_location_args), true, 0},
+    {"SecureHeaders", FILTER_SECURE_HEADERS, ARGS(secure_args), false, 0},
+    {"SetStatus", FILTER_SET_STATUS, ARGS(status_args), false, 0},
+    {"RedirectTo", FILTER_REDIRECT_TO, ARGS(redirect_args), false, 0},
+    {"RequestSize", FILTER_REQUEST_SIZE, ARGS(size_args), false, 0},
     {"RequestHeaderSize", FILTER_REQUEST_HEADER_SIZE, ARGS(header_size_args),
-     true},
-    {"Retry", FILTER_RETRY, ARGS(retry_args), true},
+     true, 0},
+    {"Retry", FILTER_RETRY, ARGS(retry_args), true, 0},
 };
 
 static const struct secure_field secure_fields[] = {
@@ -421,6 +430,8 @@ init_rewrite_path(struct filter *f, const char *name, const char *pattern,
     return 0;
 }
 
+static int parse_bool(const char *s, bool *out);
+
 static int
 init_header(struct filter *f, const char *name, const char *hname,
             const char *value, char *err, size_t errlen)
@@ -444,6 +455,23 @@ init_header(struct filter *f, const char *name, const char *hname,
         f->value = xstrdup(value);
     }
     return 0;
+}
+
+static int
+init_add_response_header(struct filter *f, const char *name,
+                         const char *const *args, size_t nargs, char *err,
+                         size_t errlen)
+{
+    bool override = true;
+
+    if (nargs > 2 && parse_bool(args[2], &override) != 0) {
+        errbuf_printf(err, errlen,
+                      "%s: override must be true or false, got \"%s\"", name,
+                      args[2]);
+        return -1;
+    }
+    f->keep_existing = !override;
+    return init_header(f, name, args[0], args[1], err, errlen);
 }
 
 /* Cuts 's' at commas (and, with 'spaces', at blanks) into trimmed,
@@ -1253,9 +1281,11 @@ filter_init(struct filter *f, const struct kind_spec *spec,
         break;
     case FILTER_ADD_REQUEST_HEADER:
     case FILTER_SET_REQUEST_HEADER:
-    case FILTER_ADD_RESPONSE_HEADER:
     case FILTER_SET_RESPONSE_HEADER:
         rc = init_header(f, name, args[0], args[1], err, errlen);
+        break;
+    case FILTER_ADD_RESPONSE_HEADER:
+        rc = init_add_response_header(f, name, args, nargs, err, errlen);
         break;
     case FILTER_REMOVE_REQUEST_HEADER:
     case FILTER_REMOVE_RESPONSE_HEADER:
@@ -1734,7 +1764,9 @@ filter_apply_response(const struct filter *f, struct response_edit *r)
     /* Response values are literal: the response has no Path match. */
     switch (f->kind) {
     case FILTER_ADD_RESPONSE_HEADER:
-        headers_add(h, f->name, f->value);
+        if (!f->keep_existing || headers_get(h, f->name) == NULL) {
+            headers_add(h, f->name, f->value);
+        }
         break;
     case FILTER_SET_RESPONSE_HEADER:
         headers_set(h, f->name, f->value);

@@ -108,6 +108,8 @@ struct filter {
     unsigned secure;            /* SecureHeaders: bit i adds the i-th field */
     int status;                 /* SetStatus, RedirectTo */
     bool include_query;         /* RedirectTo: the query goes to the URL */
+    bool keep_existing;         /* AddResponseHeader with override false:
+                                   nothing added over the upstream's own */
     uint64_t max_size;          /* RequestSize, RequestHeaderSize: bytes */
     struct retry_conf *retry;   /* Retry; owned */
     struct argspec_given given; /* the arguments as given; owned */

@@ -68,7 +68,7 @@ static const struct arg_spec weight_args[] = {
 
 #define SPEC(name, kind, args)                                                 \
     {                                                                          \
-        name, kind, args, sizeof(args) / sizeof(args[0]), false                \
+        name, kind, args, sizeof(args) / sizeof(args[0]), false, 0             \
     }
 
 static const struct kind_spec specs[] = {

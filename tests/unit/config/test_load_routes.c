@@ -79,6 +79,25 @@ Test(load_routes, a_long_form_list_given_as_one_string_is_split)
     config_unref(cfg);
 }
 
+/* gateway.yaml's shortcut keeps a response value's commas; override
+ * comes by the long form. */
+Test(load_routes, add_response_header_keeps_commas_and_takes_override_long)
+{
+    struct config *cfg = parse_ok(
+        ROUTE("    filters:\n"
+              "      - AddResponseHeader=Cache-Control, no-cache, no-store\n"
+              "      - name: AddResponseHeader\n"
+              "        args: {name: X-A, value: a, override: false}\n"));
+    const struct filter *f = cfg->routes[0].filters;
+
+    cr_assert_eq(cfg->routes[0].nfilters, 2);
+    cr_assert_str_eq(f[0].value, "no-cache, no-store");
+    cr_assert_not(f[0].keep_existing);
+    cr_assert_str_eq(f[1].value, "a");
+    cr_assert(f[1].keep_existing);
+    config_unref(cfg);
+}
+
 Test(load_routes, an_empty_value_in_a_long_form_list_is_refused)
 {
     assert_error(ROUTE("    predicates:\n"

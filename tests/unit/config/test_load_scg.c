@@ -734,6 +734,39 @@ Test(scg_shape, default_filters_alternate_with_the_routes_own)
     config_unref(cfg);
 }
 
+/* Spring cuts a shortcut at every comma: AddResponseHeader's third
+ * piece is its override, and a value with commas is refused rather than
+ * cut as Spring would cut it. */
+Test(scg_shape, shortcuts_are_cut_at_every_comma)
+{
+    struct config *cfg = parse_ok(
+        SCG_HEAD SCG_ROUTE("a", "          filters:\n"
+                                "            - AddResponseHeader=X-B, White, "
+                                "false\n"
+                                "            - AddResponseHeader=X-C, c\n"));
+    const struct filter *f = cfg->routes[0].filters;
+
+    cr_assert_str_eq(f[0].value, "White");
+    cr_assert(f[0].keep_existing);
+    cr_assert_str_eq(f[1].value, "c");
+    cr_assert_not(f[1].keep_existing);
+    config_unref(cfg);
+    assert_error(SCG_HEAD SCG_ROUTE("a", "          filters:\n"
+                                         "            - AddRequestHeader=X-A, "
+                                         "a, b\n"),
+                 "app.yml:8:15: spring.cloud.gateway.routes[0].filters[0]: "
+                 "AddRequestHeader: Spring cuts a shortcut at every comma, "
+                 "which gives 3 arguments where AddRequestHeader takes at "
+                 "most 2; give a value that holds commas in the long form "
+                 "(name:, args:)");
+    assert_error(SCG_HEAD SCG_ROUTE("a", "          filters:\n"
+                                         "            - AddResponseHeader=X-A, "
+                                         "a, maybe\n"),
+                 "app.yml:8:15: spring.cloud.gateway.routes[0].filters[0]: "
+                 "AddResponseHeader: override must be true or false, got "
+                 "\"maybe\"");
+}
+
 /* Keys under both prefixes would leave which of them holds to the order
  * of reading: refused. */
 Test(scg_shape, both_prefixes_at_once_are_refused)

@@ -170,6 +170,26 @@ Test(filter, table_lists_spring_names_and_arguments)
                  FILTER_PRESERVE_HOST_HEADER);
 }
 
+/* Spring's override false: the upstream's own field stays alone. */
+Test(filter, add_response_header_with_override_false_keeps_the_upstreams)
+{
+    static const char *const args[] = {"X-B", "White", "false"};
+    struct filter f = make("AddResponseHeader", args, 3);
+    struct headers h;
+
+    headers_init(&h);
+    apply_response(&f, &h);
+    cr_assert_str_eq(headers_get(&h, "X-B"), "White");
+    headers_deinit(&h);
+    headers_init(&h);
+    headers_add(&h, "X-B", "Black");
+    apply_response(&f, &h);
+    cr_assert_str_eq(headers_get(&h, "X-B"), "Black");
+    cr_assert_eq(headers_count(&h, "X-B"), 1);
+    headers_deinit(&h);
+    filter_deinit(&f);
+}
+
 Test(filter, strip_prefix_drops_leading_segments)
 {
     const char *one[] = {"1"};
