@@ -1006,6 +1006,18 @@ check_template_vars(struct loader *ld, yaml_node_t *node,
     case FILTER_SET_REQUEST_HEADER:
     case FILTER_ADD_REQUEST_PARAMETER:
         break;
+    case FILTER_ADD_RESPONSE_HEADER:
+    case FILTER_SET_RESPONSE_HEADER:
+        /* Spring expands URI variables in these values too; sluice sends
+         * a response value as written, so a Spring file that counts on
+         * the expansion would get another meaning. */
+        if (ld->scg && s != NULL && glob_next_ref(s, &len) != NULL) {
+            report(ld, node, path,
+                   "%s: Spring would expand {%.*s} in the value; sluice "
+                   "sends response header values as written",
+                   filter_name(flt), (int)len, glob_next_ref(s, &len) + 1);
+        }
+        return;
     default:
         return;
     }

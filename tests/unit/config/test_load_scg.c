@@ -767,6 +767,27 @@ Test(scg_shape, shortcuts_are_cut_at_every_comma)
                  "\"maybe\"");
 }
 
+/* Spring expands {var} in response header values; sluice does not, so a
+ * Spring file that uses it is refused rather than sent "v-{segment}". */
+Test(scg_shape, a_variable_in_a_response_header_value_is_refused)
+{
+    assert_error(SCG_HEAD SCG_ROUTE("a", "          predicates:\n"
+                                         "            - Path=/red/{segment}\n"
+                                         "          filters:\n"
+                                         "            - SetResponseHeader=X-S, "
+                                         "s-{segment}\n"),
+                 "app.yml:10:15: spring.cloud.gateway.routes[0].filters[0]: "
+                 "SetResponseHeader: Spring would expand {segment} in the "
+                 "value; sluice sends response header values as written");
+    /* Braces around what cannot be a variable's name are no reference,
+     * as in a request header value. */
+    config_unref(parse_ok(
+        SCG_HEAD SCG_ROUTE("a", "          filters:\n"
+                                "            - name: AddResponseHeader\n"
+                                "              args: {name: X-J, "
+                                "value: '{\"a\": 1}'}\n")));
+}
+
 /* Keys under both prefixes would leave which of them holds to the order
  * of reading: refused. */
 Test(scg_shape, both_prefixes_at_once_are_refused)
