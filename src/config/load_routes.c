@@ -1252,13 +1252,69 @@ parse_order(struct loader *ld, yaml_node_t *node, const struct field *f,
     route->order = neg ? -(int64_t)v : (int64_t)v;
 }
 
+/*
+ * A route's metadata: Spring reads its per-route timeouts there, a
+ * number of milliseconds each (NettyRoutingFilter); the other keys are
+ * the application's own, ignored with a warning each.
+ */
+static void
+parse_scg_metadata(struct loader *ld, yaml_node_t *node, const struct field *f,
+                   void *base, const struct load_path *path)
+{
+    static const struct field timeouts[] = {
+        {.key = "connect-timeout",
+         .offset = offsetof(struct route, connect_timeout_ms),
+         .min = 1},
+        {.key = "response-timeout",
+         .offset = offsetof(struct route, response_timeout_ms),
+         .min = 1},
+    };
+
+    (void)f;
+    if (node->type != YAML_MAPPING_NODE) {
+        load_ignored(ld, node, NULL, base, path);
+        return;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+        yaml_node_t *v = load_node_at(ld, p->value);
+        const char *key = k->type == YAML_SCALAR_NODE
+                              ? (const char *)k->data.scalar.value
+                              : "?";
+        const struct load_path *sub = PATH_KEY(path, key);
+        const struct field *t = NULL;
+
+        for (size_t i = 0; i < sizeof(timeouts) / sizeof(timeouts[0]); i++) {
+            if (strcmp(key, timeouts[i].key) == 0) {
+                t = &timeouts[i];
+            }
+        }
+        if (t == NULL) {
+            load_ignored(ld, v, NULL, base, sub);
+        } else if (v->type == YAML_SCALAR_NODE &&
+                   v->data.scalar.value[0] == '-') {
+            report(ld, v, sub,
+                   "a negative value turns Spring's timeout off for the "
+                   "route; sluice has no such setting: give milliseconds");
+        } else if (v->type == YAML_SCALAR_NODE &&
+                   v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+            report(ld, v, sub,
+                   "Spring reads a number of milliseconds here and ignores "
+                   "a string: write it unquoted");
+        } else {
+            load_count(ld, v, t, base, sub);
+        }
+    }
+}
+
 static const struct field scg_route_fields[] = {
     {.key = "id", .parse = parse_route_id, .required = true},
     {.key = "uri", .parse = parse_scg_uri, .required = true},
     {.key = "predicates", .parse = parse_predicates},
     {.key = "filters", .parse = parse_filters},
     {.key = "order", .parse = parse_order},
-    {.key = "metadata", .parse = load_ignored},
+    {.key = "metadata", .parse = parse_scg_metadata},
 };
 
 static const struct table scg_route_table = TABLE(scg_route_fields);

@@ -124,6 +124,46 @@ Test(scg_shape, ignored_keys_are_warnings_naming_each_key_once)
     config_unref(cfg);
 }
 
+/* Spring's per-route timeouts live in a route's metadata, in ms. */
+Test(scg_shape, metadata_timeouts_are_the_routes_own)
+{
+    struct config *cfg = parse_ok(
+        "spring:\n"
+        "  cloud:\n"
+        "    gateway:\n"
+        "      httpclient: { connect-timeout: 1000, response-timeout: 5s }\n"
+        "      routes:\n"
+        "        - id: a\n"
+        "          uri: http://127.0.0.1:9000\n"
+        "          metadata:\n"
+        "            response-timeout: 200\n"
+        "            connect-timeout: 300\n"
+        "            team: payments\n"
+        "        - id: b\n"
+        "          uri: http://127.0.0.1:9000\n");
+
+    cr_assert_eq(cfg->routes[0].response_timeout_ms, 200);
+    cr_assert_eq(cfg->routes[0].connect_timeout_ms, 300);
+    cr_assert_eq(cfg->routes[1].response_timeout_ms, 5000);
+    cr_assert_eq(cfg->routes[1].connect_timeout_ms, 1000);
+    cr_assert_eq(cfg->warnings.n, 1);
+    cr_assert(strstr(cfg->warnings.v[0], "routes[0].metadata.team: ignored") !=
+                  NULL,
+              "%s", cfg->warnings.v[0]);
+    config_unref(cfg);
+    assert_error(SCG_HEAD SCG_ROUTE("a", "          metadata:\n"
+                                         "            response-timeout: -1\n"),
+                 "app.yml:8:31: spring.cloud.gateway.routes[0].metadata."
+                 "response-timeout: a negative value turns Spring's timeout "
+                 "off for the route; sluice has no such setting: give "
+                 "milliseconds");
+    assert_error(SCG_HEAD SCG_ROUTE("a", "          metadata:\n"
+                                         "            connect-timeout: '2s'\n"),
+                 "app.yml:8:30: spring.cloud.gateway.routes[0].metadata."
+                 "connect-timeout: Spring reads a number of milliseconds here "
+                 "and ignores a string: write it unquoted");
+}
+
 Test(scg_shape, sentinel_file_maps_spring_data_redis_and_the_sub_second_rate)
 {
     struct config *cfg = load_file("sentinel.yml");
