@@ -447,6 +447,176 @@ load_mapping_pair(struct loader *ld, const yaml_node_t *node, const char *key)
 }
 
 /* The text of a scalar, or NULL after reporting why there is none. */
+/* True for s = [0-9_]+ holding a digit, in 'base' (8 or 10) or lower. */
+static bool
+digits_in(const char *s, const char *e, const char *set)
+{
+    bool any = false;
+
+    for (; s < e; s++) {
+        if (*s != '_' && strchr(set, *s) == NULL) {
+            return false;
+        }
+        any = any || *s != '_';
+    }
+    return any;
+}
+
+/* [0-9_]* from 's': where it stops. */
+static const char *
+skip_digits(const char *s)
+{
+    while ((*s >= '0' && *s <= '9') || *s == '_') {
+        s++;
+    }
+    return s;
+}
+
+/*
+ * For yaml11_other_text(): true when 's' (digits from 'd', the end at
+ * 'e') is a float to YAML 1.1 and Java's Double.toString() would not
+ * give it back as written: a float written as Java writes it, such as
+ * 1.5, 2.0 or -0.25 between 0.001 and 10^7, reads the same either way.
+ */
+static bool
+yaml11_float_differs(const char *s, const char *d, const char *e, char *as,
+                     size_t aslen)
+{
+    const char *p = d;
+    const char *dot;
+    size_t ndigits = 0;
+
+    if (strcmp(d, ".inf") == 0 || strcmp(d, ".Inf") == 0 ||
+        strcmp(d, ".INF") == 0 || strcmp(s, ".nan") == 0 ||
+        strcmp(s, ".NaN") == 0 || strcmp(s, ".NAN") == 0) {
+        snprintf(as, aslen, "a floating-point number");
+        return true;
+    }
+    /* YAML 1.1's floats: \.[0-9]+ or [0-9_]+(\.[0-9_]*)?, then an
+     * exponent if any; or base 60 with a fraction. */
+    if (*p == '.') {
+        p = skip_digits(p + 1);
+        if (p == d + 1) {
+            return false;
+        }
+    } else {
+        bool base60 = false;
+
+        p = skip_digits(p);
+        if (p == d) {
+            return false;
+        }
+        /* Base 60: each further part [0-5]?[0-9], and a fraction. */
+        while (*p == ':' && isdigit((unsigned char)p[1])) {
+            bool two = isdigit((unsigned char)p[2]);
+
+            if ((two && p[1] > '5') || (two && isdigit((unsigned char)p[3]))) {
+                return false;
+            }
+            p += two ? 3 : 2;
+            base60 = true;
+        }
+        if (*p == '.') {
+            p = skip_digits(p + 1);
+        } else if (base60) {
+            return false;
+        }
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '-' || p[1] == '+');
+        if (*p < '0' || *p > '9') {
+            return false;
+        }
+        while (*p >= '0' && *p <= '9') {
+            p++;
+        }
+    }
+    if (p != e) {
+        return false;
+    }
+    dot = strchr(d, '.');
+    if (dot == NULL && strpbrk(d, "eE:") == NULL && (d[0] != '0' || !d[1])) {
+        return false; /* an integer: [1-9][0-9_]* or 0 */
+    }
+    /* Java's form: no '+', '_', exponent or base 60; an integer part
+     * without leading zeros, under 10^7; a fraction ending in a digit
+     * other than 0, or ".0" alone; at least 0.001; 15 digits at most. */
+    if (s[0] != '+' && dot != NULL && dot > d && strpbrk(d, "_eE:") == NULL &&
+        (d[0] != '0' || dot == d + 1) && dot - d <= 7 && dot[1] != '\0' &&
+        (e[-1] != '0' || e == dot + 2)) {
+        for (const char *q = d; q < e; q++) {
+            ndigits += *q != '.';
+        }
+        if (ndigits <= 15 && (d[0] != '0' || strncmp(dot, ".000", 4) != 0 ||
+                              strspn(dot + 1, "0") == (size_t)(e - dot - 1))) {
+            return false;
+        }
+    }
+    snprintf(as, aslen, "a floating-point number");
+    return true;
+}
+
+/*
+ * The value 's' has to Spring Boot, whose SnakeYAML resolves a plain
+ * scalar by YAML 1.1's rules before a property is bound from its text,
+ * when that text is not 's' itself: written into 'as', and true. Spring
+ * Boot leaves timestamps out; the others are YAML 1.1's booleans
+ * (yes/no/on/off), integers in octal, hex, binary, with '_' or '+', or
+ * in base 60 (1:30 is 90), and floats not in Java's own form.
+ */
+static bool
+yaml11_other_text(const char *s, char *as, size_t aslen)
+{
+    static const char *const yes[] = {"yes", "Yes", "YES",  "on",
+                                      "On",  "ON",  "True", "TRUE"};
+    static const char *const no[] = {"no",  "No",  "NO",    "off",
+                                     "Off", "OFF", "False", "FALSE"};
+    const char *d = s + (s[0] == '-' || s[0] == '+');
+    const char *e = s + strlen(s);
+    const char *colon = strchr(d, ':');
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcmp(s, yes[i]) == 0 || strcmp(s, no[i]) == 0) {
+            snprintf(as, aslen, "the boolean %s",
+                     strcmp(s, yes[i]) == 0 ? "true" : "false");
+            return true;
+        }
+    }
+    if (d[0] == '0' && (d[1] == 'x' || d[1] == 'b') &&
+        digits_in(d + 2, e, d[1] == 'x' ? "0123456789abcdefABCDEF" : "01")) {
+        snprintf(as, aslen, "a %s number",
+                 d[1] == 'x' ? "hexadecimal" : "binary");
+        return true;
+    }
+    if (d[0] == '0' && d[1] != '\0' && digits_in(d + 1, e, "01234567")) {
+        snprintf(as, aslen, "an octal number");
+        return true;
+    }
+    if (colon != NULL && d[0] >= '1' && d[0] <= '9' &&
+        digits_in(d, colon, "0123456789")) {
+        const char *p = colon;
+
+        while (
+            p != NULL && p[0] == ':' &&
+            ((p[1] >= '0' && p[1] <= '5' && p[2] >= '0' && p[2] <= '9' &&
+              (p[3] == ':' || p[3] == '\0')) ||
+             (p[1] >= '0' && p[1] <= '9' && (p[2] == ':' || p[2] == '\0')))) {
+            p = strchr(p + 1, ':');
+        }
+        if (p == NULL) {
+            snprintf(as, aslen, "a number in base 60");
+            return true;
+        }
+    }
+    if (digits_in(d, e, "0123456789") &&
+        (s[0] == '+' || strchr(d, '_') != NULL)) {
+        snprintf(as, aslen, "a number written without '%c'",
+                 s[0] == '+' ? '+' : '_');
+        return true;
+    }
+    return yaml11_float_differs(s, d, e, as, aslen);
+}
+
 const char *
 load_scalar(struct loader *ld, yaml_node_t *node, const struct load_path *path)
 {
@@ -466,6 +636,18 @@ load_scalar(struct loader *ld, yaml_node_t *node, const struct load_path *path)
     if (strlen(v) != node->data.scalar.length) {
         report(ld, node, path, "contains a NUL character");
         return NULL;
+    }
+    if (ld->spring_reads &&
+        node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        char as[64];
+
+        if (yaml11_other_text(v, as, sizeof(as))) {
+            report(ld, node, path,
+                   "Spring Boot reads the plain scalar %s as %s (YAML 1.1); "
+                   "write what is meant, or quote it for the text",
+                   v, as);
+            return NULL;
+        }
     }
     return v;
 }
@@ -993,6 +1175,7 @@ config_parse(const char *text, size_t len, const char *name,
                 "\"routes\")");
         } else if (is_scg_shape(&ld, root)) {
             ld.scg = true;
+            ld.spring_reads = true;
             ld.cfg->scg_shape = true;
             load_scg(&ld, root);
             check_single_document(&ld, &parser);

@@ -70,6 +70,8 @@ struct loader {
     size_t nwarns;        /* entries in 'warns' */
     size_t wcap;          /* allocated entries in 'warns' */
     bool scg;             /* the file is in Spring Cloud Gateway's shape */
+    bool spring_reads;    /* the section being read is Spring Boot's too,
+                             which reads plain scalars as YAML 1.1 does */
     int scg_deny_empty;   /* spring.cloud.gateway.filter.request-rate-
                              limiter.deny-empty-key: 1, 0, or -1 unset */
     int scg_empty_status; /* its empty-key-status-code, or 0 unset */

@@ -521,14 +521,31 @@ static const struct field server_fields[] = {
 
 static const struct table server_table = TABLE(server_fields);
 
+/* sluice: and scg: are read by sluice alone: their plain scalars are
+ * text, as in gateway.yaml (log.access: off stays "off"). */
+static void
+parse_sluice_only(struct loader *ld, yaml_node_t *node, const struct field *f,
+                  void *base, const struct load_path *path)
+{
+    bool spring_reads = ld->spring_reads;
+
+    ld->spring_reads = false;
+    if (f->table != NULL) {
+        load_table(ld, node, f, base, path);
+    } else {
+        load_scg_section(ld, node, f, base, path);
+    }
+    ld->spring_reads = spring_reads;
+}
+
 /*
  * The top level. sluice: first, so that identity and limiters are known
  * to the routes, and server.port after it, so that it wins over
  * sluice.server.listen.
  */
 static const struct field top_fields[] = {
-    {.key = "sluice", .parse = load_table, .table = &load_sluice_table},
-    {.key = "scg", .parse = load_scg_section},
+    {.key = "sluice", .parse = parse_sluice_only, .table = &load_sluice_table},
+    {.key = "scg", .parse = parse_sluice_only},
     {.key = "server", .parse = load_table, .table = &server_table},
     {.key = "spring", .parse = load_table, .table = &spring_table},
     {.key = "management", .parse = load_ignored},

@@ -124,6 +124,86 @@ Test(scg_shape, ignored_keys_are_warnings_naming_each_key_once)
     config_unref(cfg);
 }
 
+/* Spring Boot resolves a plain scalar by YAML 1.1 before binding a
+ * property from its text: such a scalar means something else there. */
+Test(scg_shape, plain_scalars_yaml_1_1_reads_otherwise_are_refused)
+{
+    static const struct {
+        const char *value, *as;
+    } cases[] = {
+        {"yes", "the boolean true"},
+        {"Off", "the boolean false"},
+        {"0755", "an octal number"},
+        {"0x1F", "a hexadecimal number"},
+        {"0b101", "a binary number"},
+        {"1:30", "a number in base 60"},
+        {"1_000", "a number written without '_'"},
+        {"+5", "a number written without '+'"},
+        {"1.50", "a floating-point number"},
+        {"1e3", "a floating-point number"},
+        {"08080", "a floating-point number"},
+        {".5", "a floating-point number"},
+        {"0.0001", "a floating-point number"},
+        {"12345678.5", "a floating-point number"},
+        {".inf", "a floating-point number"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char yaml[512], want[512];
+
+        snprintf(yaml, sizeof(yaml),
+                 SCG_HEAD SCG_ROUTE("a",
+                                    "          filters:\n"
+                                    "            - name: AddRequestHeader\n"
+                                    "              args:\n"
+                                    "                name: X-A\n"
+                                    "                value: %s\n"),
+                 cases[i].value);
+        snprintf(want, sizeof(want),
+                 "app.yml:11:24: spring.cloud.gateway.routes[0].filters[0]."
+                 "args.value: Spring Boot reads the plain scalar %s as %s "
+                 "(YAML 1.1); write what is meant, or quote it for the text",
+                 cases[i].value, cases[i].as);
+        assert_error(yaml, want);
+    }
+}
+
+/* What YAML 1.1 reads as the same text, a quoted scalar, and sluice's
+ * own sections load as written. */
+Test(scg_shape, plain_scalars_spring_reads_as_written_load)
+{
+    static const char *const same[] = {
+        "v1", "1.5",  "2.0",   "-0.25",  "0.001", "10",   "-3",
+        "0",  "true", "false", "1.10.3", "a:b",   "1:60",
+    };
+
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        char yaml[512];
+        struct config *cfg;
+
+        snprintf(yaml, sizeof(yaml),
+                 SCG_HEAD SCG_ROUTE("a",
+                                    "          filters:\n"
+                                    "            - name: AddRequestHeader\n"
+                                    "              args: {name: X-A, "
+                                    "value: %s}\n"),
+                 same[i]);
+        cfg = parse_ok(yaml);
+        cr_assert_str_eq(cfg->routes[0].filters[0].value, same[i]);
+        config_unref(cfg);
+    }
+    config_unref(parse_ok(
+        "sluice:\n"
+        "  log: { access: off }\n"
+        "scg:\n"
+        "  services: { orders: 'http://10.0.0.5:8081' }\n" SCG_HEAD SCG_ROUTE(
+            "a", "          filters:\n"
+                 "            - name: "
+                 "AddRequestHeader\n"
+                 "              args: {name: "
+                 "X-A, value: '0755'}\n")));
+}
+
 /* Spring's per-route timeouts live in a route's metadata, in ms. */
 Test(scg_shape, metadata_timeouts_are_the_routes_own)
 {
