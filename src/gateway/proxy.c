@@ -163,6 +163,9 @@ struct exchange {
     bool paused;                     /* upstream reads held back */
     bool chunked;                    /* the gateway frames the response
                                         body to the client in chunks */
+    bool close_delimited;            /* the response body ends for the
+                                        client when the connection closes
+                                        (HTTP/1.0, no length) */
     bool held;                       /* the head, then the body that came
                                         whole with it, wait in the proxy's
                                         head_spare, written out at the end
@@ -504,6 +507,25 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evhttp_send_reply_end(creq);
         break;
     case END_CUT:
+        if (ex->close_delimited) {
+            /*
+             * The close would say "complete" to a body that ends with it;
+             * a reset says "cut". evhttp_connection_free() shuts the
+             * socket for writing (a FIN) before it is closed, so a reset
+             * at the close would come too late: connect() to AF_UNSPEC
+             * dissolves the connection now, which for an established TCP
+             * one sends the reset, and leaves the descriptor to its owner.
+             */
+            struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+            evutil_socket_t fd =
+                bufferevent_getfd(evhttp_connection_get_bufferevent(cconn));
+
+            if (fd >= 0) {
+                (void)connect(fd, &unspec, sizeof(unspec));
+            }
+        }
+        evhttp_connection_free(cconn);
+        break;
     case END_ABANDON:
         evhttp_connection_free(cconn);
         break;
@@ -709,7 +731,9 @@ frame_for_client(struct exchange *ex, const struct resparse_head *head,
         (head->framing == RESPARSE_NO_BODY && ex->method == EVHTTP_REQ_HEAD)) {
         const char *cl = headers_get(head->headers, "Content-Length");
 
-        if (cl != NULL) {
+        /* The length of what a GET would get; a 204 has none to tell
+         * (RFC 9110 8.6). */
+        if (cl != NULL && (head->framing == RESPARSE_LENGTH || status != 204)) {
             head_field(o, "Content-Length", cl);
         }
         return false;
@@ -738,6 +762,7 @@ frame_for_client(struct exchange *ex, const struct resparse_head *head,
         return true;
     }
     evreq_close_after_reply(ex->creq);
+    ex->close_delimited = true;
     return false;
 }
 

@@ -349,3 +349,32 @@ headers_trim_values(struct headers *h)
         h->v[i].value[len] = '\0';
     }
 }
+
+bool
+headers_list_has(const struct headers *h, const char *name, const char *token)
+{
+    size_t tlen = strlen(token);
+
+    for (size_t i = 0; i < h->n; i++) {
+        const char *p = h->v[i].value;
+
+        if (!same_name(h->v[i].name, name)) {
+            continue;
+        }
+        for (;;) {
+            const char *comma = strchr(p, ',');
+            const char *item = p;
+            size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+
+            headers_trim_ows(&item, &len);
+            if (len == tlen && strncasecmp(item, token, tlen) == 0) {
+                return true;
+            }
+            if (comma == NULL) {
+                break;
+            }
+            p = comma + 1;
+        }
+    }
+    return false;
+}

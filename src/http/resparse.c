@@ -50,6 +50,8 @@ struct resparse {
                                             was CR: an LF must follow */
     int crlf_due;                        /* bytes of the CRLF that must
                                             end the chunk just read */
+    bool in_body;                        /* past the final head: its
+                                            framing lines end in CRLF */
 };
 
 static int on_message_begin(http_parser *hp);
@@ -134,6 +136,7 @@ resparse_reset(struct resparse *rp, bool head_request)
     rp->head_ready = false;
     rp->cr_pending = false;
     rp->crlf_due = 0;
+    rp->in_body = false;
     reset_message(rp);
 }
 
@@ -143,13 +146,16 @@ resparse_reset(struct resparse *rp, bool head_request)
  * OK\rSet-Cookie: a=1" becomes a field "et-Cookie"), and any two bytes for
  * the CRLF after chunk data. Every byte outside the body's data (the head,
  * and the chunk framing) goes through here: a CR must be followed by LF,
- * and chunk data by CRLF. Returns 0, or -1 with rp->error set.
+ * and chunk data by CRLF. Past the head, an LF must follow a CR too: the
+ * parser reads an LF inside a chunk extension as part of it, where a
+ * recipient that ends lines at a bare LF would read the chunk's data.
+ * Returns 0, or -1 with rp->error set.
  */
 static int
 check_framing(struct resparse *rp, const char *p, const char *end)
 {
     while (p < end) {
-        const char *cr;
+        const char *next;
 
         if (rp->crlf_due > 0) {
             if (*p != (rp->crlf_due == 2 ? '\r' : '\n')) {
@@ -162,14 +168,25 @@ check_framing(struct resparse *rp, const char *p, const char *end)
             rp->error = "CR not followed by LF";
             return -1;
         }
+        if (!rp->cr_pending && *p == '\n' && rp->in_body) {
+            rp->error = "LF without CR in the chunk framing";
+            return -1;
+        }
         rp->cr_pending = *p == '\r';
         p++;
         if (rp->crlf_due > 0 || rp->cr_pending) {
             continue;
         }
-        /* Up to the next CR, no byte can fail: skip them at once. */
-        cr = memchr(p, '\r', (size_t)(end - p));
-        p = cr != NULL ? cr : end;
+        /* Up to the next CR (or LF, past the head), no byte can fail:
+         * skip them at once. */
+        next = memchr(p, '\r', (size_t)(end - p));
+        if (rp->in_body) {
+            const char *lf =
+                memchr(p, '\n', (size_t)((next != NULL ? next : end) - p));
+
+            next = lf != NULL ? lf : next;
+        }
+        p = next != NULL ? next : end;
     }
     return 0;
 }
@@ -306,7 +323,7 @@ on_header_value(http_parser *hp, const char *at, size_t len)
  * undo would need us to understand it.
  */
 static const char *
-check_transfer_encoding(const struct headers *h)
+check_transfer_encoding(const struct headers *h, bool *chunked)
 {
     size_t n = 0;
 
@@ -325,6 +342,7 @@ check_transfer_encoding(const struct headers *h)
             return "a transfer coding other than chunked";
         }
     }
+    *chunked = n == 1;
     return NULL;
 }
 
@@ -336,6 +354,8 @@ on_headers_complete(http_parser *hp)
     const char *why;
     int status = (int)hp->status_code;
     bool no_body;
+    bool chunked = false;
+    bool close;
 
     if (end_field(rp) < 0) {
         return -1;
@@ -346,8 +366,15 @@ on_headers_complete(http_parser *hp)
     if (hp->http_major != 1 || hp->http_minor > 1) {
         return fail(rp, "not an HTTP/1.x response");
     }
-    if ((why = check_transfer_encoding(&rp->headers)) != NULL) {
+    if ((why = check_transfer_encoding(&rp->headers, &chunked)) != NULL) {
         return fail(rp, why);
+    }
+    /* http_parser reads "chunked" only when spaces alone follow it, and
+     * not across an obs-fold: where it read no chunked framing, it would
+     * read the chunks as data until the connection closes. */
+    if (chunked && (hp->flags & F_CHUNKED) == 0) {
+        return fail(rp, "Transfer-Encoding: chunked that the parser cannot "
+                        "frame (a control character or line fold after it)");
     }
     if (status == 101) {
         /* Nothing was asked to switch; what follows is not HTTP. */
@@ -379,11 +406,17 @@ on_headers_complete(http_parser *hp)
     } else {
         head.framing = RESPARSE_CLOSE;
     }
-    /* http_should_keep_alive() reads the body's framing as well. */
-    head.keep_alive =
-        head.framing != RESPARSE_CLOSE &&
-        (hp->flags & F_CONNECTION_CLOSE) == 0 &&
-        (hp->http_minor >= 1 || (hp->flags & F_CONNECTION_KEEP_ALIVE) != 0);
+    /*
+     * Connection's options read here, not from http_parser's flags, which
+     * miss "close" followed by a tab. HTTP/1.0 with Transfer-Encoding is
+     * faulty framing, whose connection closes after it (RFC 9112 6.1).
+     */
+    close = (hp->flags & F_CONNECTION_CLOSE) != 0 ||
+            headers_list_has(&rp->headers, "Connection", "close");
+    head.keep_alive = head.framing != RESPARSE_CLOSE && !close &&
+                      (hp->http_minor >= 1 ||
+                       (!chunked && headers_list_has(&rp->headers, "Connection",
+                                                     "keep-alive")));
     /*
      * Reported once the head's last bytes are checked (see resparse_feed):
      * the parser stops here, right after the head.
@@ -489,8 +522,10 @@ execute(struct resparse *rp, const char *data, size_t len, size_t *used)
             rp->error = "CR not followed by LF";
             return RESPARSE_ERROR;
         }
-        rp->cr_pending = false;
+        /* That LF is checked again with what follows: expected. */
+        rp->cr_pending = true;
         rp->head_ready = false;
+        rp->in_body = true;
         rp->head.body_in_hand = rp->head.framing == RESPARSE_NO_BODY ||
                                 (rp->head.framing == RESPARSE_LENGTH &&
                                  len - n - 1 >= rp->head.content_length);

@@ -609,6 +609,7 @@ struct raw_conn {
     size_t len; /* bytes in 'data' */
     size_t pos; /* where the next response not yet read starts */
     bool eof;   /* the gateway closed the connection (FIN or reset) */
+    bool reset; /* ... with a reset */
 };
 
 struct raw_response {
@@ -704,6 +705,7 @@ raw_fill(struct raw_conn *c, int64_t deadline)
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
             continue;
         }
+        c->reset = n < 0 && errno == ECONNRESET;
         c->eof = true;
     }
     return false;
@@ -1077,6 +1079,34 @@ Test(strict, http10_client_gets_a_chunked_body_whose_last_chunk_is_late)
     assert_http10_gets(&st, "GET /x HTTP/1.0\r\nHost: x\r\n\r\n",
                        "hello world");
     assert_still_serves(&st, "a late last chunk to an HTTP/1.0 client");
+    stack_stop(&st);
+}
+
+/* A body whose end is the close must not end with a close when it is
+ * cut: the upstream's chunks stop, then come malformed. */
+Test(strict, http10_client_of_a_cut_response_gets_a_reset_not_an_end)
+{
+    static const struct script cut[] = {
+        {.target = "/x",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "5\r\nhello\r\n",
+                     0},
+                    {200, "zz\r\n", 0}}},
+    };
+    struct stack st;
+    struct raw_conn c;
+
+    stack_start(&st, cut, 1);
+    raw_open(&c, st.gw_port);
+    raw_send(&c, "GET /x HTTP/1.0\r\nHost: x\r\n\r\n", 29);
+    cr_assert(raw_wait_closed(&c), "the connection stayed open");
+    cr_assert(c.reset,
+              "a cut close-delimited body ended with a close, which reads as "
+              "complete: %s",
+              shown(0, c.data, c.len));
+    raw_close(&c);
+    assert_still_serves(&st, "a cut response to an HTTP/1.0 client");
     stack_stop(&st);
 }
 
@@ -1688,6 +1718,116 @@ Test(strict, upstream_with_an_unknown_transfer_coding_is_502)
     assert_malformed_is_502("Transfer-Encoding: gzip",
                             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n"
                             "\r\nLEAK");
+}
+
+/* http_parser frames no chunks when "chunked" is followed by a tab or
+ * a line fold: its chunks would go to the client as data. */
+Test(strict, upstream_chunked_then_a_tab_is_502)
+{
+    assert_malformed_is_502("Transfer-Encoding: chunked, then a tab",
+                            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\t"
+                            "\r\n\r\n4\r\nLEAK\r\n0\r\n\r\n");
+}
+
+Test(strict, upstream_chunked_then_a_line_fold_is_502)
+{
+    assert_malformed_is_502("Transfer-Encoding: chunked, then a line fold",
+                            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                            " \r\n\r\n4\r\nLEAK\r\n0\r\n\r\n");
+}
+
+/*
+ * The upstream answers GET /x with 'reply' and keeps the connection: the
+ * client gets 'body', and the next request goes out on a new connection.
+ */
+static void
+assert_not_reused(const char *what, const char *reply, const char *body)
+{
+    const struct script s[] = {{.target = "/x", .pieces = {{0, reply, 0}}}};
+    struct stack st;
+    struct http_response r;
+    int x_conn = 0, next_conn = 0;
+
+    stack_start(&st, s, 1);
+    get(&st, "/x", NULL, &r);
+    cr_assert(r.status == 200 && strcmp(r.body, body) == 0,
+              "%s: got %ld (curl error %d) \"%s\"", what, r.status, (int)r.err,
+              shown(0, r.body, r.body_len));
+    http_response_free(&r);
+    assert_still_serves(&st, what);
+    cr_assert(upstream_find(&st.up, "GET /x ", &x_conn, NULL) &&
+              upstream_find(&st.up, "GET /next ", &next_conn, NULL));
+    cr_assert_neq(x_conn, next_conn,
+                  "%s: the next request went out on the same connection; "
+                  "upstream saw:\n%s",
+                  what, upstream_transcript(&st.up));
+    stack_stop(&st);
+}
+
+Test(strict, upstream_connection_close_then_a_tab_is_not_reused)
+{
+    assert_not_reused("Connection: close, then a tab",
+                      "HTTP/1.1 200 OK\r\nConnection: close\t\r\n"
+                      "Content-Length: 2\r\n\r\nok",
+                      "ok");
+}
+
+/* RFC 9112 6.1: faulty framing, whose connection closes after it. */
+Test(strict, upstream_http10_with_transfer_encoding_is_not_reused)
+{
+    assert_not_reused("HTTP/1.0 with Transfer-Encoding",
+                      "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n"
+                      "0\r\n\r\n",
+                      "ok");
+}
+
+/* The parser takes an LF in a chunk extension for part of it; a reader
+ * that ends lines at a bare LF takes what follows for the chunk. */
+Test(strict, upstream_chunk_extension_with_a_bare_lf_is_cut)
+{
+    static const struct script ext[] = {
+        {.target = "/x",
+         .pieces = {{0, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                     0},
+                    {100, "5;a\nhello\r\n0\r\n\r\n\r\n0\r\n\r\n", 0}}},
+    };
+    struct stack st;
+    struct http_response r;
+
+    stack_start(&st, ext, 1);
+    get(&st, "/x", NULL, &r);
+    cr_assert(r.err != 0, "the response completed: %ld \"%s\"", r.status,
+              shown(0, r.body, r.body_len));
+    cr_assert_eq(r.body_len, 0, "bytes of the chunk got through: %s",
+                 shown(0, r.body, r.body_len));
+    http_response_free(&r);
+    assert_still_serves(&st, "a bare LF in a chunk extension");
+    stack_stop(&st);
+}
+
+/* RFC 9110 8.6: no Content-Length in a 204, HEAD or not. */
+Test(strict, a_204_to_head_carries_no_content_length)
+{
+    static const struct script nc[] = {
+        {.target = "/x",
+         .pieces = {{0, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+                     0}}},
+    };
+    struct stack st;
+    struct http_response r;
+    char *u;
+
+    stack_start(&st, nc, 1);
+    u = url(&st, "/x");
+    http_request(&r, "HEAD", u, NULL, NULL, 0, IO_TIMEOUT_MS);
+    free(u);
+    cr_assert_eq(r.status, 204);
+    cr_assert_eq(http_response_header_count(&r, "Content-Length"), 0,
+                 "a 204 with Content-Length: %s",
+                 shown(0, r.headers, strlen(r.headers)));
+    http_response_free(&r);
+    stack_stop(&st);
 }
 
 /* ---- 4. requests refused before anything is forwarded ---- */

@@ -331,6 +331,49 @@ assert_body_refused(const char *in, size_t step)
     seen_free(&s);
 }
 
+/* What http_parser's flags miss is read from the fields themselves. */
+Test(resparse, framing_fields_are_read_whatever_whitespace_follows)
+{
+    struct seen s;
+
+    /* "chunked" then a tab, or a line fold: http_parser frames no chunks
+     * and would pass them on as data. */
+    assert_refused("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\t\r\n\r\n"
+                   "5\r\nhello\r\n0\r\n\r\n",
+                   "chunked");
+    assert_refused("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n \r\n\r\n"
+                   "5\r\nhello\r\n0\r\n\r\n",
+                   "chunked");
+    /* "close" then a tab still closes. */
+    parse(&s,
+          "HTTP/1.1 200 OK\r\nConnection: close\t\r\nContent-Length: 0\r\n"
+          "\r\n",
+          0, false, false, NULL, NULL);
+    cr_assert_eq(s.heads, 1);
+    cr_assert(!s.keep_alive);
+    seen_free(&s);
+    parse(&s,
+          "HTTP/1.1 200 OK\r\nConnection: x, close \r\nContent-Length: 0\r\n"
+          "\r\n",
+          0, false, false, NULL, NULL);
+    cr_assert(!s.keep_alive);
+    seen_free(&s);
+    /* HTTP/1.0 with Transfer-Encoding: faulty framing, closed after. */
+    parse(&s,
+          "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+          0, false, false, NULL, NULL);
+    cr_assert_eq(s.completes, 1);
+    cr_assert(!s.keep_alive);
+    seen_free(&s);
+    parse(&s,
+          "HTTP/1.0 200 OK\r\nConnection: keep-alive\t\r\n"
+          "Content-Length: 0\r\n\r\n",
+          0, false, false, NULL, NULL);
+    cr_assert(s.keep_alive);
+    seen_free(&s);
+}
+
 Test(resparse, broken_chunk_framing_is_refused)
 {
     static const char *const bad[] = {
@@ -344,6 +387,12 @@ Test(resparse, broken_chunk_framing_is_refused)
         "5\rXhello\r\n0\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         "5\r\nhello\r\n0\r\n\rX",
+        /* The parser reads an LF in an extension as part of it ("hello"
+         * would be the extension); a bare-LF reader, as the chunk. */
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5;a\nhello\r\n0\r\n\r\n\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\nhello\r\n0\r\nX-T: a\n\r\n",
     };
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
