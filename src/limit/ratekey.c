@@ -10,6 +10,7 @@
 
 #include "claims.h"
 #include "cookie.h"
+#include "forward.h"
 #include "headers.h"
 #include "netaddr.h"
 #include "urlcode.h"
@@ -298,15 +299,25 @@ set_string(struct part_value *v, const char *s)
  * A field sent twice is ambiguous: the key would read one while the
  * upstream, which gets both, may read the other (an API key after a junk
  * one, each junk value a fresh bucket). It names no one, so the tier does
- * not apply.
+ * not apply. Twice counts as a CGI, WSGI or PHP upstream counts, '_' read
+ * as '-' (forward_same_to_cgi()): with server.underscores_in_headers,
+ * X_Api_Key reaches the upstream as a second X-Api-Key. Without it no
+ * '_' spelling is left by now.
  */
 static void
 find_header(const struct headers *h, const char *name, struct part_value *v)
 {
-    size_t n = h != NULL ? headers_count(h, name) : 0;
+    const char *value = NULL;
+    size_t n = 0;
 
+    for (size_t i = 0; h != NULL && i < h->n; i++) {
+        if (forward_same_to_cgi(h->v[i].name, name)) {
+            value = h->v[i].value;
+            n++;
+        }
+    }
     if (n == 1) {
-        set_string(v, headers_get(h, name));
+        set_string(v, value);
     }
     v->repeated = n > 1;
 }

@@ -188,6 +188,27 @@ Test(ratekey, header_is_its_one_field_and_a_repeated_one_names_no_one)
     headers_deinit(&r.headers);
 }
 
+/* With server.underscores_in_headers, X_Api_Key reaches the upstream;
+ * a CGI upstream reads it as X-Api-Key. */
+Test(ratekey, an_underscore_spelling_is_the_same_field)
+{
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'header:X-Api-Key', limiter: l}");
+    request_init(&r, NULL);
+    headers_add(&r.headers, "X-Api-Key", "junk1");
+    headers_add(&r.headers, "X_Api_Key", "victim");
+    key_of(&r, key);
+    cr_assert_str_eq(key, "", "a junk value bought a bucket: %s", key);
+    headers_deinit(&r.headers);
+    request_init(&r, NULL);
+    headers_add(&r.headers, "X_API_KEY", "k1");
+    key_of(&r, key);
+    assert_key(key, "header:x-api-key", "k1");
+    headers_deinit(&r.headers);
+}
+
 Test(ratekey, a_repeated_cookie_names_no_one)
 {
     struct request r;
