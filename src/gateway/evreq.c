@@ -263,12 +263,10 @@ evreq_head_finish(struct strbuf *text, struct evbuffer *out)
 }
 
 void
-evreq_head_send(struct evhttp_request *req, struct strbuf *text,
-                struct evbuffer *spare,
+evreq_send_held(struct evhttp_request *req, struct evbuffer *buf,
                 void (*cb)(struct evhttp_connection *, void *), void *arg)
 {
-    evreq_head_finish(text, spare);
-    pass_through(req, spare, cb, arg);
+    pass_through(req, buf, cb, arg);
 }
 
 bool

@@ -125,18 +125,17 @@ void evreq_head_begin(struct strbuf *text, struct evhttp_request *req,
 /* Appends one field; 'name' and 'value' are valid (headers.h). */
 void evreq_head_field(struct strbuf *text, const char *name, const char *value);
 
-/*
- * Ends the head in 'text' and sends it to the client of 'req' through
- * 'spare' (an empty buffer of the caller's, left empty); 'cb' runs with
- * 'arg' whenever the client has taken everything written so far, as for
- * evhttp_send_reply_chunk_with_cb().
- */
-void evreq_head_send(struct evhttp_request *req, struct strbuf *text,
-                     struct evbuffer *spare,
-                     void (*cb)(struct evhttp_connection *, void *), void *arg);
-
 /* Ends the head in 'text' and appends it to 'out'. */
 void evreq_head_finish(struct strbuf *text, struct evbuffer *out);
+
+/*
+ * Sends 'buf' (drained), a head evreq_head_finish() ended and what
+ * follows it, to the client of 'req' through evhttp, which writes it as
+ * it is; 'cb' runs with 'arg' whenever the client has taken everything
+ * written so far, as for evhttp_send_reply_chunk_with_cb().
+ */
+void evreq_send_held(struct evhttp_request *req, struct evbuffer *buf,
+                     void (*cb)(struct evhttp_connection *, void *), void *arg);
 
 /*
  * Writes 'buf' (drained) as the next bytes of the reply to 'req', on a
@@ -158,7 +157,7 @@ bool evreq_write_out(struct evhttp_request *req, struct evbuffer *buf,
  * 'req', then those of 'fields' (may be NULL; borrowed), Content-Length,
  * Date unless a field gives it, and the Connection field
  * evreq_closes_after() decides; then 'body' (drained). The head is
- * written as evreq_head_send() does, through 'text' and 'spare', for a
+ * written by the gateway, through 'text' and 'spare', for a
  * request evreq_own_head() accepts; by evhttp otherwise, and when 'text'
  * is NULL (a TLS connection: nothing but OpenSSL may write to its
  * socket; the answer queued is then joined into one piece,

@@ -166,9 +166,9 @@ struct exchange {
     bool close_delimited;            /* the response body ends for the
                                         client when the connection closes
                                         (HTTP/1.0, no length) */
-    bool held;                       /* the head, then the body that came
-                                        whole with it, wait in the proxy's
-                                        head_spare, written out at the end
+    bool held;                       /* the head, then the body read
+                                        with it, wait in the proxy's
+                                        head_spare until that read parsed
                                         (on_upstream_head()) */
     const struct headers *refusal;   /* a refusal's fields, which
                                         END_REPLY writes beside evhttp's
@@ -865,19 +865,45 @@ on_upstream_head(void *arg, const struct resparse_head *head)
     } else if (ex->http10) {
         head_field(&o, "Connection", "keep-alive");
     }
-    if (head->body_in_hand && !ex->chunked) {
-        /*
-         * The body follows within this call: head and body go out in one
-         * write when the response is complete (exchange_end()), and
-         * evhttp's write path never runs for them.
-         */
-        evreq_head_finish(o.text, p->head_spare);
-        ex->held = true;
-    } else {
-        evreq_head_send(ex->creq, o.text, p->head_spare, on_client_drained,
-                        ex->cc);
-    }
+    /*
+     * The head waits until the bytes read with it have parsed: a body that
+     * came whole goes out with it in one write when the response is
+     * complete (exchange_end()), and evhttp's write path never runs for
+     * them; one that goes on goes out at the end of the read
+     * (on_upstream_read_end()). Until then nothing has reached the
+     * client, and a malformed rest of the read is still a 502.
+     */
+    evreq_head_finish(o.text, p->head_spare);
+    ex->held = true;
     clientconn_watch_leave(ex->cc, NULL, NULL); /* as above */
+}
+
+/* Backpressure: the client is behind; its drain resumes the upstream. */
+static void
+pause_if_behind(struct exchange *ex)
+{
+    struct bufferevent *cbev = evhttp_connection_get_bufferevent(ex->cconn);
+
+    if (!ex->paused &&
+        evbuffer_get_length(bufferevent_get_output(cbev)) > CLIENT_HIGH_WATER) {
+        ex->paused = true;
+        upstream_pause(ex->ureq);
+    }
+}
+
+/* The read that brought the head parsed well, and the body goes on: the
+ * held head, and the body that came with it, go out. */
+static void
+on_upstream_read_end(void *arg)
+{
+    struct exchange *ex = arg;
+
+    if (ex->state != EX_STREAMING || !ex->held) {
+        return;
+    }
+    ex->held = false;
+    evreq_send_held(ex->creq, ex->proxy->head_spare, on_client_drained, ex->cc);
+    pause_if_behind(ex);
 }
 
 static void
@@ -897,28 +923,22 @@ static void
 on_upstream_body(void *arg, struct evbuffer *buf)
 {
     struct exchange *ex = arg;
-    struct bufferevent *cbev;
 
     if (ex->state != EX_STREAMING) {
         return;
     }
     ex->bytes += evbuffer_get_length(buf);
+    if (ex->chunked && evbuffer_get_length(buf) > 0) {
+        evreq_chunk_wrap(buf);
+    }
     if (ex->held) {
         evbuffer_add_buffer(ex->proxy->head_spare, buf);
         return;
     }
-    if (ex->chunked && evbuffer_get_length(buf) > 0) {
-        evreq_chunk_wrap(buf);
-    }
     /* Its argument is the connection's record, not 'ex': over TLS the
      * callback may come after the exchange has ended. */
     evhttp_send_reply_chunk_with_cb(ex->creq, buf, on_client_drained, ex->cc);
-    cbev = evhttp_connection_get_bufferevent(ex->cconn);
-    if (!ex->paused &&
-        evbuffer_get_length(bufferevent_get_output(cbev)) > CLIENT_HIGH_WATER) {
-        ex->paused = true;
-        upstream_pause(ex->ureq);
-    }
+    pause_if_behind(ex);
 }
 
 static void
@@ -950,7 +970,7 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
     }
     snprintf(msg, sizeof(msg), "upstream %s:%u: %s", r->uri.host, r->uri.port,
              detail);
-    if (ex->state == EX_STREAMING) {
+    if (ex->state == EX_STREAMING && !ex->held) {
         /*
          * The status line is out: the only honest signal left is to cut
          * the connection, so that the client sees a truncated body rather
@@ -975,7 +995,8 @@ on_upstream_error(void *arg, enum upstream_error err, const char *detail)
 }
 
 static const struct upstream_callbacks upstream_callbacks = {
-    on_upstream_head, on_upstream_body, on_upstream_done, on_upstream_error};
+    on_upstream_head, on_upstream_body, on_upstream_done, on_upstream_error,
+    on_upstream_read_end};
 
 /* Retry: the route's conf, and the body kept if it is small enough. */
 static void

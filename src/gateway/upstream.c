@@ -948,7 +948,19 @@ settle(struct upstream_req *rq, enum resparse_status st, bool closed,
 {
     switch (st) {
     case RESPARSE_MORE:
-        if (deliver_body(rq) && rq->state == REQ_BODY && !rq->paused) {
+        if (!deliver_body(rq) || rq->state != REQ_BODY) {
+            return;
+        }
+        if (rq->cb->on_read_end != NULL) {
+            rq->in_callback = true;
+            rq->cb->on_read_end(rq->arg);
+            rq->in_callback = false;
+            if (rq->cancelled) {
+                req_free(rq);
+                return;
+            }
+        }
+        if (!rq->paused) {
             /* The body's clock starts again with every read. */
             evtimer_add(rq->conn->timer, &rq->body_tv);
         }

@@ -83,6 +83,13 @@ struct upstream_callbacks {
     void (*on_done)(void *arg);
     /* 'detail' is a sentence for logs and problem bodies; borrowed. */
     void (*on_error)(void *arg, enum upstream_error err, const char *detail);
+    /*
+     * After on_head, at the end of each read whose bytes all parsed well
+     * (their body passed to on_body first) while the response goes on:
+     * what was held back until the read was known good may go out. May
+     * be NULL.
+     */
+    void (*on_read_end)(void *arg);
 };
 
 /*

@@ -1806,6 +1806,21 @@ Test(strict, upstream_chunk_extension_with_a_bare_lf_is_cut)
     stack_stop(&st);
 }
 
+/* Malformed framing read with the head: nothing has gone to the client
+ * yet, so it is the 502 any malformed response gets, not an empty
+ * reply. */
+Test(strict, upstream_chunk_framing_broken_in_the_heads_read_is_502)
+{
+    assert_malformed_is_502("a chunk size that overflows, read with the head",
+                            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                            "Set-Cookie: a=1\r\n\r\n"
+                            "4\r\nLEAK\r\n10000000000000005\r\n");
+    assert_malformed_is_502("chunk data without its CRLF, read with the head",
+                            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                            "Set-Cookie: a=1\r\n\r\n"
+                            "4\r\nLEAKXX0\r\n\r\n");
+}
+
 /* RFC 9110 8.6: no Content-Length in a 204, HEAD or not. */
 Test(strict, a_204_to_head_carries_no_content_length)
 {

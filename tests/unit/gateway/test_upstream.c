@@ -60,10 +60,7 @@ on_error(void *arg, enum upstream_error err, const char *detail)
 }
 
 static const struct upstream_callbacks callbacks = {
-    on_head,
-    on_body,
-    on_done,
-    on_error,
+    on_head, on_body, on_done, on_error, NULL,
 };
 
 static struct upstream_req *
