@@ -393,6 +393,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
     struct clientconn *tls_cc = ex->tls ? ex->cc : NULL;
     struct clientconn *plain_cc = ex->tls ? NULL : ex->cc;
     bool held = ex->held;
+    bool close_delimited = ex->close_delimited;
     bool last_chunk = how == END_COMPLETE && ex->chunked;
     const struct headers *refusal = ex->refusal;
 
@@ -507,7 +508,7 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evhttp_send_reply_end(creq);
         break;
     case END_CUT:
-        if (ex->close_delimited) {
+        if (close_delimited) {
             /*
              * The close would say "complete" to a body that ends with it;
              * a reset says "cut". evhttp_connection_free() shuts the
