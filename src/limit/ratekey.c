@@ -14,6 +14,7 @@
 #include "headers.h"
 #include "netaddr.h"
 #include "urlcode.h"
+#include "xmalloc.h"
 
 /* Hex digits of the SHA-256 kept in a hashed value: 128 bits. */
 #define HASH_HEX 32
@@ -249,28 +250,72 @@ format_ip(const struct netaddr *client, unsigned prefix, char *buf)
     snprintf(buf + n, IP_TEXT_MAX - n, "/%u", prefix);
 }
 
+/* How many parameters of 'q' are named 'name' (0, 1, or 2 for more). */
+static int
+query_count(const char *q, const char *name)
+{
+    const char *cursor = q, *value;
+    size_t len;
+    int n = 0;
+
+    while (n < 2 && urlcode_query_next(&cursor, name, &value, &len)) {
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Whether a parser that also splits on ';' (Rack 2, Python before
+ * 3.9.2, Go before 1.17) reads 'name' in 'q' otherwise: more than once,
+ * or where the '&' split has none, or with a value that holds a ';'.
+ */
+static bool
+semicolons_disagree(const char *q, const char *name, const struct part_value *v)
+{
+    char *split;
+    int n;
+
+    if (strchr(q, ';') == NULL) {
+        return false;
+    }
+    if (v->p != NULL && memchr(v->p, ';', v->n) != NULL) {
+        return true;
+    }
+    split = xstrdup(q);
+    for (char *p = strchr(split, ';'); p != NULL; p = strchr(p + 1, ';')) {
+        *p = '&';
+    }
+    n = query_count(split, name);
+    free(split);
+    return n > 1 || (n == 1 && v->p == NULL);
+}
+
 /*
  * The value of query parameter 'name' in 'q' (raw, encoded). A parameter
  * sent twice names no one (as find_header()): frameworks differ on which
- * of them the upstream reads.
+ * of them the upstream reads. So does one that an upstream splitting on
+ * ';' as well would read otherwise ("k=junk;k=victim").
  */
 static bool
 find_query(const char *q, const char *name, struct part_value *v)
 {
     const char *cursor = q, *again;
     size_t again_len;
+    bool found;
 
-    if (q == NULL || !urlcode_query_next(&cursor, name, &v->p, &v->n)) {
+    if (q == NULL) {
         return false;
     }
-    if (urlcode_query_next(&cursor, name, &again, &again_len)) {
+    found = urlcode_query_next(&cursor, name, &v->p, &v->n);
+    if ((found && urlcode_query_next(&cursor, name, &again, &again_len)) ||
+        semicolons_disagree(q, name, v)) {
         v->p = NULL;
         v->n = 0;
         v->repeated = true;
         return false;
     }
-    v->form_encoded = true;
-    return true;
+    v->form_encoded = found;
+    return found;
 }
 
 /*

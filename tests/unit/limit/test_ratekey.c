@@ -278,6 +278,33 @@ Test(ratekey, a_repeated_part_is_ambiguous_only_where_the_tier_would_apply)
     headers_deinit(&r.headers);
 }
 
+/* Rack 2, Python before 3.9.2 and Go before 1.17 split a query on ';'
+ * too: where they would read the parameter otherwise, it names no one. */
+Test(ratekey, a_query_read_otherwise_by_a_semicolon_splitter_names_no_one)
+{
+    static const char *const ambiguous[] = {
+        "k=junk;k=victim", "x=1;k=victim", "k=victim;junk",
+        "k=a&x=1;k=b",     "k=v;x=1",
+    };
+    static const char *const plain[] = {"k=v&x=1;y=2", "k=v%3Bw", "x=a;b&k=v"};
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'query:k', limiter: l}");
+    request_init(&r, NULL);
+    for (size_t i = 0; i < sizeof(ambiguous) / sizeof(ambiguous[0]); i++) {
+        r.who.query = ambiguous[i];
+        key_of(&r, key);
+        cr_assert_str_eq(key, "", "%s gave the key %s", ambiguous[i], key);
+    }
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+        r.who.query = plain[i];
+        key_of(&r, key);
+        cr_assert_neq(key[0], '\0', "%s gave no key", plain[i]);
+    }
+    headers_deinit(&r.headers);
+}
+
 Test(ratekey, query_parameter_is_decoded_then_escaped)
 {
     struct request r;
