@@ -351,30 +351,24 @@ headers_trim_values(struct headers *h)
 }
 
 bool
-headers_list_has(const struct headers *h, const char *name, const char *token)
+headers_list_has(const char *value, size_t len, const char *token)
 {
     size_t tlen = strlen(token);
+    const char *end = value + len;
 
-    for (size_t i = 0; i < h->n; i++) {
-        const char *p = h->v[i].value;
+    while (value <= end) {
+        const char *comma = memchr(value, ',', (size_t)(end - value));
+        const char *item = value;
+        size_t n = (size_t)((comma != NULL ? comma : end) - value);
 
-        if (!same_name(h->v[i].name, name)) {
-            continue;
+        headers_trim_ows(&item, &n);
+        if (n == tlen && strncasecmp(item, token, tlen) == 0) {
+            return true;
         }
-        for (;;) {
-            const char *comma = strchr(p, ',');
-            const char *item = p;
-            size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-
-            headers_trim_ows(&item, &len);
-            if (len == tlen && strncasecmp(item, token, tlen) == 0) {
-                return true;
-            }
-            if (comma == NULL) {
-                break;
-            }
-            p = comma + 1;
+        if (comma == NULL) {
+            break;
         }
+        value = comma + 1;
     }
     return false;
 }

@@ -68,11 +68,11 @@ size_t headers_count(const struct headers *h, const char *name);
 char *headers_join(const struct headers *h, const char *name);
 
 /*
- * True when a field called 'name' lists 'token' (compared without case):
- * its values cut at ',', each without the OWS around it (RFC 9110 5.6.1).
+ * True when the field value of 'len' bytes at 'value' lists 'token'
+ * (compared without case): cut at ',', each item without the OWS around
+ * it (RFC 9110 5.6.1).
  */
-bool headers_list_has(const struct headers *h, const char *name,
-                      const char *token);
+bool headers_list_has(const char *value, size_t len, const char *token);
 
 /* RFC 9110 token: one or more tchar. */
 bool headers_valid_name(const char *name);

@@ -52,6 +52,9 @@ struct resparse {
                                             end the chunk just read */
     bool in_body;                        /* past the final head: its
                                             framing lines end in CRLF */
+    bool conn_close;                     /* a Connection field of this
+                                            message lists "close" */
+    bool conn_keep_alive;                /* ... "keep-alive" */
 };
 
 static int on_message_begin(http_parser *hp);
@@ -91,6 +94,8 @@ reset_message(struct resparse *rp)
     rp->name_at = NULL;
     rp->value_at = NULL;
     rp->part = PART_NONE;
+    rp->conn_close = false;
+    rp->conn_keep_alive = false;
 }
 
 struct resparse *
@@ -284,6 +289,16 @@ end_field(struct resparse *rp)
     } else {
         headers_add_n(&rp->headers, name, name_len, value != NULL ? value : "",
                       value_len);
+        /* Its options read here, not from http_parser's flags, which miss
+         * "close" followed by a tab. */
+        if (name_len == 10 && strncasecmp(name, "Connection", 10) == 0 &&
+            value != NULL) {
+            rp->conn_close =
+                rp->conn_close || headers_list_has(value, value_len, "close");
+            rp->conn_keep_alive =
+                rp->conn_keep_alive ||
+                headers_list_has(value, value_len, "keep-alive");
+        }
     }
     rp->name.n = 0;
     rp->value.n = 0;
@@ -406,17 +421,13 @@ on_headers_complete(http_parser *hp)
     } else {
         head.framing = RESPARSE_CLOSE;
     }
-    /*
-     * Connection's options read here, not from http_parser's flags, which
-     * miss "close" followed by a tab. HTTP/1.0 with Transfer-Encoding is
-     * faulty framing, whose connection closes after it (RFC 9112 6.1).
-     */
-    close = (hp->flags & F_CONNECTION_CLOSE) != 0 ||
-            headers_list_has(&rp->headers, "Connection", "close");
-    head.keep_alive = head.framing != RESPARSE_CLOSE && !close &&
-                      (hp->http_minor >= 1 ||
-                       (!chunked && headers_list_has(&rp->headers, "Connection",
-                                                     "keep-alive")));
+    /* Connection's options as end_field() read them. HTTP/1.0 with
+     * Transfer-Encoding is faulty framing, whose connection closes after
+     * it (RFC 9112 6.1). */
+    close = (hp->flags & F_CONNECTION_CLOSE) != 0 || rp->conn_close;
+    head.keep_alive =
+        head.framing != RESPARSE_CLOSE && !close &&
+        (hp->http_minor >= 1 || (!chunked && rp->conn_keep_alive));
     /*
      * Reported once the head's last bytes are checked (see resparse_feed):
      * the parser stops here, right after the head.

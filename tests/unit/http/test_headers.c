@@ -362,3 +362,18 @@ Test(headers, trim_values_leaves_out_the_ows_around_each_value)
     cr_assert_str_eq(headers_get(&h, "F"), " f ");
     headers_deinit(&h);
 }
+
+Test(headers, list_has_reads_items_without_their_ows)
+{
+    static const char v[] = "foo, Close\t,bar";
+
+    cr_assert(headers_list_has(v, strlen(v), "close"));
+    cr_assert(headers_list_has(v, strlen(v), "bar"));
+    cr_assert(headers_list_has(v, strlen(v), "FOO"));
+    cr_assert_not(headers_list_has(v, strlen(v), "clos"));
+    /* Only the 'len' bytes count. */
+    cr_assert_not(headers_list_has(v, 3, "foo,"));
+    cr_assert(headers_list_has(v, 3, "foo"));
+    cr_assert_not(headers_list_has(v, 9, "close"));
+    cr_assert_not(headers_list_has("", 0, "close"));
+}
