@@ -469,8 +469,13 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         break;
     case END_COMPLETE:
         if (held) {
-            /* Head and body in one write; the rest, if the socket would
-             * not take it all, waits for the client (on_upstream_head()). */
+            /* Head and body in one write (a chunked body's last chunk
+             * too); the rest, if the socket would not take it all, waits
+             * for the client (on_upstream_head()). */
+            if (last_chunk) {
+                evbuffer_add(p->head_spare, EVREQ_LAST_CHUNK,
+                             sizeof(EVREQ_LAST_CHUNK) - 1);
+            }
             if (!evreq_write_out(creq, p->head_spare, on_client_drained,
                                  plain_cc)) {
                 clientconn_stream_timeouts(plain_cc);

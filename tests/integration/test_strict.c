@@ -1099,7 +1099,8 @@ Test(strict, http10_client_of_a_cut_response_gets_a_reset_not_an_end)
 
     stack_start(&st, cut, 1);
     raw_open(&c, st.gw_port);
-    raw_send(&c, "GET /x HTTP/1.0\r\nHost: x\r\n\r\n", 29);
+    raw_send(&c, "GET /x HTTP/1.0\r\nHost: x\r\n\r\n",
+             strlen("GET /x HTTP/1.0\r\nHost: x\r\n\r\n"));
     cr_assert(raw_wait_closed(&c), "the connection stayed open");
     cr_assert(c.reset,
               "a cut close-delimited body ended with a close, which reads as "
@@ -1819,6 +1820,47 @@ Test(strict, upstream_chunk_framing_broken_in_the_heads_read_is_502)
                             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
                             "Set-Cookie: a=1\r\n\r\n"
                             "4\r\nLEAKXX0\r\n\r\n");
+}
+
+/* A chunked response that came whole with its head is held and written
+ * at once: its last chunk must go with it. */
+Test(strict, a_chunked_response_read_whole_with_its_head_ends)
+{
+    static const struct script whole[] = {
+        {.target = "/x",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "5\r\nhello\r\n0\r\n\r\n",
+                     0}}},
+        {.target = "/empty",
+         .pieces = {{0,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "0\r\n\r\n",
+                     0}}},
+    };
+    struct stack st;
+    struct raw_conn c;
+    struct raw_response r;
+
+    stack_start(&st, whole, 2);
+    raw_open(&c, st.gw_port);
+    raw_send(&c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n",
+             strlen("GET /x HTTP/1.1\r\nHost: x\r\n\r\n"));
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 200 && strcmp(r.body, "hello") == 0,
+              "status %d, complete %d: %s", r.status, r.complete,
+              shown(0, c.data, c.len));
+    raw_response_free(&r);
+    /* The same connection: the next response is read as its own. */
+    raw_send(&c, "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n",
+             strlen("GET /empty HTTP/1.1\r\nHost: x\r\n\r\n"));
+    raw_read_response(&c, false, &r);
+    cr_assert(r.complete && r.status == 200 && r.body_len == 0,
+              "status %d, complete %d: %s", r.status, r.complete,
+              shown(0, c.data, c.len));
+    raw_response_free(&r);
+    raw_close(&c);
+    stack_stop(&st);
 }
 
 /* RFC 9110 8.6: no Content-Length in a 204, HEAD or not. */
