@@ -1319,34 +1319,108 @@ static const struct field scg_route_fields[] = {
 
 static const struct table scg_route_table = TABLE(scg_route_fields);
 
+/* The value of 'key' in the mapping 'node', or NULL. */
+static yaml_node_t *
+mapping_value(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    if (node == NULL || node->type != YAML_MAPPING_NODE) {
+        return NULL;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = load_node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE &&
+            strcmp((const char *)k->data.scalar.value, key) == 0) {
+            return load_node_at(ld, p->value);
+        }
+    }
+    return NULL;
+}
+
+/* Where the filters of the list 'node' (NULL: none) stand in it. */
+struct list_positions {
+    size_t *filter; /* the list index of each ordinary filter, in order */
+    size_t nfilter;
+    size_t *limiter; /* the same for each RequestRateLimiter */
+    size_t nlimiter;
+};
+
+static void
+list_positions(struct loader *ld, yaml_node_t *node, struct list_positions *lp)
+{
+    size_t n = node != NULL && node->type == YAML_SEQUENCE_NODE
+                   ? load_sequence_length(node)
+                   : 0;
+
+    lp->filter = xcalloc(n + 1, sizeof(*lp->filter));
+    lp->limiter = xcalloc(n + 1, sizeof(*lp->limiter));
+    lp->nfilter = lp->nlimiter = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (load_is_rate_limiter(ld, load_sequence_item(ld, node, i))) {
+            lp->limiter[lp->nlimiter++] = i;
+        } else {
+            lp->filter[lp->nfilter++] = i;
+        }
+    }
+}
+
 /*
- * The last 'k' of 'n' elements of 'size' bytes are a route's default
- * filters, read after its own: puts them in SCG's order. Spring gives the
- * i-th filter of each list the order i + 1 and sorts the defaults, then
- * the route's own, stably by it: the first default, the first own filter,
- * the second default, the second own one, and so on.
+ * The 'own' elements of 'size' bytes at the front of 'v' are a route's
+ * own filters, the 'k' after them its default filters, and 'own_at' and
+ * 'def_at' where each stood in its list: puts them in Spring's order.
+ * Spring gives a filter at index i of either list the order i + 1, a
+ * RequestRateLimiter too, and sorts the defaults, then the route's own,
+ * stably by it: the two lists alternate, position by position.
  */
 static void
-interleave_defaults(void *v, size_t n, size_t k, size_t size)
+merge_by_position(void *v, size_t own, const size_t *own_at, size_t k,
+                  const size_t *def_at, size_t size)
 {
     char *a = v;
     char *tmp;
-    size_t own = n - k, at = 0;
+    size_t i = 0, j = 0, at = 0;
 
-    if (k == 0) {
+    if (k == 0 || own == 0) {
         return;
     }
-    tmp = xmalloc(n * size);
-    for (size_t i = 0; i < k || i < own; i++) {
-        if (i < k) {
-            memcpy(tmp + at++ * size, a + (own + i) * size, size);
-        }
-        if (i < own) {
-            memcpy(tmp + at++ * size, a + i * size, size);
+    tmp = xmalloc((own + k) * size);
+    while (i < own || j < k) {
+        if (j < k && (i == own || def_at[j] <= own_at[i])) {
+            memcpy(tmp + at++ * size, a + (own + j++) * size, size);
+        } else {
+            memcpy(tmp + at++ * size, a + i++ * size, size);
         }
     }
-    memcpy(a, tmp, n * size);
+    memcpy(a, tmp, (own + k) * size);
     free(tmp);
+}
+
+/*
+ * A route's default filters were appended after its own ('nf' filters
+ * and 'nrl' limiters before them): put both kinds in Spring's order.
+ * Left alone when a filter did not load (the file is refused anyway).
+ */
+static void
+order_defaults(struct loader *ld, struct route *route, yaml_node_t *own_node,
+               yaml_node_t *defaults, size_t nf, size_t nrl)
+{
+    struct list_positions own, def;
+
+    list_positions(ld, own_node, &own);
+    list_positions(ld, defaults, &def);
+    if (own.nfilter == nf && own.nlimiter == nrl &&
+        def.nfilter == route->nfilters - nf &&
+        def.nlimiter == route->nrate_limiters - nrl) {
+        merge_by_position(route->filters, nf, own.filter, def.nfilter,
+                          def.filter, sizeof(*route->filters));
+        merge_by_position(route->rate_limiters, nrl, own.limiter, def.nlimiter,
+                          def.limiter, sizeof(*route->rate_limiters));
+    }
+    free(own.filter);
+    free(own.limiter);
+    free(def.filter);
+    free(def.limiter);
 }
 
 /* Stable: equal orders keep the file's order. */
@@ -1400,6 +1474,7 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
     note_route_ids(ld, node);
     for (size_t i = 0; i < n; i++) {
         struct route *route = &cfg->routes[i];
+        yaml_node_t *item;
         size_t nf;
         size_t nrl;
         size_t before;
@@ -1408,8 +1483,8 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
         /* Certificates verified by default here too: a zeroed route
          * would trust any https upstream. */
         route_defaults(cfg, route);
-        load_fields(ld, load_sequence_item(ld, node, i), PATH_INDEX(path, i),
-                    &scg_route_table, route);
+        item = load_sequence_item(ld, node, i);
+        load_fields(ld, item, PATH_INDEX(path, i), &scg_route_table, route);
         if (!defaults_ok) {
             continue;
         }
@@ -1419,11 +1494,8 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
         nrl = route->nrate_limiters;
         before = ld->ndiags;
         append_filters(ld, defaults, defaults_path, route);
-        interleave_defaults(route->filters, route->nfilters,
-                            route->nfilters - nf, sizeof(*route->filters));
-        interleave_defaults(route->rate_limiters, route->nrate_limiters,
-                            route->nrate_limiters - nrl,
-                            sizeof(*route->rate_limiters));
+        order_defaults(ld, route, mapping_value(ld, item, "filters"), defaults,
+                       nf, nrl);
         /* A wrong default filter is reported once, not once a route. */
         defaults_ok = ld->ndiags == before;
         load_name_derived(route);

@@ -268,35 +268,71 @@ Test(scg_shape, sentinel_file_maps_spring_data_redis_and_the_sub_second_rate)
     config_unref(cfg);
 }
 
-Test(scg_shape, default_filters_come_first_on_every_route)
+/*
+ * Spring's order: the i-th filter of default-filters and of a route's own
+ * list both have the order i + 1, RequestRateLimiter too, the defaults
+ * first among equals. The default AddRequestHeader and limiter are at 0
+ * and 1, a route's own limiter at 0: it comes before the default one.
+ */
+Test(scg_shape, default_filters_take_springs_order_with_a_routes_limiters)
 {
     struct config *cfg = load_file("sluice_part.yml");
+    const struct route *r = cfg->routes;
 
     cr_assert_eq(cfg->nroutes, 3);
     for (size_t i = 0; i < cfg->nroutes; i++) {
-        const struct route *r = &cfg->routes[i];
-
-        cr_assert_eq(r->nfilters, 1, "%s", r->id);
-        cr_assert_eq(r->filters[0].kind, FILTER_ADD_REQUEST_HEADER);
-        cr_assert_str_eq(r->filters[0].name, "X-Via");
-        cr_assert_geq(r->nrate_limiters, 1);
-        cr_assert_eq(r->rate_limiters[0]->derived->rules[0].limit, 100,
-                     "%s: the default filter's limiter first", r->id);
-        cr_assert_str_eq(r->rate_limiters[0]->tiers[0].key.text, "ip");
+        cr_assert_eq(r[i].nfilters, 1, "%s", r[i].id);
+        cr_assert_eq(r[i].filters[0].kind, FILTER_ADD_REQUEST_HEADER);
+        cr_assert_str_eq(r[i].filters[0].name, "X-Via");
     }
-    cr_assert_eq(cfg->routes[1].nrate_limiters, 2);
-    cr_assert_str_eq(cfg->routes[1].rate_limiters[0]->derived->name,
-                     "scg.partners");
-    cr_assert_str_eq(cfg->routes[1].rate_limiters[1]->derived->name,
-                     "scg.partners.1");
+    cr_assert_eq(r[0].nrate_limiters, 1);
+    cr_assert_str_eq(r[0].rate_limiters[0]->tiers[0].key.text, "ip");
+    cr_assert_eq(r[1].nrate_limiters, 2);
+    cr_assert_str_eq(r[1].rate_limiters[0]->tiers[0].key.text,
+                     "header:x-api-key");
+    cr_assert_str_eq(r[1].rate_limiters[1]->tiers[0].key.text, "ip");
+    cr_assert_eq(r[1].rate_limiters[1]->derived->rules[0].limit, 100);
+    cr_assert_str_eq(r[1].rate_limiters[0]->derived->name, "scg.partners");
+    cr_assert_str_eq(r[1].rate_limiters[1]->derived->name, "scg.partners.1");
+    cr_assert(r[2].rate_limiters[0]->derived->refuse_all);
+    cr_assert_str_eq(r[2].rate_limiters[1]->tiers[0].key.text, "ip");
+    config_unref(cfg);
+}
+
+/* A default filter after a route's own limiter, and one before it: the
+ * limiter holds its place in the count. */
+Test(scg_shape, a_limiter_holds_its_place_among_the_filters)
+{
+    struct config *cfg =
+        parse_ok("spring:\n"
+                 "  cloud:\n"
+                 "    gateway:\n"
+                 "      default-filters:\n"
+                 "        - AddRequestHeader=X-D, 1\n"
+                 "        - PrefixPath=/api\n"
+                 "      routes:\n"
+                 "        - id: a\n"
+                 "          uri: http://127.0.0.1:9000\n"
+                 "          filters:\n"
+                 "            - name: RequestRateLimiter\n"
+                 "              args: {redis-rate-limiter.replenishRate: 10}\n"
+                 "            - StripPrefix=1\n");
+    const struct route *a = &cfg->routes[0];
+
+    /* Spring: AddRequestHeader (1), the limiter (1), PrefixPath (2),
+     * StripPrefix (2): /foo/bar goes upstream as /foo/bar. */
+    cr_assert_eq(a->nfilters, 3);
+    cr_assert_eq(a->filters[0].kind, FILTER_ADD_REQUEST_HEADER);
+    cr_assert_eq(a->filters[1].kind, FILTER_PREFIX_PATH);
+    cr_assert_eq(a->filters[2].kind, FILTER_STRIP_PREFIX);
     config_unref(cfg);
 }
 
 Test(scg_shape, sluice_part_and_key_resolvers_table)
 {
     struct config *cfg = load_file("sluice_part.yml");
-    const struct rate_limit_conf *partners = cfg->routes[1].rate_limiters[1];
-    const struct rate_limit_conf *closed = cfg->routes[2].rate_limiters[1];
+    const struct rate_limit_conf *partners = cfg->routes[1].rate_limiters[0];
+    const struct rate_limit_conf *closed = cfg->routes[2].rate_limiters[0];
 
     cr_assert_str_eq(cfg->identity.user_header, "X-Account");
     cr_assert_eq(cfg->upstream.connect_timeout_ms, 2000);
