@@ -446,8 +446,8 @@ load_mapping_pair(struct loader *ld, const yaml_node_t *node, const char *key)
     return NULL;
 }
 
-/* The text of a scalar, or NULL after reporting why there is none. */
-/* True for s = [0-9_]+ holding a digit, in 'base' (8 or 10) or lower. */
+/* True when [s, e) is made of the characters of 'set' and '_', with at
+ * least one of 'set'. */
 static bool
 digits_in(const char *s, const char *e, const char *set)
 {
@@ -535,7 +535,8 @@ yaml11_float_differs(const char *s, const char *d, const char *e, char *as,
         return false;
     }
     dot = strchr(d, '.');
-    if (dot == NULL && strpbrk(d, "eE:") == NULL && (d[0] != '0' || !d[1])) {
+    if (dot == NULL && strpbrk(d, "eE:") == NULL &&
+        ((d[0] >= '1' && d[0] <= '9') || strcmp(d, "0") == 0)) {
         return false; /* an integer: [1-9][0-9_]* or 0 */
     }
     /* Java's form: no '+', '_', exponent or base 60; an integer part
@@ -608,15 +609,18 @@ yaml11_other_text(const char *s, char *as, size_t aslen)
             return true;
         }
     }
-    if (digits_in(d, e, "0123456789") &&
-        (s[0] == '+' || strchr(d, '_') != NULL)) {
-        snprintf(as, aslen, "a number written without '%c'",
-                 s[0] == '+' ? '+' : '_');
+    /* Decimal integers: 0 or [1-9][0-9_]*, after a sign if any. */
+    if ((strcmp(d, "0") == 0 ||
+         (d[0] >= '1' && d[0] <= '9' && digits_in(d, e, "0123456789"))) &&
+        (s[0] == '+' || strchr(d, '_') != NULL || strcmp(s, "-0") == 0)) {
+        snprintf(as, aslen, "the number %s",
+                 strcmp(d, "0") == 0 ? "0" : "written without '+' and '_'");
         return true;
     }
     return yaml11_float_differs(s, d, e, as, aslen);
 }
 
+/* The text of a scalar, or NULL after reporting why there is none. */
 const char *
 load_scalar(struct loader *ld, yaml_node_t *node, const struct load_path *path)
 {
