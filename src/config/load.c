@@ -583,6 +583,11 @@ yaml11_other_text(const char *s, char *as, size_t aslen)
             return true;
         }
     }
+    /* SnakeYAML tries its number types only on a scalar that starts
+     * with one of these ("_1" stays a string). */
+    if (s[0] == '\0' || strchr("-+0123456789.", s[0]) == NULL) {
+        return false;
+    }
     if (d[0] == '0' && (d[1] == 'x' || d[1] == 'b') &&
         digits_in(d + 2, e, d[1] == 'x' ? "0123456789abcdefABCDEF" : "01")) {
         snprintf(as, aslen, "a %s number",

@@ -140,7 +140,7 @@ Test(scg_shape, plain_scalars_yaml_1_1_reads_otherwise_are_refused)
         {"1_000", "the number written without '+' and '_'"},
         {"+5", "the number written without '+' and '_'"},
         {"-0", "the number 0"},
-        {"_1", "a floating-point number"},
+        {"-_1", "a floating-point number"},
         {"1.50", "a floating-point number"},
         {"1e3", "a floating-point number"},
         {"08080", "a floating-point number"},
@@ -175,8 +175,8 @@ Test(scg_shape, plain_scalars_yaml_1_1_reads_otherwise_are_refused)
 Test(scg_shape, plain_scalars_spring_reads_as_written_load)
 {
     static const char *const same[] = {
-        "v1", "1.5",  "2.0",   "-0.25",  "0.001", "10",   "-3",
-        "0",  "true", "false", "1.10.3", "a:b",   "1:60",
+        "v1",   "1.5",   "2.0",    "-0.25", "0.001", "10", "-3", "0",
+        "true", "false", "1.10.3", "a:b",   "1:60",  "_",  "__", "_1",
     };
 
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
