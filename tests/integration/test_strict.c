@@ -1545,34 +1545,41 @@ Test(strict, get_on_a_pooled_connection_closed_unanswered_goes_out_once_more)
     stack_stop(&st);
 }
 
+/*
+ * The upstream answers GET /x with 'reply' and keeps the connection: the
+ * client gets 'body', and the next request goes out on a new connection.
+ */
+static void
+assert_not_reused(const char *what, const char *reply, const char *body)
+{
+    const struct script s[] = {{.target = "/x", .pieces = {{0, reply, 0}}}};
+    struct stack st;
+    struct http_response r;
+    int x_conn = 0, next_conn = 0;
+
+    stack_start(&st, s, 1);
+    get(&st, "/x", NULL, &r);
+    cr_assert(r.status == 200 && strcmp(r.body, body) == 0,
+              "%s: got %ld (curl error %d) \"%s\"", what, r.status, (int)r.err,
+              shown(0, r.body, r.body_len));
+    http_response_free(&r);
+    assert_still_serves(&st, what);
+    cr_assert(upstream_find(&st.up, "GET /x ", &x_conn, NULL) &&
+              upstream_find(&st.up, "GET /next ", &next_conn, NULL));
+    cr_assert_neq(x_conn, next_conn,
+                  "%s: the next request went out on the same connection; "
+                  "upstream saw:\n%s",
+                  what, upstream_transcript(&st.up));
+    stack_stop(&st);
+}
+
 Test(strict, bytes_after_a_response_keep_its_connection_out_of_the_pool)
 {
     /* A second response, unasked, in the same write as the first. */
-    static const struct script extra[] = {
-        {.target = "/extra",
-         .pieces = {{0,
-                     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-                     "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON",
-                     0}}},
-    };
-    struct stack st;
-    struct http_response r;
-    int extra_conn = 0, next_conn = 0;
-
-    stack_start(&st, extra, 1);
-    get(&st, "/extra", NULL, &r);
-    cr_assert(r.status == 200 && strcmp(r.body, "ok") == 0,
-              "got %ld (curl error %d) \"%s\"", r.status, (int)r.err,
-              shown(0, r.body, r.body_len));
-    http_response_free(&r);
-    assert_still_serves(&st, "a response followed by stray bytes");
-    cr_assert(upstream_find(&st.up, "GET /extra ", &extra_conn, NULL) &&
-              upstream_find(&st.up, "GET /next ", &next_conn, NULL));
-    cr_assert_neq(extra_conn, next_conn,
-                  "the next request went out on the connection with the "
-                  "stray bytes; upstream saw:\n%s",
-                  upstream_transcript(&st.up));
-    stack_stop(&st);
+    assert_not_reused("a response followed by stray bytes",
+                      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                      "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON",
+                      "ok");
 }
 
 Test(strict, body_stalled_past_the_response_timeout_is_cut_off)
@@ -1735,34 +1742,6 @@ Test(strict, upstream_chunked_then_a_line_fold_is_502)
     assert_malformed_is_502("Transfer-Encoding: chunked, then a line fold",
                             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
                             " \r\n\r\n4\r\nLEAK\r\n0\r\n\r\n");
-}
-
-/*
- * The upstream answers GET /x with 'reply' and keeps the connection: the
- * client gets 'body', and the next request goes out on a new connection.
- */
-static void
-assert_not_reused(const char *what, const char *reply, const char *body)
-{
-    const struct script s[] = {{.target = "/x", .pieces = {{0, reply, 0}}}};
-    struct stack st;
-    struct http_response r;
-    int x_conn = 0, next_conn = 0;
-
-    stack_start(&st, s, 1);
-    get(&st, "/x", NULL, &r);
-    cr_assert(r.status == 200 && strcmp(r.body, body) == 0,
-              "%s: got %ld (curl error %d) \"%s\"", what, r.status, (int)r.err,
-              shown(0, r.body, r.body_len));
-    http_response_free(&r);
-    assert_still_serves(&st, what);
-    cr_assert(upstream_find(&st.up, "GET /x ", &x_conn, NULL) &&
-              upstream_find(&st.up, "GET /next ", &next_conn, NULL));
-    cr_assert_neq(x_conn, next_conn,
-                  "%s: the next request went out on the same connection; "
-                  "upstream saw:\n%s",
-                  what, upstream_transcript(&st.up));
-    stack_stop(&st);
 }
 
 Test(strict, upstream_connection_close_then_a_tab_is_not_reused)
