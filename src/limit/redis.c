@@ -1399,6 +1399,20 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
             call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         }
     }
+    /*
+     * An array of another length, or a reply of another kind, is most
+     * likely another command's: a reply skipped on the way puts every
+     * later one a command late. Only a new connection pairs them again.
+     */
+    if (reply != NULL && reply->type != REDIS_REPLY_ERROR &&
+        (reply->type != REDIS_REPLY_ARRAY || reply->elements != b->n) &&
+        ac == c->ac) {
+        log_warn("redis: %s:%u: a batch of %zu calls got a reply of another "
+                 "shape: replies may be out of step; reconnecting",
+                 c->host, (unsigned)c->port, b->n);
+        schedule_retry(c);
+        drop_connection(c); /* hiredis frees it once this returns */
+    }
     free(b);
 }
 

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -47,6 +48,8 @@ struct standin {
     size_t role_len;        /* bytes of 'role' */
     const char *slots;      /* as a cluster node: the answer to CLUSTER
                                SLOTS (RESP), or NULL; borrowed */
+    bool short_batch;       /* a batch's reply has one answer fewer
+                               than its calls */
     unsigned long accepted; /* connections taken */
     unsigned long maps;     /* CLUSTER SLOTS answered */
     unsigned long evals;    /* EVALSHA commands answered */
@@ -154,6 +157,7 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
         if (a + 1 < nw && word_is(w[a], wl[a], "batch")) {
             unsigned long calls = strtoul(w[a + 1], NULL, 10);
 
+            calls -= s->short_batch && calls > 0;
             len = (size_t)snprintf(out, sizeof(out), "*%lu\r\n", calls);
             for (unsigned long i = 0; i < calls; i++) {
                 len += (size_t)snprintf(out + len, sizeof(out) - len,
@@ -498,6 +502,71 @@ expect_policy_for_n(const char *limiter, const char *reply, int requests,
         w->lines = harness_count(log, "unexpected reply");
         free(log);
     }
+    gw_rig_stop(&g);
+    standin_stop(&s);
+    free(redis);
+}
+
+/* Requests on the rig's route, from threads, until 'stop'. */
+struct load {
+    const struct gw_rig *g;
+    atomic_bool stop;
+};
+
+static void *
+load_run(void *arg)
+{
+    struct load *l = arg;
+
+    while (!atomic_load(&l->stop)) {
+        gw_rig_get(l->g);
+    }
+    return NULL;
+}
+
+/* For harness_wait_until(): the stand-in took a second connection. */
+static bool
+reconnected(void *arg)
+{
+    return standin_count(arg, &((struct standin *)arg)->accepted) >= 2;
+}
+
+/*
+ * A batch answered with one answer fewer than its calls: a reply skipped
+ * on the way looks so, and puts every later reply a command late. The
+ * connection is dropped and made again (README, "Redis, and when it
+ * fails").
+ */
+Test(bad_replies, a_batch_reply_of_another_length_reconnects, .timeout = 60)
+{
+    struct standin s;
+    struct gw_rig g;
+    struct load l;
+    pthread_t th[8];
+    char *redis;
+
+    standin_start(&s, "1:4:0:1000:0:0");
+    s.short_batch = true;
+    redis = redis_at(s.port, "5s");
+    gw_rig_start(&g, redis,
+                 "{algorithm: fixed_window, limit: 1000000, "
+                 "window: 1h}");
+    cr_assert(harness_wait_until(connected, &g.gw, 10000),
+              "the gateway never connected to the stand-in");
+    l.g = &g;
+    atomic_init(&l.stop, false);
+    /* Requests at once, so that the worker sends some as a batch. */
+    for (size_t i = 0; i < 8; i++) {
+        cr_assert_eq(pthread_create(&th[i], NULL, load_run, &l), 0);
+    }
+    cr_assert(harness_wait_until(reconnected, &s, 20000),
+              "no new connection after a short batch reply; log:\n%s",
+              proc_log(&g.gw));
+    atomic_store(&l.stop, true);
+    for (size_t i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+    }
+    cr_assert(proc_log_contains(&g.gw, "replies may be out of step"));
     gw_rig_stop(&g);
     standin_stop(&s);
     free(redis);
