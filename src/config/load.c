@@ -161,7 +161,7 @@ load_report_at(struct loader *ld, yaml_mark_t mark,
     va_start(ap, fmt);
     msg = escape_controls(xvasprintf(fmt, ap));
     va_end(ap);
-    text = path_text(path);
+    text = escape_controls(path_text(path));
     if (text[0] != '\0') {
         add_diag(
             ld, line, col,
@@ -188,7 +188,7 @@ load_warn_at(struct loader *ld, yaml_mark_t mark, const struct load_path *path,
     va_start(ap, fmt);
     msg = escape_controls(xvasprintf(fmt, ap));
     va_end(ap);
-    text = path_text(path);
+    text = escape_controls(path_text(path));
     ld->warns = xgrow(ld->warns, &ld->wcap, ld->nwarns + 1, sizeof(*d));
     d = &ld->warns[ld->nwarns];
     d->line = line;

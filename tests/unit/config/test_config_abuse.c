@@ -524,4 +524,7 @@ Test(config_abuse, control_characters_in_a_message_are_escaped)
     assert_error("log: {level: \"a\\tb\\e[31m\"}\n" ROUTE,
                  "t.yaml:1:14: log.level: bad log level \"a\\tb\\x1b[31m\" "
                  "(expected debug, info, warn or error)");
+    /* A key of the path too (found by fuzz_config). */
+    assert_error("scg: {key_resolvers: {\"a\\tb\": }}\n" ROUTE,
+                 "t.yaml:1:31: scg.key_resolvers.a\\tb: missing value");
 }
