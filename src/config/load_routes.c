@@ -1011,11 +1011,11 @@ check_template_vars(struct loader *ld, yaml_node_t *node,
         /* Spring expands URI variables in these values too; sluice sends
          * a response value as written, so a Spring file that counts on
          * the expansion would get another meaning. */
-        if (ld->scg && s != NULL && glob_next_ref(s, &len) != NULL) {
+        if (ld->scg && s != NULL && (s = glob_next_ref(s, &len)) != NULL) {
             report(ld, node, path,
                    "%s: Spring would expand {%.*s} in the value; sluice "
                    "sends response header values as written",
-                   filter_name(flt), (int)len, glob_next_ref(s, &len) + 1);
+                   filter_name(flt), (int)len, s + 1);
         }
         return;
     default:
@@ -1319,25 +1319,6 @@ static const struct field scg_route_fields[] = {
 
 static const struct table scg_route_table = TABLE(scg_route_fields);
 
-/* The value of 'key' in the mapping 'node', or NULL. */
-static yaml_node_t *
-mapping_value(struct loader *ld, yaml_node_t *node, const char *key)
-{
-    if (node == NULL || node->type != YAML_MAPPING_NODE) {
-        return NULL;
-    }
-    for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
-         p < node->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = load_node_at(ld, p->key);
-
-        if (k->type == YAML_SCALAR_NODE &&
-            strcmp((const char *)k->data.scalar.value, key) == 0) {
-            return load_node_at(ld, p->value);
-        }
-    }
-    return NULL;
-}
-
 /* Where the filters of the list 'node' (NULL: none) stand in it. */
 struct list_positions {
     size_t *filter; /* the list index of each ordinary filter, in order */
@@ -1475,6 +1456,7 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
     for (size_t i = 0; i < n; i++) {
         struct route *route = &cfg->routes[i];
         yaml_node_t *item;
+        const yaml_node_pair_t *own;
         size_t nf;
         size_t nrl;
         size_t before;
@@ -1494,8 +1476,10 @@ load_scg_routes(struct loader *ld, yaml_node_t *node,
         nrl = route->nrate_limiters;
         before = ld->ndiags;
         append_filters(ld, defaults, defaults_path, route);
-        order_defaults(ld, route, mapping_value(ld, item, "filters"), defaults,
-                       nf, nrl);
+        own = item != NULL ? load_mapping_pair(ld, item, "filters") : NULL;
+        order_defaults(ld, route,
+                       own != NULL ? load_node_at(ld, own->value) : NULL,
+                       defaults, nf, nrl);
         /* A wrong default filter is reported once, not once a route. */
         defaults_ok = ld->ndiags == before;
         load_name_derived(route);

@@ -1351,6 +1351,7 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
     struct redis_client *c = b->client;
     redisReply *reply = r;
     size_t live = 0;
+    bool out_of_step;
 
     c->in_flight -= b->n;
     if (reply != NULL) {
@@ -1380,6 +1381,11 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
         }
         reply = NULL; /* answered DOWN below */
     }
+    /* An array of another length, or a reply of another kind, is most
+     * likely another command's: a reply skipped on the way puts every
+     * later one a command late. Only a new connection pairs them again. */
+    out_of_step = reply != NULL && reply->type != REDIS_REPLY_ERROR &&
+                  (reply->type != REDIS_REPLY_ARRAY || reply->elements != b->n);
     if (reply != NULL) {
         note_role(c, ac, reply);
     }
@@ -1390,23 +1396,15 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
             call_release(call); /* a late reply, or a cancelled call */
         } else if (reply == NULL) {
             call_answer(call, REDIS_CALL_DOWN, NULL);
-        } else if (reply->type == REDIS_REPLY_ARRAY &&
-                   reply->elements == b->n) {
-            parse_packed(call, reply->element[i]);
         } else if (reply->type == REDIS_REPLY_ERROR) {
             parse_reply(call, reply);
+        } else if (!out_of_step) {
+            parse_packed(call, reply->element[i]);
         } else {
             call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         }
     }
-    /*
-     * An array of another length, or a reply of another kind, is most
-     * likely another command's: a reply skipped on the way puts every
-     * later one a command late. Only a new connection pairs them again.
-     */
-    if (reply != NULL && reply->type != REDIS_REPLY_ERROR &&
-        (reply->type != REDIS_REPLY_ARRAY || reply->elements != b->n) &&
-        ac == c->ac) {
+    if (out_of_step && ac == c->ac) {
         log_warn("redis: %s:%u: a batch of %zu calls got a reply of another "
                  "shape: replies may be out of step; reconnecting",
                  c->host, (unsigned)c->port, b->n);

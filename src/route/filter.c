@@ -430,8 +430,6 @@ init_rewrite_path(struct filter *f, const char *name, const char *pattern,
     return 0;
 }
 
-static int parse_bool(const char *s, bool *out);
-
 static int
 init_header(struct filter *f, const char *name, const char *hname,
             const char *value, char *err, size_t errlen)
@@ -455,23 +453,6 @@ init_header(struct filter *f, const char *name, const char *hname,
         f->value = xstrdup(value);
     }
     return 0;
-}
-
-static int
-init_add_response_header(struct filter *f, const char *name,
-                         const char *const *args, size_t nargs, char *err,
-                         size_t errlen)
-{
-    bool override = true;
-
-    if (nargs > 2 && parse_bool(args[2], &override) != 0) {
-        errbuf_printf(err, errlen,
-                      "%s: override must be true or false, got \"%s\"", name,
-                      args[2]);
-        return -1;
-    }
-    f->keep_existing = !override;
-    return init_header(f, name, args[0], args[1], err, errlen);
 }
 
 /* Cuts 's' at commas (and, with 'spaces', at blanks) into trimmed,
@@ -793,6 +774,23 @@ parse_bool(const char *s, bool *out)
         return 0;
     }
     return -1;
+}
+
+static int
+init_add_response_header(struct filter *f, const char *name,
+                         const char *const *args, size_t nargs, char *err,
+                         size_t errlen)
+{
+    bool override = true;
+
+    if (nargs > 2 && parse_bool(args[2], &override) != 0) {
+        errbuf_printf(err, errlen,
+                      "%s: override must be true or false, got \"%s\"", name,
+                      args[2]);
+        return -1;
+    }
+    f->keep_existing = !override;
+    return init_header(f, name, args[0], args[1], err, errlen);
 }
 
 static int
