@@ -197,6 +197,15 @@ lease_take_granted(struct lease *l, uint64_t cost, uint64_t granted,
 }
 
 void
+lease_take_failed(struct lease *l)
+{
+    l->taking = false;
+    l->want = 1;
+    /* No lease to have run out early: the next take does not double. */
+    l->deadline_us = 0;
+}
+
+void
 lease_table_expire(struct lease_table *t, uint64_t now_us, uint64_t idle_us,
                    lease_return_cb *cb, void *arg)
 {

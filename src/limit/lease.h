@@ -19,8 +19,10 @@
  * - The size of the next take (lease_want()) starts at the cost (a cold
  *   key is decided exactly as without leases), doubles each time a lease
  *   is spent before its deadline and the key is asked for again, halves
- *   when a lease ends with units left, and never exceeds N or the
- *   smallest burst; Redis shrinks the grant itself as the bucket empties.
+ *   when a lease ends with units left, falls back to the cost when a
+ *   take is not answered (lease_take_failed()), and never exceeds N or
+ *   the smallest burst; Redis shrinks the grant itself as the bucket
+ *   empties.
  *
  * One table per worker thread; not thread-safe. A fixed number of
  * entries: a key whose neighbourhood is full evicts the entry seen least
@@ -115,6 +117,16 @@ void lease_take_started(struct lease *l, const struct limiter_def *def,
  */
 void lease_take_granted(struct lease *l, uint64_t cost, uint64_t granted,
                         const struct limit_result *res, uint64_t sent_us);
+
+/*
+ * The take in flight was not answered (it timed out, Redis erred or was
+ * down). Redis may still grant a timed-out take, and what it asked for
+ * counts as used; so the next take of the key asks for the request's
+ * cost again, as a new key's does, and grows from there only once takes
+ * are answered. A Redis that stalls then costs a key one lease per
+ * worker, and one request's cost per take after it. Clears 'taking'.
+ */
+void lease_take_failed(struct lease *l);
 
 /* How long a lease of 'def' may be spent: min(1 s, the shortest window). */
 uint64_t lease_lifetime_ms(const struct limiter_def *def);

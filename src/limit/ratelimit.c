@@ -947,8 +947,10 @@ on_take_reply(enum redis_status status, const long long *ints, size_t n,
         lease_take_granted(l, pt != NULL ? tk->cost : 0, granted, &res,
                            mono_us(&tk->started));
         count_units(rl, "taken", granted);
+    } else if (answered) {
+        l->taking = false; /* refused: the bucket decides the next take */
     } else {
-        l->taking = false;
+        lease_take_failed(l);
     }
     if (pt != NULL) {
         pt->take = NULL;

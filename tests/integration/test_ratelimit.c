@@ -1293,6 +1293,66 @@ Test(ratelimit, a_take_whose_requests_all_left_goes_back_whole)
 }
 
 /*
+ * Redis stalls under a hot key whose takes have grown to the whole lease:
+ * each take that times out may still be granted when Redis resumes, so
+ * it counts as lost. Only the first may ask for the lease; those after it
+ * ask for one request's cost. Each of them used to ask for the whole
+ * lease again, so that a short stall emptied the bucket.
+ */
+Test(ratelimit, takes_into_a_stalled_redis_lose_one_lease_not_one_each)
+{
+    struct rig r;
+    uint16_t admin = harness_free_port();
+    char *yaml = harness_strf(
+        "server:\n"
+        "  listen: 127.0.0.1:@PORT@\n"
+        "  workers: 1\n"
+        "admin:\n"
+        "  listen: 127.0.0.1:%u\n"
+        "redis:\n"
+        "  url: redis://@REDIS@/0\n"
+        "  timeout: 100ms\n"
+        "limiters:\n"
+        "  hot: { algorithm: token_bucket, rate: 1000/d, burst: %d, "
+        "lease: 50 }\n" HOT_ROUTE,
+        admin, HOT_LIMIT);
+    redisContext *rc;
+    int slow = 0;
+    int64_t deadline;
+    long lost;
+
+    rig_start(&r, true, 1, yaml);
+    cr_assert(harness_wait_port(admin, 5000), "no admin listener");
+    /* Takes of 1, 2, 4, ... 32, then 50 (the README's worked example). */
+    for (int i = 0; i < 100; i++) {
+        cr_assert_eq(status_of(&r, "/hot", NULL), 200);
+    }
+    rc = redis_sync(&r);
+    /* Under the second after which a silent connection is dropped (its
+     * queued takes would then never run). */
+    redis_pause(rc, 900);
+    /* One request at a time: those the lease covers pass at once; each
+     * after them is a take that waits out redis.timeout. */
+    deadline = harness_now_ms() + 5000;
+    while (slow < 4 && harness_now_ms() < deadline) {
+        int64_t t0 = harness_now_ms();
+
+        cr_assert_eq(status_of(&r, "/hot", NULL), 200);
+        slow += harness_now_ms() - t0 >= 80;
+    }
+    cr_assert_eq(slow, 4, "only %d takes waited out redis.timeout", slow);
+    lost = admin_metric(admin, "sluice_ratelimit_lease_units_total{"
+                               "event=\"lost\"}");
+    /* The first take asked for the lease (50), the three after it for 1
+     * each; one each of 50 lost 200. */
+    cr_assert_leq(lost, 53, "%ld units lost to 4 takes", lost);
+    cr_assert_geq(lost, 4, "%ld units lost to 4 takes", lost);
+    redisFree(rc);
+    free(yaml);
+    rig_stop(&r);
+}
+
+/*
  * Redis slow to answer a take: the requests that waited for it half of
  * redis.timeout or more make their own calls when it lands, rather than
  * wait for another take; every one is admitted once, and the units add

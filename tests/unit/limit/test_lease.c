@@ -240,3 +240,40 @@ Test(lease, no_entry_when_every_neighbour_is_taking)
     cr_assert(!evicted);
     lease_table_free(t);
 }
+
+/* A take that was not answered may still be granted: the next asks for
+ * the cost again, and does not double, however hot the key was. */
+Test(lease, a_take_not_answered_falls_back_to_the_cost)
+{
+    struct lease_table *t = lease_table_new(16);
+    struct limiter_def d = bucket(50, 1000, 60000);
+    struct lease ev;
+    bool evicted;
+    struct lease *l = lease_table_add(t, "k", 0, &ev, &evicted);
+    struct limit_result res;
+    uint64_t now = 1000;
+
+    for (size_t i = 0; i < 8; i++) {
+        grant(l, &d, 1, lease_want(l, &d, 1, 0), now);
+        while (lease_spend(l, 1, now, &res)) {
+        }
+        now += 1000;
+    }
+    lease_take_started(l, &d, now);
+    cr_assert_eq(lease_want(l, &d, 1, 0), 50, "hot: takes of the lease");
+    lease_take_failed(l);
+    cr_assert(!l->taking);
+    now += 1000;
+    for (size_t i = 0; i < 3; i++) {
+        lease_take_started(l, &d, now);
+        cr_assert_eq(lease_want(l, &d, 1, 0), 1, "take %zu after a failure", i);
+        cr_assert_eq(lease_want(l, &d, 3, 2), 5, "its cost and the queue's");
+        lease_take_failed(l);
+        now += 1000;
+    }
+    /* Answered again: it grows as a new key's takes do. */
+    grant(l, &d, 1, 1, now);
+    lease_take_started(l, &d, now + 1000);
+    cr_assert_eq(lease_want(l, &d, 1, 0), 2);
+    lease_table_free(t);
+}
