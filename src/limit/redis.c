@@ -1259,6 +1259,45 @@ note_role(struct redis_client *c, redisAsyncContext *ac,
     }
 }
 
+/*
+ * A reply of a shape no call of this kind is answered with (a batch's
+ * array of strings to one call, an array of another length to a batch)
+ * is most likely another command's: a reply skipped on the way puts every
+ * later one a command late, and only a new connection pairs them again.
+ * It is not a sign that the server works, so the backoff goes on.
+ */
+static void
+drop_out_of_step(struct redis_client *c, redisAsyncContext *ac,
+                 const char *what)
+{
+    if (ac != c->ac) {
+        return;
+    }
+    log_warn("redis: %s:%u: %s got a reply of another shape: replies may be "
+             "out of step; reconnecting",
+             c->host, (unsigned)c->port, what);
+    schedule_retry(c);
+    drop_connection(c); /* hiredis frees it once this returns */
+}
+
+/* A script's own reply to one call: an error, or an array of integers. */
+static bool
+fits_one_call(const redisReply *reply)
+{
+    if (reply->type == REDIS_REPLY_ERROR) {
+        return true;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY) {
+        return false;
+    }
+    for (size_t i = 0; i < reply->elements; i++) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static void
 parse_reply(struct redis_call *call, const redisReply *reply)
 {
@@ -1310,6 +1349,11 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
         if (ac != c->ac || !send_call(c, call)) {
             call_answer(call, REDIS_CALL_DOWN, NULL);
         }
+        return;
+    }
+    if (!fits_one_call(reply)) {
+        call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+        drop_out_of_step(c, ac, "a call");
         return;
     }
     note_role(c, ac, reply);
@@ -1381,12 +1425,10 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
         }
         reply = NULL; /* answered DOWN below */
     }
-    /* An array of another length, or a reply of another kind, is most
-     * likely another command's: a reply skipped on the way puts every
-     * later one a command late. Only a new connection pairs them again. */
+    /* An array of another length, or a reply of another kind. */
     out_of_step = reply != NULL && reply->type != REDIS_REPLY_ERROR &&
                   (reply->type != REDIS_REPLY_ARRAY || reply->elements != b->n);
-    if (reply != NULL) {
+    if (reply != NULL && !out_of_step) {
         note_role(c, ac, reply);
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -1404,12 +1446,8 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
             call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         }
     }
-    if (out_of_step && ac == c->ac) {
-        log_warn("redis: %s:%u: a batch of %zu calls got a reply of another "
-                 "shape: replies may be out of step; reconnecting",
-                 c->host, (unsigned)c->port, b->n);
-        schedule_retry(c);
-        drop_connection(c); /* hiredis frees it once this returns */
+    if (out_of_step) {
+        drop_out_of_step(c, ac, "a batch");
     }
     free(b);
 }

@@ -50,6 +50,7 @@ struct standin {
                                SLOTS (RESP), or NULL; borrowed */
     bool short_batch;       /* a batch's reply has one answer fewer
                                than its calls */
+    bool batch_shaped;      /* one call is answered as a batch of one */
     unsigned long accepted; /* connections taken */
     unsigned long maps;     /* CLUSTER SLOTS answered */
     unsigned long evals;    /* EVALSHA commands answered */
@@ -164,6 +165,9 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
                                         "$%zu\r\n%s\r\n", strlen(s->reply),
                                         s->reply);
             }
+        } else if (s->batch_shaped) {
+            len = (size_t)snprintf(out, sizeof(out), "*1\r\n$%zu\r\n%s\r\n",
+                                   strlen(s->reply), s->reply);
         } else {
             const char *p = s->reply;
             size_t n = 1;
@@ -567,6 +571,93 @@ Test(bad_replies, a_batch_reply_of_another_length_reconnects, .timeout = 60)
         pthread_join(th[i], NULL);
     }
     cr_assert(proc_log_contains(&g.gw, "replies may be out of step"));
+    gw_rig_stop(&g);
+    standin_stop(&s);
+    free(redis);
+}
+
+/* For harness_wait_until(): one request on the rig's route, then
+ * whether the stand-in took a second connection. */
+static bool
+reconnected_after_a_request(void *arg)
+{
+    struct standin *s = ((void **)arg)[0];
+
+    gw_rig_get(((void **)arg)[1]);
+    return reconnected(s);
+}
+
+/* One call answered as a batch is: out of step as a batch answered short
+ * is, and dropped the same way. */
+Test(bad_replies, a_call_answered_in_a_batchs_shape_reconnects, .timeout = 60)
+{
+    struct standin s;
+    struct gw_rig g;
+    void *both[2] = {&s, &g};
+    char *redis;
+
+    standin_start(&s, "1:4:0:1000:0:0");
+    s.batch_shaped = true;
+    redis = redis_at(s.port, "5s");
+    gw_rig_start(&g, redis, HOURLY);
+    cr_assert(harness_wait_until(connected, &g.gw, 10000),
+              "the gateway never connected to the stand-in");
+    /* One request at a time: single calls, never a batch. */
+    cr_assert(harness_wait_until(reconnected_after_a_request, both, 10000),
+              "no new connection after a call got a batch's reply; log:\n%s",
+              proc_log(&g.gw));
+    cr_assert(proc_log_contains(&g.gw, "a call got a reply of another shape"));
+    gw_rig_stop(&g);
+    standin_stop(&s);
+    free(redis);
+}
+
+/* For harness_wait_until(): the stand-in took a sixth connection. */
+static bool
+sixth_connection(void *arg)
+{
+    return standin_count(arg, &((struct standin *)arg)->accepted) >= 6;
+}
+
+/*
+ * A server whose every reply is out of step does not count as one that
+ * works: each reconnection waits twice as long as the one before, as
+ * after a failed connect (50 ms, halved at most by the jitter, then 100,
+ * 200, 400: the sixth connection comes 775 ms or more after the first
+ * drop). Such a reply used to reset the backoff to 50 ms, so that the
+ * gateway reconnected every 25-50 ms for as long as the server answered.
+ */
+Test(bad_replies, replies_always_out_of_step_back_the_reconnects_off,
+     .timeout = 60)
+{
+    struct standin s;
+    struct gw_rig g;
+    struct load l;
+    pthread_t th[8];
+    char *redis;
+    int64_t t0, took;
+
+    standin_start(&s, "1:4:0:1000:0:0");
+    s.short_batch = true;
+    s.batch_shaped = true;
+    redis = redis_at(s.port, "5s");
+    gw_rig_start(&g, redis, HOURLY);
+    cr_assert(harness_wait_until(connected, &g.gw, 10000),
+              "the gateway never connected to the stand-in");
+    t0 = harness_now_ms();
+    l.g = &g;
+    atomic_init(&l.stop, false);
+    for (size_t i = 0; i < 8; i++) {
+        cr_assert_eq(pthread_create(&th[i], NULL, load_run, &l), 0);
+    }
+    cr_assert(harness_wait_until(sixth_connection, &s, 30000),
+              "%lu connections in 30 s", standin_count(&s, &s.accepted));
+    took = harness_now_ms() - t0;
+    atomic_store(&l.stop, true);
+    for (size_t i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+    }
+    cr_assert_geq(took, 775, "six connections in %lld ms", (long long)took);
     gw_rig_stop(&g);
     standin_stop(&s);
     free(redis);
