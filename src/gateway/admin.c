@@ -11,7 +11,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
-#include "acceptrest.h"
+#include "clientconn.h"
 #include "clock.h"
 #include "config.h"
 #include "evreq.h"
@@ -22,11 +22,13 @@
 #include "strbuf.h"
 #include "xmalloc.h"
 
+/* No count of its own: the descriptor limit bounds admin connections. */
+#define ADMIN_MAX_CONNECTIONS SIZE_MAX
+
 struct admin {
     struct evhttp *http;         /* owned */
-    struct evconnlistener *lev;  /* the listener; owned by 'http' */
-    struct acceptrest *rest;     /* pauses 'lev' after a failed accept();
-                                    owned, or NULL */
+    struct clientconns *conns;   /* its connections, as the gateway's
+                                    (clientconn.h); owned, or NULL */
     const struct admin_ops *ops; /* borrowed */
     void *arg;                   /* for 'ops' */
 };
@@ -93,6 +95,7 @@ on_request(struct evhttp_request *req, void *arg)
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
 
+    clientconns_begin_request(a->conns, req);
     if (path == NULL) {
         path = "";
     }
@@ -149,37 +152,15 @@ on_request(struct evhttp_request *req, void *arg)
     }
 }
 
-static void
-on_rest_changed(void *arg)
-{
-    struct admin *a = arg;
-
-    if (acceptrest_resting(a->rest)) {
-        evconnlistener_disable(a->lev);
-    } else {
-        evconnlistener_enable(a->lev);
-    }
-}
-
-static const struct acceptrest_ops rest_ops = {on_rest_changed, NULL};
-
-/* evhttp has accepted a connection; NULL lets it make the bufferevent. */
-static struct bufferevent *
-on_new_bev(struct event_base *base, void *arg)
-{
-    struct admin *a = arg;
-
-    (void)base;
-    acceptrest_accepted(a->rest);
-    return NULL;
-}
-
 struct admin *
 admin_new(struct event_base *base, const struct listen_addr *addr,
-          const struct admin_ops *ops, void *arg)
+          uint64_t timeout_ms, const struct admin_ops *ops, void *arg)
 {
     struct admin *a = xcalloc(1, sizeof(*a));
     struct evhttp_bound_socket *bound;
+    struct timeval tv = clock_tv(timeout_ms);
+    struct clientconns_conf conf = {timeout_ms, timeout_ms,
+                                    ADMIN_MAX_CONNECTIONS};
 
     a->ops = ops;
     a->arg = arg;
@@ -189,8 +170,8 @@ admin_new(struct event_base *base, const struct listen_addr *addr,
                                             EVHTTP_REQ_POST);
     evhttp_set_max_headers_size(a->http, 16 * 1024);
     evhttp_set_max_body_size(a->http, 64 * 1024);
+    evhttp_set_timeout_tv(a->http, &tv);
     evhttp_set_gencb(a->http, on_request, a);
-    evhttp_set_bevcb(a->http, on_new_bev, a);
     bound = evhttp_bind_socket_with_handle(a->http, addr->host, addr->port);
     if (bound == NULL) {
         log_error("admin: listen %s:%u: %s", addr->host, addr->port,
@@ -198,8 +179,8 @@ admin_new(struct event_base *base, const struct listen_addr *addr,
         admin_free(a);
         return NULL;
     }
-    a->lev = evhttp_bound_socket_get_listener(bound);
-    a->rest = acceptrest_new(base, a->lev, "admin", "", &rest_ops, a);
+    a->conns = clientconns_new(
+        base, a->http, evhttp_bound_socket_get_listener(bound), NULL, &conf);
     return a;
 }
 
@@ -207,8 +188,10 @@ void
 admin_set_timeout(struct admin *a, uint64_t ms)
 {
     struct timeval tv = clock_tv(ms);
+    struct clientconns_conf conf = {ms, ms, ADMIN_MAX_CONNECTIONS};
 
     evhttp_set_timeout_tv(a->http, &tv);
+    clientconns_configure(a->conns, &conf);
 }
 
 void
@@ -217,7 +200,7 @@ admin_free(struct admin *a)
     if (a == NULL) {
         return;
     }
-    acceptrest_free(a->rest);
+    clientconns_free(a->conns);
     if (a->http != NULL) {
         evhttp_free(a->http);
     }

@@ -7,9 +7,11 @@
  *   GET  /metrics  Prometheus text exposition
  *   POST /reload   re-read the config file: 200, or 400 with the errors
  * HEAD wherever GET (no body); the wrong one of GET and POST is a 405
- * with Allow. Out of descriptors, the listener pauses (acceptrest.h).
- * Runs on the main thread's event_base; does I/O. The server supplies
- * what it answers through 'struct admin_ops'.
+ * with Allow. Its connections are held to what the gateway's are
+ * (clientconn.h): a deadline for each request head, a CONNECT answered
+ * 501 and closed, and the listener paused when out of descriptors. Runs on the
+ * main thread's event_base; does I/O. The server supplies what it answers
+ * through 'struct admin_ops'.
  */
 #ifndef SLUICE_ADMIN_H
 #define SLUICE_ADMIN_H
@@ -37,17 +39,19 @@ struct admin_ops {
 };
 
 /*
- * Listens on 'addr' with 'base' (borrowed). 'ops' and 'arg' are borrowed
- * and must outlive the listener. NULL (logged) if it cannot listen.
+ * Listens on 'addr' with 'base' (borrowed); 'timeout_ms' as
+ * admin_set_timeout() says. 'ops' and 'arg' are borrowed and must
+ * outlive the listener. NULL (logged) if it cannot listen.
  */
 struct admin *admin_new(struct event_base *base, const struct listen_addr *addr,
-                        const struct admin_ops *ops, void *arg);
+                        uint64_t timeout_ms, const struct admin_ops *ops,
+                        void *arg);
 void admin_free(struct admin *a); /* NULL is a no-op */
 
 /*
- * Connections accepted from now on are closed when they stay silent, or
- * cannot be written to, for 'ms' (idle, or partway through a request);
- * those already open keep the timeout they were accepted with.
+ * A request head must come whole within 'ms' of its first byte, and a
+ * connection that stays silent, or cannot be written to, for 'ms' is
+ * closed (evhttp's idle timeout: from the next connection on).
  */
 void admin_set_timeout(struct admin *a, uint64_t ms);
 

@@ -1095,13 +1095,13 @@ server_new(struct config *cfg, bool watch)
         event_add(s->signals[i], NULL);
     }
     if (cfg->admin.enabled) {
-        s->admin = admin_new(s->base, &cfg->admin.listen, &admin_ops, s);
+        /* An admin request is a few lines: its head's time is enough. */
+        s->admin = admin_new(s->base, &cfg->admin.listen, sc->header_timeout_ms,
+                             &admin_ops, s);
         if (s->admin == NULL) {
             server_free(s);
             return NULL;
         }
-        /* An admin request is a few lines: its head's time is enough. */
-        admin_set_timeout(s->admin, sc->header_timeout_ms);
     }
     if (watch || cfg->server.watch) {
         start_watch(s);

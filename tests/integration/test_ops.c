@@ -739,6 +739,41 @@ Test(ops, admin_connections_time_out_at_header_timeout, .timeout = 60)
     echo_stack_stop(&st);
 }
 
+/*
+ * The admin listener refuses a CONNECT as the gateway's does: evhttp
+ * answered 501 with "Connection: close" but kept the connection, and
+ * read what came next as a request (here it answered /metrics, which
+ * the client took for the rest of the 501's body).
+ */
+Test(ops, admin_connect_is_501_and_the_connection_closed, .timeout = 60)
+{
+    static const char text[] = "CONNECT example.org:443 HTTP/1.1\r\n"
+                               "Host: example.org:443\r\n\r\n"
+                               "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n";
+    struct echo_stack st;
+    uint16_t admin = harness_free_port();
+    char *sections = harness_strf("admin:\n  listen: 127.0.0.1:%u\n", admin);
+    int64_t t0;
+    char *got;
+
+    echo_stack_start(&st, "  header_timeout: 10s\n", sections,
+                     "  - id: all\n"
+                     "    uri: http://@ECHO@\n"
+                     "    predicates: [Path=/**]\n");
+    free(sections);
+    cr_assert(harness_wait_port(admin, 5000), "no admin listener");
+    t0 = harness_now_ms();
+    got = raw_http(admin, text, strlen(text), 8000);
+    cr_assert(got != NULL, "the admin listener refused the connection");
+    cr_assert(strncmp(got, "HTTP/1.1 501 ", 13) == 0, "answered: %s", got);
+    cr_assert(strstr(got, "HTTP/1.1 200") == NULL,
+              "a request after the CONNECT was answered: %s", got);
+    /* Closed after the answer, not at the 10 s idle timeout. */
+    cr_assert_lt(harness_now_ms() - t0, 5000, "the connection stayed open");
+    free(got);
+    echo_stack_stop(&st);
+}
+
 /* Where the response starting at 'p' ends: after its head and the
  * Content-Length bytes of body it announces (none for a HEAD). */
 static const char *
