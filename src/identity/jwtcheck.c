@@ -328,6 +328,7 @@ jwtcheck_verify(const struct jwtcheck *v, const char *token, size_t len,
     jwt_t *jwt = NULL;
     struct claims *c = NULL;
     char *json;
+    const char *named;
     unsigned alg;
 
     *why = NULL;
@@ -351,8 +352,13 @@ jwtcheck_verify(const struct jwtcheck *v, const char *token, size_t len,
         *why = "malformed token or bad signature";
         return NULL;
     }
-    alg = bit_of(jwt_get_alg(jwt));
-    if (alg == 0 || (alg & v->algorithms) == 0) {
+    /* RFC 7515 4.1.1: the alg's name is case-sensitive, and libjwt reads
+     * it without case ("rs256" checked as RS256); a verifier upstream
+     * that names its algorithms refuses such a token. */
+    named = jwt_get_header(jwt, "alg");
+    alg = named != NULL ? jwtcheck_alg_parse(named) : 0;
+    if (alg == 0 || alg != bit_of(jwt_get_alg(jwt)) ||
+        (alg & v->algorithms) == 0) {
         *why = "algorithm not accepted";
         jwt_free(jwt);
         return NULL;

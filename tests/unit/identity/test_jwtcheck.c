@@ -288,6 +288,35 @@ Test(jwtcheck, algorithm_outside_the_configured_set_is_refused)
     jwtcheck_free(rs);
 }
 
+/*
+ * An algorithm's name is case-sensitive (RFC 7515 4.1.1). libjwt reads
+ * it without case, so a token naming "hs256", signed as HS256, passed
+ * where a verifier that names its algorithms (PyJWT's, jose's) refuses it.
+ */
+Test(jwtcheck, an_algorithm_named_in_another_case_is_refused)
+{
+    static const char *const headers[] = {
+        "{\"alg\":\"hs256\",\"typ\":\"JWT\"}",
+        "{\"alg\":\"Hs256\",\"typ\":\"JWT\"}",
+        "{\"alg\":\"HS256 \",\"typ\":\"JWT\"}",
+    };
+    struct jwtcheck *hs = verifier(JWTCHECK_HS256, JT_SECRET, NULL, NULL, 0);
+    char *good = jt_forge_hs256("{\"alg\":\"HS256\",\"typ\":\"JWT\"}",
+                                VALID_CLAIMS, JT_SECRET);
+
+    /* The same forge, as the spec writes the name: accepted. */
+    cr_assert_null(refusal(hs, good), "%s", refusal(hs, good));
+    for (size_t i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
+        char *t = jt_forge_hs256(headers[i], VALID_CLAIMS, JT_SECRET);
+        const char *why = refusal(hs, t);
+
+        cr_assert_not_null(why, "%s accepted", headers[i]);
+        free(t);
+    }
+    free(good);
+    jwtcheck_free(hs);
+}
+
 Test(jwtcheck, truncated_oversized_and_malformed_tokens_are_refused)
 {
     struct jwtcheck *hs = verifier(JWTCHECK_HS256, JT_SECRET, NULL, NULL, 0);
