@@ -6,13 +6,15 @@
 
 #include "headers.h"
 #include "strbuf.h"
+#include "urlcode.h"
 
 /*
  * Calls 'each' with every cookie called 'name' in the Cookie fields of
- * 'h', in order, until it returns true; returns whether one did.
+ * 'h', in order, until it returns true; returns whether one did. With
+ * 'php', also with those PHP reads as 'name' (urlcode_php_name_is()).
  */
 static bool
-scan(const struct headers *h, const char *name, cookie_match_cb *each,
+scan(const struct headers *h, const char *name, bool php, cookie_match_cb *each,
      const void *arg)
 {
     size_t namelen = strlen(name);
@@ -31,8 +33,9 @@ scan(const struct headers *h, const char *name, cookie_match_cb *each,
             size_t klen = (size_t)((eq != NULL ? eq : end) - s);
 
             headers_trim_ows(&k, &klen);
-            if (eq != NULL && klen == namelen &&
-                memcmp(k, name, namelen) == 0) {
+            if (eq != NULL &&
+                ((klen == namelen && memcmp(k, name, namelen) == 0) ||
+                 (php && urlcode_php_name_is(k, klen, name)))) {
                 const char *val = eq + 1;
                 size_t vlen = (size_t)(end - val);
 
@@ -78,7 +81,7 @@ cookie_find(const struct headers *h, const char *name, const char **value,
 {
     struct found fd = {0, NULL, 0};
 
-    scan(h, name, on_found, &fd);
+    scan(h, name, true, on_found, &fd);
     if (fd.n > 0) {
         *value = fd.value;
         *len = fd.len;
@@ -90,7 +93,48 @@ bool
 cookie_any(const struct headers *h, const char *name, cookie_match_cb *match,
            const void *arg)
 {
-    return scan(h, name, match, arg);
+    return scan(h, name, false, match, arg);
+}
+
+/* Whether the cookie value (v, n), trimmed, is one every server reads
+ * alike: unquoted, or one pair of quotes around it with neither a quote
+ * nor a backslash inside. */
+static bool
+plainly_quoted(const char *v, size_t n)
+{
+    const char *q = memchr(v, '"', n);
+
+    if (q == NULL) {
+        return true;
+    }
+    return q == v && n >= 2 && v[n - 1] == '"' &&
+           memchr(v + 1, '"', n - 2) == NULL &&
+           memchr(v + 1, '\\', n - 2) == NULL;
+}
+
+bool
+cookie_quoting_ambiguous(const struct headers *h)
+{
+    for (size_t f = 0; h != NULL && f < h->n; f++) {
+        const char *s = h->v[f].value;
+
+        if (strcasecmp(h->v[f].name, "Cookie") != 0 || strchr(s, '"') == NULL) {
+            continue;
+        }
+        while (*s != '\0') {
+            size_t n = strcspn(s, ";");
+            const char *eq = memchr(s, '=', n);
+            const char *v = eq != NULL ? eq + 1 : s;
+            size_t vlen = (size_t)(s + n - v);
+
+            headers_trim_ows(&v, &vlen);
+            if (!plainly_quoted(v, vlen)) {
+                return true;
+            }
+            s += n + (s[n] == ';');
+        }
+    }
+    return false;
 }
 
 /* True when the cookie in 's' ('n' bytes, up to its ';') is 'name'. */

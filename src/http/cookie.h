@@ -13,7 +13,10 @@ struct headers;
 
 /*
  * How many cookies called 'name' (case-sensitive) the Cookie fields of
- * 'h' hold, across every Cookie field; when there is at least one,
+ * 'h' hold, across every Cookie field, counting those PHP reads as
+ * 'name' too (urlcode_php_name_is(): "s%69d", "api.key" for "api_key"),
+ * for a caller that must know whether an upstream may read another
+ * cookie than the first one; when there is at least one,
  * '*value' and '*len' are the first one's value with blanks trimmed, and
  * without the double quotes RFC 6265 allows around it ("v" is v, as
  * Netty, Spring Cloud Gateway's server, reads it) (borrowed from 'h'; not
@@ -22,6 +25,17 @@ struct headers;
  */
 size_t cookie_find(const struct headers *h, const char *name,
                    const char **value, size_t *len);
+
+/*
+ * True when a value in the Cookie fields of 'h' holds a double quote or
+ * a backslash that servers read differently: a quote not paired around
+ * the whole value, or a quote or backslash inside a quoted one. Python's
+ * http.cookies and Werkzeug read a quoted value across ';' and take
+ * "\155" for 'm'; others split at every ';' and keep the backslash. So
+ * in 'x="; sid=a; y="' one reads a cookie sid and the other none, and
+ * 'sid="\155ine"' is "mine" to one and not to another. 'h' may be NULL.
+ */
+bool cookie_quoting_ambiguous(const struct headers *h);
 
 /* Answers whether one cookie's value ('len' bytes, borrowed) is wanted. */
 typedef bool cookie_match_cb(const char *value, size_t len, const void *arg);

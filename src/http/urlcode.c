@@ -112,9 +112,65 @@ form_equals(const char *s, size_t n, const char *want)
     return *want == '\0';
 }
 
+/* Whether the form-decoded (s, n) holds a ']' before any NUL. */
+static bool
+closes_bracket(const char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        unsigned char c;
+
+        i += urlcode_form_byte(s + i, n - i, &c);
+        if (c == ']') {
+            return true;
+        }
+        if (c == '\0') {
+            return false;
+        }
+    }
+    return false;
+}
+
 bool
-urlcode_query_next(const char **cursor, const char *name, const char **value,
-                   size_t *valuelen)
+urlcode_php_name_is(const char *s, size_t n, const char *name)
+{
+    size_t i = 0;
+    bool leading = true, mangled = true;
+
+    while (i < n) {
+        unsigned char c;
+        size_t used = urlcode_form_byte(s + i, n - i, &c);
+
+        if (c == '\0') {
+            break;
+        }
+        i += used;
+        if (leading && c == ' ') {
+            continue;
+        }
+        leading = false;
+        if (mangled && (c == ' ' || c == '.')) {
+            c = '_';
+        } else if (mangled && c == '[') {
+            if (closes_bracket(s + i, n - i)) {
+                break; /* name[...]: an array called 'name' */
+            }
+            c = '_';
+            mangled = false; /* the rest is read as written */
+        }
+        if (*name == '\0' || c != (unsigned char)*name) {
+            return false;
+        }
+        name++;
+    }
+    return !leading && *name == '\0';
+}
+
+/* urlcode_query_next(), and with 'php' urlcode_query_next_php(). */
+static bool
+query_next(const char **cursor, const char *name, bool php, const char **value,
+           size_t *valuelen)
 {
     const char *s = *cursor;
 
@@ -124,7 +180,8 @@ urlcode_query_next(const char **cursor, const char *name, const char **value,
         size_t namelen = eq != NULL ? (size_t)(eq - s) : n;
         const char *next = s[n] == '&' ? s + n + 1 : NULL;
 
-        if (form_equals(s, namelen, name)) {
+        if (form_equals(s, namelen, name) ||
+            (php && urlcode_php_name_is(s, namelen, name))) {
             *value = eq != NULL ? eq + 1 : s + n;
             *valuelen = eq != NULL ? n - namelen - 1 : 0;
             *cursor = next;
@@ -134,6 +191,20 @@ urlcode_query_next(const char **cursor, const char *name, const char **value,
     }
     *cursor = NULL;
     return false;
+}
+
+bool
+urlcode_query_next(const char **cursor, const char *name, const char **value,
+                   size_t *valuelen)
+{
+    return query_next(cursor, name, false, value, valuelen);
+}
+
+bool
+urlcode_query_next_php(const char **cursor, const char *name,
+                       const char **value, size_t *valuelen)
+{
+    return query_next(cursor, name, true, value, valuelen);
 }
 
 bool

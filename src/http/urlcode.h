@@ -55,6 +55,25 @@ size_t urlcode_form_decode(const char *s, size_t n, char *dst);
 bool urlcode_query_next(const char **cursor, const char *name,
                         const char **value, size_t *valuelen);
 
+/*
+ * As urlcode_query_next(), but a parameter also matches when PHP reads
+ * its name as 'name' (urlcode_php_name_is()): "api.key", "api key",
+ * "api[key" and "api_key[]" are all "api_key" to a PHP upstream, the
+ * last also to Rack. For what must count every parameter an upstream may
+ * take for 'name' (a rate-limit key).
+ */
+bool urlcode_query_next_php(const char **cursor, const char *name,
+                            const char **value, size_t *valuelen);
+
+/*
+ * True when PHP reads the raw name (s, n) of a query parameter or cookie
+ * as the top-level variable 'name': form-decoded, cut at a NUL, leading
+ * spaces skipped, ' ' and '.' read as '_' up to the first '[', which
+ * opens an array of the name before it when a ']' follows, and is read as
+ * '_' when none does ("Variables From External Sources", PHP manual).
+ */
+bool urlcode_php_name_is(const char *s, size_t n, const char *name);
+
 /* The raw value of the first parameter named 'name', as above. */
 bool urlcode_query_first(const char *query, const char *name,
                          const char **value, size_t *valuelen);

@@ -258,7 +258,7 @@ query_count(const char *q, const char *name)
     size_t len;
     int n = 0;
 
-    while (n < 2 && urlcode_query_next(&cursor, name, &value, &len)) {
+    while (n < 2 && urlcode_query_next_php(&cursor, name, &value, &len)) {
         n++;
     }
     return n;
@@ -293,8 +293,10 @@ semicolons_disagree(const char *q, const char *name, const struct part_value *v)
 /*
  * The value of query parameter 'name' in 'q' (raw, encoded). A parameter
  * sent twice names no one (as find_header()): frameworks differ on which
- * of them the upstream reads. So does one that an upstream splitting on
- * ';' as well would read otherwise ("k=junk;k=victim").
+ * of them the upstream reads. Twice counts as PHP counts: "api.key",
+ * "api key", "api[key" and "api_key[]" are "api_key" there (PHP reads
+ * the last of them). So does one that an upstream splitting on ';' as
+ * well would read otherwise ("k=junk;k=victim").
  */
 static bool
 find_query(const char *q, const char *name, struct part_value *v)
@@ -306,8 +308,8 @@ find_query(const char *q, const char *name, struct part_value *v)
     if (q == NULL) {
         return false;
     }
-    found = urlcode_query_next(&cursor, name, &v->p, &v->n);
-    if ((found && urlcode_query_next(&cursor, name, &again, &again_len)) ||
+    found = urlcode_query_next_php(&cursor, name, &v->p, &v->n);
+    if ((found && urlcode_query_next_php(&cursor, name, &again, &again_len)) ||
         semicolons_disagree(q, name, v)) {
         v->p = NULL;
         v->n = 0;
@@ -319,17 +321,24 @@ find_query(const char *q, const char *name, struct part_value *v)
 }
 
 /*
- * The value of cookie 'name' in the Cookie fields ("a=b; c=d"). A cookie
- * sent twice is ambiguous: it names no one (as find_header()).
+ * The value of cookie 'name' in the Cookie fields ("a=b; c=d"), read as
+ * PHP, Rack and Express read it: form-decoded ("%6Dine" and "mine" are
+ * one key). A cookie sent twice, counted as PHP counts it
+ * (cookie_find()), names no one (as find_header()); so does every cookie
+ * of fields whose quoting servers read differently
+ * (cookie_quoting_ambiguous()).
  */
 static bool
 find_cookie(const struct headers *h, const char *name, struct part_value *v)
 {
-    if (cookie_find(h, name, &v->p, &v->n) > 1) {
+    size_t n = cookie_find(h, name, &v->p, &v->n);
+
+    if (n > 1 || (n == 1 && cookie_quoting_ambiguous(h))) {
         v->p = NULL;
         v->n = 0;
         v->repeated = true;
     }
+    v->form_encoded = v->p != NULL;
     return v->p != NULL;
 }
 

@@ -221,3 +221,30 @@ Test(urlcode, query_lookup_walks_every_value_of_a_parameter_in_order)
     cr_assert_null(cursor, "the cursor ends at the end");
     cr_assert_not(urlcode_query_next(&cursor, "a", &v, &n), "and stays");
 }
+
+/* What PHP registers a raw parameter or cookie name as ($_GET, $_COOKIE). */
+Test(urlcode, names_are_read_as_php_reads_them)
+{
+    static const char *const api_key[] = {
+        "api_key",    "api.key",       "api key",      "api+key",
+        "api%2Ekey",  "%20%20api_key", "api[key",      "api_key[]",
+        "api_key[0]", "api_key[a][b]", "api_key%00.x", "api_key[x%5D",
+    };
+    static const char *const other[] = {
+        "api_keyx",   "api[key]", "xapi_key", "api_key_", "api[k.ey",
+        "api_key%20", "",         "[]",       "   ",
+    };
+
+    for (size_t i = 0; i < sizeof(api_key) / sizeof(api_key[0]); i++) {
+        cr_assert(
+            urlcode_php_name_is(api_key[i], strlen(api_key[i]), "api_key"),
+            "%s", api_key[i]);
+    }
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        cr_assert_not(
+            urlcode_php_name_is(other[i], strlen(other[i]), "api_key"), "%s",
+            other[i]);
+    }
+    /* After an unmatched '[', the rest is read as written. */
+    cr_assert(urlcode_php_name_is("api[k.ey", 8, "api_k.ey"));
+}

@@ -379,6 +379,114 @@ Test(ratekey, a_quoted_cookie_value_is_the_same_key)
     }
 }
 
+/*
+ * PHP, Rack and Express URL-decode a cookie's value: each spelling of one
+ * value ("%6Dine", "m%69ne") bought a fresh bucket while the upstream
+ * read the same session. It is read as they read it: one key.
+ */
+Test(ratekey, a_cookie_value_however_encoded_is_one_key)
+{
+    static const char *const spellings[] = {"sid=mine", "sid=%6Dine",
+                                            "sid=m%69ne", "sid=%6d%69ne",
+                                            "sid=\"%6Dine\""};
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'cookie:sid', limiter: l}");
+    for (size_t i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
+        request_init(&r, NULL);
+        headers_add(&r.headers, "Cookie", spellings[i]);
+        key_of(&r, key);
+        assert_key(key, "cookie:sid", "mine");
+        headers_deinit(&r.headers);
+    }
+}
+
+/*
+ * Quotes and backslashes that servers read differently: Python's
+ * http.cookies and Werkzeug read "\155ine" as "mine" and a quoted value
+ * across ';' (so 'x="; sid=victim; y="' holds no sid for them), others
+ * keep the backslash and split at every ';'. Each spelling was a fresh
+ * bucket; such fields now name no one.
+ */
+Test(ratekey, cookies_whose_quoting_servers_read_differently_name_no_one)
+{
+    static const char *const ambiguous[] = {
+        "sid=\"\\155ine\"",     "sid=\"m\\ine\"",
+        "sid=\"\\m\\i\\n\\e\"", "x=\"; sid=victim; y=\"",
+        "sid=\"mine",           "sid=mi\"ne",
+        "sid=\"mi\"ne\"",       "a=\"b\\\"c\"; sid=mine",
+    };
+    static const char *const plain[] = {"sid=\"mine\"; a=\"b\"", "sid=mi\\ne",
+                                        "a=\"\"; sid=mine"};
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'cookie:sid', limiter: l}");
+    for (size_t i = 0; i < sizeof(ambiguous) / sizeof(ambiguous[0]); i++) {
+        request_init(&r, NULL);
+        headers_add(&r.headers, "Cookie", ambiguous[i]);
+        key_of(&r, key);
+        cr_assert_str_eq(key, "", "%s gave the key %s", ambiguous[i], key);
+        headers_deinit(&r.headers);
+    }
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+        request_init(&r, NULL);
+        headers_add(&r.headers, "Cookie", plain[i]);
+        key_of(&r, key);
+        cr_assert_neq(key[0], '\0', "%s gave no key", plain[i]);
+        headers_deinit(&r.headers);
+    }
+}
+
+/*
+ * PHP reads "api.key", "api key", "api[key" and "api_key[]" as "api_key"
+ * (Rack the last too), and a cookie's name decoded: beside the key's own
+ * name each is the key sent twice, and alone it is the key.
+ */
+Test(ratekey, names_php_reads_as_the_key_count_as_the_key)
+{
+    static const char *const twice[] = {
+        "api_key=junk&api.key=mine",     "api_key=junk&api+key=mine",
+        "api_key=junk&api%20key=mine",   "api_key=junk&api[key=mine",
+        "api_key[]=mine&api_key=junk",   "api_key=junk&+api_key=mine",
+        "api_key=junk&api_key%00x=mine", "api_key=junk&api_key[a]=mine",
+    };
+    static const char *const alone[] = {"api.key=mine", "api_key[]=mine",
+                                        "api[key=mine"};
+    static const char *const others[] = {"api_key=mine&api_keyx=1",
+                                         "api_key=mine&api[key]=1",
+                                         "api_key=mine&xapi.key=1"};
+    struct request r;
+    char key[RATEKEY_MAX];
+
+    load("{key: 'query:api_key', limiter: l}");
+    request_init(&r, NULL);
+    for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+        r.who.query = twice[i];
+        key_of(&r, key);
+        cr_assert_str_eq(key, "", "%s gave the key %s", twice[i], key);
+    }
+    for (size_t i = 0; i < sizeof(alone) / sizeof(alone[0]); i++) {
+        r.who.query = alone[i];
+        key_of(&r, key);
+        assert_key(key, "query:api_key", "mine");
+    }
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        r.who.query = others[i];
+        key_of(&r, key);
+        assert_key(key, "query:api_key", "mine");
+    }
+    headers_deinit(&r.headers);
+
+    load("{key: 'cookie:sid', limiter: l}");
+    request_init(&r, NULL);
+    headers_add(&r.headers, "Cookie", "s%69d=mine; sid=junk");
+    key_of(&r, key);
+    cr_assert_str_eq(key, "", "a decoded name twice gave the key %s", key);
+    headers_deinit(&r.headers);
+}
+
 Test(ratekey, route_key_is_one_bucket_for_everyone)
 {
     struct request r;
