@@ -318,6 +318,11 @@ attempt_failed(struct redis_client *c, const char *what, const char *why)
             where, *via ? " (" : "", via, *via ? ")" : "", why);
     c->failing = true;
     c->failures++;
+    if (c->sentinel != NULL) {
+        /* The server the sentinels named failed: the next ask starts at
+         * another sentinel, in case this one's answer is stale. */
+        sentinel_distrust(c->sentinel);
+    }
     schedule_retry(c);
 }
 

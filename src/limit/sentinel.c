@@ -39,9 +39,15 @@
  * backoff). A subscription that lasted WATCH_PAUSE_MAX_MS resets it. */
 #define WATCH_PAUSE_MIN_MS 100
 #define WATCH_PAUSE_MAX_MS 2000
-/* How often the subscription's unparsed input is looked at
- * (replyguard_overflowing()). */
-#define UNREAD_CHECK_MS 1000
+/* How often the subscription is looked at: its unparsed input
+ * (replyguard_overflowing()), and its heartbeat. A sentinel that hangs,
+ * or a link cut without a reset, would otherwise keep a worker deaf to
+ * '+switch-master' for as long as TCP takes to notice. Each look sends
+ * SUBSCRIBE again unless one is unanswered; Redis confirms a repeated
+ * SUBSCRIBE as it did the first (and hiredis keeps one callback per
+ * channel, not one per command, as it would for a PING). One unanswered
+ * for the link's timeout loses the subscription. */
+#define WATCH_CHECK_MS 1000
 /* Switches are followed at most this often. Each one costs the client its
  * connection and the calls in flight; a sentinel announcing one after
  * another (a flood, or a bug) would keep it reconnecting. The last one
@@ -74,6 +80,8 @@ struct link {
                                 success: later ones are debug */
     uint64_t pause_ms;       /* the watch: next pause, before jitter */
     int64_t subscribed_ms;   /* the watch: when the subscription began */
+    int64_t beat_ms;         /* the watch: when the SUBSCRIBE unanswered
+                                was sent, or 0 */
 };
 
 struct sentinel {
@@ -315,12 +323,15 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
         return;
     }
     kind = reply->element[0];
-    if (strcmp(kind->str, "subscribe") == 0) {
-        /* Messages may be hours apart: no deadline any more, only a look
-         * at what has come unfinished (on_watch_timer()). */
-        struct timeval tv = clock_tv(UNREAD_CHECK_MS);
+    if (strcmp(kind->str, "subscribe") == 0 && l->state == LINK_SUBSCRIBED) {
+        l->beat_ms = 0; /* the heartbeat's answer (WATCH_CHECK_MS) */
+    } else if (strcmp(kind->str, "subscribe") == 0) {
+        /* Messages may be hours apart: no deadline for them, only the
+         * looks of on_watch_timer(). */
+        struct timeval tv = clock_tv(WATCH_CHECK_MS);
 
         evtimer_add(l->timer, &tv);
+        l->beat_ms = 0;
         l->state = LINK_SUBSCRIBED;
         l->tried = 0;
         l->subscribed_ms = clock_mono_ms();
@@ -333,6 +344,26 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *privdata)
                reply->element[2]->type == REDIS_REPLY_STRING) {
         watch_message(l->s, reply->element[2]->str, reply->element[2]->len);
     }
+}
+
+/* The watch's sentinel answered where our master's primary is: it
+ * monitors it, or it does not (nil), or it is no sentinel (an error). */
+static void
+on_watch_known(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct link *l = privdata;
+    redisReply *reply = r;
+    char why[256];
+
+    if (reply == NULL || ac != l->ac || reply->type == REDIS_REPLY_ARRAY) {
+        return;
+    }
+    snprintf(why, sizeof(why), "%s",
+             reply->type == REDIS_REPLY_NIL ? "does not know the master name"
+             : reply->type == REDIS_REPLY_ERROR ? reply->str
+                                                : "unexpected reply");
+    link_close(l); /* hiredis frees it once this returns */
+    link_failed(l, why);
 }
 
 static void
@@ -432,6 +463,14 @@ link_connect(struct link *l, const char *ip)
         rc = redisAsyncCommandArgv(ac, on_auth_reply, l, 2, argv, NULL);
     }
     if (rc == REDIS_OK && l->watch) {
+        /* Asked first, as the ask does: a sentinel that does not monitor
+         * our master would never announce its switch. */
+        argv[0] = "SENTINEL";
+        argv[1] = "GET-MASTER-ADDR-BY-NAME";
+        argv[2] = s->master;
+        rc = redisAsyncCommandArgv(ac, on_watch_known, l, 3, argv, NULL);
+    }
+    if (rc == REDIS_OK && l->watch) {
         argv[0] = "SUBSCRIBE";
         argv[1] = "+switch-master";
         rc = redisAsyncCommandArgv(ac, on_watch_reply, l, 2, argv, NULL);
@@ -521,14 +560,26 @@ on_watch_timer(evutil_socket_t fd, short what, void *arg)
     }
     if (s->watch.state == LINK_SUBSCRIBED) {
         struct link *l = &s->watch;
-        struct timeval tv = clock_tv(UNREAD_CHECK_MS);
+        struct timeval tv = clock_tv(WATCH_CHECK_MS);
+        int64_t now = clock_mono_ms();
+        const char *argv[] = {"SUBSCRIBE", "+switch-master"};
 
-        if (!replyguard_overflowing(&l->guard)) {
-            evtimer_add(l->timer, &tv);
+        if (replyguard_overflowing(&l->guard)) {
+            link_close(l);
+            watch_lost(l, l->guard.refused);
             return;
         }
-        link_close(l);
-        watch_lost(l, l->guard.refused);
+        if (l->beat_ms != 0 && now - l->beat_ms >= (int64_t)s->timeout_ms) {
+            link_close(l);
+            watch_lost(l, "no answer to a heartbeat");
+            return;
+        }
+        if (l->beat_ms == 0 &&
+            redisAsyncCommandArgv(l->ac, on_watch_reply, l, 2, argv, NULL) ==
+                REDIS_OK) {
+            l->beat_ms = now;
+        }
+        evtimer_add(l->timer, &tv);
         return;
     }
     link_close(&s->watch);
@@ -603,6 +654,12 @@ sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg)
     s->ask_cb = cb;
     s->ask_arg = arg;
     link_open(&s->ask);
+}
+
+void
+sentinel_distrust(struct sentinel *s)
+{
+    s->answered = (s->answered + 1) % s->nnodes;
 }
 
 void

@@ -28,8 +28,10 @@ typedef void sentinel_watch_cb(void *arg);
  * Creates the client for conf->sentinel_master and conf->sentinels (both
  * copied) on 'base' (borrowed). 'timeout_ms' bounds each connection to a
  * sentinel and each answer. It subscribes at once, on the first sentinel
- * that takes it (the next one when that fails, forever, with a growing,
- * jittered pause between rounds and after a lost subscription), runs
+ * that monitors the master and takes it (the next one when that fails,
+ * forever, with a growing, jittered pause between rounds and after a
+ * lost subscription; a subscription whose sentinel leaves a heartbeat
+ * unanswered for 'timeout_ms' is lost), runs
  * 'on_watch' each time a subscription is confirmed, and runs 'on_switch'
  * with the new address whenever that sentinel announces a failover of our
  * master: at most once a second, the last announcement heard within that
@@ -58,6 +60,14 @@ void sentinel_free(struct sentinel *s);
  * cancel or free. An ask still pending is cancelled by the next.
  */
 void sentinel_ask(struct sentinel *s, sentinel_addr_cb *cb, void *arg);
+/*
+ * The address the last answer gave did not work out (not the primary,
+ * unreachable, or failing the handshake): the next ask starts at the
+ * sentinel after the one that gave it, so that one stale or lying
+ * sentinel cannot hold every attempt on its answer.
+ */
+void sentinel_distrust(struct sentinel *s);
+
 /* The pending ask, if any, is dropped: its 'cb' will not run. */
 void sentinel_cancel(struct sentinel *s);
 

@@ -705,27 +705,32 @@ struct fake_sentinel {
     atomic_uint asks;             /* GET-MASTER-ADDR-BY-NAMEs answered */
     atomic_bool close_subscribed; /* close a subscriber once confirmed */
     atomic_bool drop_subscribers; /* set: close them once, then clear */
+    atomic_bool mute_subscribed;  /* read and answer nothing once a
+                                     connection has subscribed */
+    atomic_bool unknown_master;   /* answer an ask with nil: it does not
+                                     monitor the master */
     pthread_mutex_t mu;           /* guards 'publish' */
     char publish[512];            /* a +switch-master text to send, or "" */
     atomic_bool stop;             /* set to end the thread */
     pthread_t thread;             /* serving */
 };
 
-/* Answers 'req' on 'fd'; true if it was a SUBSCRIBE. */
+/* Answers 'req' on 'fd' (an ask, a SUBSCRIBE, or the two in that order,
+ * as the watch sends them); true if it held a SUBSCRIBE. Only the first
+ * SUBSCRIBE of a connection ('subscribed' false) is counted: those after
+ * it are the watch's heartbeats. */
 static bool
-fake_reply(int fd, const char *req, struct fake_sentinel *fs)
+fake_reply(int fd, const char *req, struct fake_sentinel *fs, bool subscribed)
 {
-    char out[256];
+    char out[512];
     int n = 0;
     ssize_t w;
-    bool sub = false;
+    bool sub = strstr(req, "SUBSCRIBE") != NULL;
 
-    if (strstr(req, "SUBSCRIBE") != NULL) {
-        n = snprintf(out, sizeof(out),
-                     "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
-                     ":1\r\n");
-        sub = true;
-        atomic_fetch_add(&fs->subscribes, 1);
+    if (strstr(req, "GET-MASTER-ADDR-BY-NAME") != NULL &&
+        atomic_load(&fs->unknown_master)) {
+        n = snprintf(out, sizeof(out), "$-1\r\n");
+        atomic_fetch_add(&fs->asks, 1);
     } else if (strstr(req, "GET-MASTER-ADDR-BY-NAME") != NULL) {
         char port[8];
 
@@ -734,6 +739,14 @@ fake_reply(int fd, const char *req, struct fake_sentinel *fs)
                      strlen(fs->answer_host), fs->answer_host, strlen(port),
                      port);
         atomic_fetch_add(&fs->asks, 1);
+    }
+    if (sub) {
+        n += snprintf(out + n, sizeof(out) - (size_t)n,
+                      "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
+                      ":1\r\n");
+        if (!subscribed) {
+            atomic_fetch_add(&fs->subscribes, 1);
+        }
     }
     if (n > 0) {
         w = write(fd, out, (size_t)n);
@@ -826,7 +839,10 @@ fake_main(void *arg)
                 continue;
             }
             buf[k] = '\0';
-            if (fake_reply(pfd[i].fd, buf, fs)) {
+            if (subscribed[i] && atomic_load(&fs->mute_subscribed)) {
+                continue; /* a sentinel that hangs */
+            }
+            if (fake_reply(pfd[i].fd, buf, fs, subscribed[i])) {
                 subscribed[i] = true;
             }
         }
@@ -1073,6 +1089,102 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
  * connects anyway, on the sentinels' word, and says once that it could
  * not verify.
  */
+/*
+ * The first sentinel listed names a replica (stale, or partitioned): the
+ * server's ROLE refuses it, and the next ask starts at the next sentinel,
+ * which names the primary. Every ask used to start again at the one that
+ * had answered, so the gateway never reached the primary.
+ */
+Test(sentinel, a_sentinel_whose_answer_fails_is_not_asked_first_again,
+     .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel stale = {.fd = -1}, good = {.fd = -1};
+    char *nodes;
+
+    rig_start_servers(&r);
+    fake_start(&stale, r.replica_port);
+    fake_start(&good, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u', '127.0.0.1:%u'", (unsigned)stale.port,
+                         (unsigned)good.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(gateway_connected, &r.gw, 15000),
+              "never connected to the primary:\n%s", proc_log(&r.gw));
+    cr_assert(proc_log_contains(&r.gw, "not the primary (role slave)"),
+              "the stale answer was not tried first:\n%s", proc_log(&r.gw));
+    assert_decided_on(&r, r.primary_port, "past");
+    rig_stop(&r);
+    fake_stop(&stale);
+    fake_stop(&good);
+}
+
+static bool
+subscription_given_up(void *arg)
+{
+    return proc_log_contains(arg, "subscription lost: no answer to a "
+                                  "heartbeat");
+}
+
+/*
+ * The watch's sentinel hangs once subscribed (a SIGSTOP, a link cut
+ * without a reset): it would announce no switch, and a failover went
+ * unheard until the old primary was demoted. The watch's heartbeat goes
+ * unanswered for redis.timeout, and it subscribes again.
+ */
+Test(sentinel, a_subscription_whose_sentinel_hangs_is_given_up, .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel fs = {.fd = -1};
+    char *nodes;
+
+    rig_start_servers(&r);
+    fake_start(&fs, r.primary_port);
+    atomic_store(&fs.mute_subscribed, true);
+    nodes = harness_strf("'127.0.0.1:%u'", (unsigned)fs.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(fake_subscribed, &fs, 10000),
+              "never subscribed:\n%s", proc_log(&r.gw));
+    cr_assert(harness_wait_until(subscription_given_up, &r.gw, 10000),
+              "a silent subscription was kept:\n%s", proc_log(&r.gw));
+    cr_assert(harness_wait_until(fake_subscribed_twice, &fs, 10000),
+              "never subscribed again:\n%s", proc_log(&r.gw));
+    rig_stop(&r);
+    fake_stop(&fs);
+}
+
+/*
+ * A sentinel that does not monitor our master would never announce its
+ * failover: the watch asks before it subscribes, and passes to the next
+ * sentinel. It used to subscribe on the first that took SUBSCRIBE.
+ */
+Test(sentinel, the_watch_passes_over_a_sentinel_that_does_not_know_the_master,
+     .timeout = 120)
+{
+    struct rig r;
+    struct fake_sentinel other = {.fd = -1}, good = {.fd = -1};
+    char *nodes;
+
+    rig_start_servers(&r);
+    fake_start(&other, r.primary_port);
+    atomic_store(&other.unknown_master, true);
+    fake_start(&good, r.primary_port);
+    nodes = harness_strf("'127.0.0.1:%u', '127.0.0.1:%u'", (unsigned)other.port,
+                         (unsigned)good.port);
+    rig_start_gateway(&r, nodes, false);
+    free(nodes);
+    cr_assert(harness_wait_until(fake_subscribed, &good, 15000),
+              "the watch never subscribed on the sentinel that knows the "
+              "master:\n%s",
+              proc_log(&r.gw));
+    cr_assert(proc_log_contains(&r.gw, "subscribe: does not know the master"),
+              "%s", proc_log(&r.gw));
+    rig_stop(&r);
+    fake_stop(&other);
+    fake_stop(&good);
+}
+
 Test(sentinel, a_user_without_role_connects_unverified, .timeout = 120)
 {
     struct rig r;
