@@ -160,7 +160,7 @@ admin_new(struct event_base *base, const struct listen_addr *addr,
     struct evhttp_bound_socket *bound;
     struct timeval tv = clock_tv(timeout_ms);
     struct clientconns_conf conf = {timeout_ms, timeout_ms,
-                                    ADMIN_MAX_CONNECTIONS};
+                                    ADMIN_MAX_CONNECTIONS, "admin", ""};
 
     a->ops = ops;
     a->arg = arg;
@@ -188,7 +188,7 @@ void
 admin_set_timeout(struct admin *a, uint64_t ms)
 {
     struct timeval tv = clock_tv(ms);
-    struct clientconns_conf conf = {ms, ms, ADMIN_MAX_CONNECTIONS};
+    struct clientconns_conf conf = {ms, ms, ADMIN_MAX_CONNECTIONS, "admin", ""};
 
     evhttp_set_timeout_tv(a->http, &tv);
     clientconns_configure(a->conns, &conf);

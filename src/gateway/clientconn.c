@@ -1265,8 +1265,8 @@ clientconns_new(struct event_base *base, struct evhttp *http,
     clientconns_configure(cs, conf);
     evhttp_set_bevcb(http, on_new_bev, cs);
     if (lev != NULL) {
-        cs->rest = acceptrest_new(base, lev, "clientconn", "in this worker",
-                                  &rest_ops, cs);
+        cs->rest =
+            acceptrest_new(base, lev, conf->who, conf->where, &rest_ops, cs);
     }
     return cs;
 }

@@ -68,6 +68,11 @@ struct clientconns_conf {
     uint64_t client_timeout_ms; /* idle read/write timeout (evhttp's) */
     size_t max_connections;     /* open at once in this worker; past it
                                    the listener stops accepting */
+    const char *who;            /* static: starts the listener's log
+                                   lines ("clientconn", "admin"); read by
+                                   clientconns_new() only */
+    const char *where;          /* static: ends their count of open
+                                   connections ("in this worker"), or "" */
 };
 
 /*

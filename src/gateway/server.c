@@ -190,6 +190,8 @@ clientconns_conf_of(const struct server_conf *sc, unsigned nworkers,
     out->header_timeout_ms = sc->header_timeout_ms;
     out->client_timeout_ms = sc->client_timeout_ms;
     out->max_connections = share > 0 ? (size_t)share : 1;
+    out->who = "clientconn";
+    out->where = "in this worker";
 }
 
 static void
