@@ -29,10 +29,14 @@ static const unsigned char alpn_http11[] = "\x08http/1.1";
 static const unsigned char alpn_listener[] = "\x08http/1.1\x08http/1.0";
 
 struct tls_client {
-    SSL_CTX *ctx; /* owned */
-    bool verify;  /* the context checks the peer */
-    char *key;    /* the settings as one string; owned */
+    SSL_CTX *ctx;   /* owned */
+    bool verify;    /* the context checks the peer */
+    char *key;      /* the settings as one string; owned */
+    char *pool_key; /* 'key' and this context's own number; owned */
 };
+
+/* Numbers the client contexts made, so that no two share a pool key. */
+static _Atomic unsigned long long clients_made;
 
 struct tls_server {
     SSL_CTX *ctx; /* owned */
@@ -341,6 +345,7 @@ client_new(const struct upstream_tls *t, char *why, size_t len)
     c->ctx = ctx;
     c->verify = t->verify;
     c->key = client_key(t);
+    c->pool_key = xasprintf("%s ctx=%llu", c->key, ++clients_made);
     return c;
 }
 
@@ -349,13 +354,14 @@ client_free(struct tls_client *c)
 {
     SSL_CTX_free(c->ctx);
     free(c->key);
+    free(c->pool_key);
     free(c);
 }
 
 const char *
 tls_client_key(const struct tls_client *c)
 {
-    return c->key;
+    return c->pool_key;
 }
 
 struct bufferevent *

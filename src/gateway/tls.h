@@ -41,7 +41,13 @@ struct tls_client *tls_route_client(const struct config *cfg, size_t i);
 /* The listener's context, or NULL when server.tls is off. */
 struct tls_server *tls_listener(const struct config *cfg);
 
-/* Settings of 'c' as one string, for pool keys; borrowed from 'c'. */
+/*
+ * The pool key of 'c': its settings as one string, and a number of its
+ * own, so that no other context shares it. A reload makes new contexts:
+ * what was made under the old ones (a pooled connection, a session to
+ * resume, both trusted by the old CA file's content) is never used
+ * after it, even where the paths are the same. Borrowed from 'c'.
+ */
 const char *tls_client_key(const struct tls_client *c);
 
 /*

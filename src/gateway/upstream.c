@@ -85,6 +85,7 @@ struct pool {
     struct uconn **idle; /* LIFO: the warmest is reused first; owned */
     size_t nidle;        /* idle connections */
     size_t cap;          /* slots in 'idle' */
+    size_t nconns;       /* connections of the pool, idle or in use */
     struct pool *next;   /* next pool of the client */
 };
 
@@ -229,6 +230,7 @@ conn_free(struct uconn *uc)
         *uc->alive = false;
     }
     uncork(uc);
+    uc->pool->nconns--;
     if (uc->tls) {
         /* Its SSL may outlive it a moment (libevent finalizes later). */
         tls_client_bev_detach(uc->bev);
@@ -241,6 +243,19 @@ conn_free(struct uconn *uc)
     free(uc);
 }
 
+static void
+pool_free(struct pool *pl)
+{
+    for (size_t i = 0; i < pl->nidle; i++) {
+        conn_free(pl->idle[i]);
+    }
+    free(pl->idle);
+    free(pl->host);
+    free(pl->tls_key);
+    tls_session_free(pl->session);
+    free(pl);
+}
+
 void
 upstream_client_free(struct upstream_client *c)
 {
@@ -251,14 +266,7 @@ upstream_client_free(struct upstream_client *c)
     }
     for (struct pool *pl = c->pools; pl != NULL; pl = next) {
         next = pl->next;
-        for (size_t i = 0; i < pl->nidle; i++) {
-            conn_free(pl->idle[i]);
-        }
-        free(pl->idle);
-        free(pl->host);
-        free(pl->tls_key);
-        tls_session_free(pl->session);
-        free(pl);
+        pool_free(pl);
     }
     event_free(c->flush_ev);
     free(c->corked);
@@ -274,7 +282,10 @@ upstream_client_free(struct upstream_client *c)
 /*
  * The pool of 'host':'port' with TLS settings 'tls_key' (NULL: plain): a
  * plain and a TLS connection, or two with different certificates to
- * check or to show, never share one.
+ * check or to show, never share one; nor do two TLS contexts
+ * (tls_client_key()). Pools left with no connection are freed on the
+ * way (those of an earlier config's TLS contexts, or of an upstream no
+ * route names any more, once their idle connections have closed).
  */
 static struct pool *
 pool_get(struct upstream_client *c, const char *host, uint16_t port,
@@ -282,13 +293,19 @@ pool_get(struct upstream_client *c, const char *host, uint16_t port,
 {
     struct pool *pl;
 
-    for (pl = c->pools; pl != NULL; pl = pl->next) {
+    for (struct pool **at = &c->pools; (pl = *at) != NULL;) {
         if (pl->port == port && strcmp(pl->host, host) == 0 &&
             (pl->tls_key == NULL
                  ? tls_key == NULL
                  : tls_key != NULL && strcmp(pl->tls_key, tls_key) == 0)) {
             return pl;
         }
+        if (pl->nconns == 0) {
+            *at = pl->next;
+            pool_free(pl);
+            continue;
+        }
+        at = &pl->next;
     }
     pl = xcalloc(1, sizeof(*pl));
     pl->host = xstrdup(host);
@@ -423,6 +440,7 @@ conn_new(struct upstream_client *c, struct pool *pl, struct tls_client *tls)
         return NULL;
     }
     uc->pool = pl;
+    pl->nconns++;
     uc->client = c;
     uc->parser = resparse_new(&parse_callbacks, uc, MAX_HEAD_BYTES);
     uc->body = evbuffer_new();

@@ -1243,6 +1243,54 @@ Test(tls, reload_takes_a_new_certificate_without_dropping_a_connection)
     free(tls);
 }
 
+/*
+ * A reload whose CA file no longer trusts the upstream (the same path,
+ * new content): the next request is checked against the new file. Pools
+ * were keyed by the file's path, so the connection pooled before the
+ * reload went on serving, and a new connection resumed its session
+ * without a certificate check.
+ */
+Test(tls, a_reload_that_changes_the_trusted_ca_applies_to_the_next_request)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    char *trust = pki("trust.pem"), *sections, *routes;
+
+    pki_copy("ca.pem", "trust.pem");
+    tls_echo(&echo, &ep, "srv", NULL);
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", trust);
+    routes = harness_strf("  - id: sec\n    uri: https://localhost:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, NULL, sections, routes);
+    cr_assert_eq(gw_get(&g, "/before", &r), 200, "%s", r.body);
+    http_response_free(&r);
+
+    pki_copy("ca2.pem", "trust.pem");
+    cr_assert_eq(admin_reload(&g, &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(gw_get(&g, "/after", &r), 502,
+                 "served under the CA the reload took away: %s", r.body);
+    cr_assert_not_null(strstr(r.body, "unable to get local issuer"), "%s",
+                       r.body);
+    http_response_free(&r);
+    cr_assert_eq(echo_tls_stat(ep, "requests"), 1,
+                 "a request after the reload reached the upstream");
+
+    /* Trusted again: served, on a new connection. */
+    pki_copy("ca.pem", "trust.pem");
+    cr_assert_eq(admin_reload(&g, &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(gw_get(&g, "/again", &r), 200, "%s", r.body);
+    http_response_free(&r);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(sections);
+    free(routes);
+    free(trust);
+}
+
 /* ---- both ---- */
 
 Test(tls, a_large_body_streams_through_tls_both_ways_in_bounded_memory)
