@@ -102,6 +102,7 @@ struct clientconn {
                                           first bytes, up to 8 */
     struct event *refuse;              /* answers a CONNECT, or NULL */
     bool tls;                          /* speaks TLS */
+    bool cut;                          /* clientconn_cut(): no close_notify */
     struct evhttp_request *tail_req;   /* clientconn_end_reply(): its
                                           reply to end, or NULL */
     struct event *tail_timer;          /* ends it a loop turn on, or NULL */
@@ -361,9 +362,15 @@ record_free(struct clientconn *cc)
 static void
 on_close(struct evhttp_connection *evcon, void *arg)
 {
+    struct clientconn *cc = arg;
+
     (void)evcon;
-    linger_begin(arg);
-    conn_closed(arg);
+    if (cc->tls && !cc->cut) {
+        /* Before the linger's shutdown() and evhttp's free. */
+        tls_server_close_notify(cc->bev);
+    }
+    linger_begin(cc);
+    conn_closed(cc);
 }
 
 /* From now on evhttp tells 'cc' when 'evcon' closes. */
@@ -1339,6 +1346,12 @@ void
 clientconns_set_tls(struct clientconns *cs, struct tls_server *tls)
 {
     cs->tls = tls;
+}
+
+void
+clientconn_cut(struct clientconn *cc)
+{
+    cc->cut = true;
 }
 
 bool

@@ -118,6 +118,14 @@ void clientconns_set_tls(struct clientconns *cs, struct tls_server *tls);
 bool clientconn_tls(const struct clientconn *cc);
 
 /*
+ * The connection is about to be cut (a reply that cannot be finished):
+ * over TLS it closes without close_notify, which it otherwise sends at
+ * every close (tls_server_close_notify()), so that the client never
+ * reads a cut as an end.
+ */
+void clientconn_cut(struct clientconn *cc);
+
+/*
  * Ends the streamed reply to 'req' (evhttp_send_reply_end()) on a TLS
  * connection, once its output is written. OpenSSL's bufferevent defers
  * its write callback; one left over from an earlier write would make

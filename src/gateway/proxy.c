@@ -513,6 +513,9 @@ exchange_end(struct exchange *ex, enum exchange_end how, int status,
         evhttp_send_reply_end(creq);
         break;
     case END_CUT:
+        if (tls_cc != NULL) {
+            clientconn_cut(tls_cc);
+        }
         if (close_delimited) {
             /*
              * The close would say "complete" to a body that ends with it;
@@ -753,13 +756,15 @@ frame_for_client(struct exchange *ex, const struct resparse_head *head,
     if (o->text == NULL) {
         /* evhttp chunks for an HTTP/1.1 client by itself; to an HTTP/1.0
          * one it would send "Content-Length: 0" before the body, unless
-         * it forgets that the client asked for keep-alive and closes. */
+         * it forgets that the client asked for keep-alive and closes:
+         * then the body ends with the connection, as below. */
         if (ex->http10) {
             struct evkeyvalq *in = evhttp_request_get_input_headers(ex->creq);
 
             /* Every field: evhttp would find a second "keep-alive". */
             while (evhttp_remove_header(in, "Connection") == 0) {
             }
+            ex->close_delimited = true;
         }
         return false;
     }

@@ -261,6 +261,21 @@ tls_server_bev_new(struct tls_server *s, struct event_base *base)
     return bev;
 }
 
+void
+tls_server_close_notify(struct bufferevent *bev)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+    if (ssl == NULL || !SSL_is_init_finished(ssl) ||
+        evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+        return;
+    }
+    /* The first call sends it, and returns without waiting for the
+     * peer's; a socket that cannot take it (reset, dissolved) fails it. */
+    (void)SSL_shutdown(ssl);
+    ERR_clear_error();
+}
+
 /* ---- upstreams ---- */
 
 static int

@@ -51,6 +51,15 @@ struct tls_server *tls_listener(const struct config *cfg);
 const char *tls_client_key(const struct tls_client *c);
 
 /*
+ * Sends close_notify on 'bev', a connection of the TLS listener that is
+ * closing with nothing left to write, once its handshake is done: so
+ * the client reads the end as an end (RFC 8446 6.1; RFC 9112 9.8 for a
+ * body that ends with the connection), where a cut has none. Does not
+ * wait for the client's; does nothing if the socket cannot take it.
+ */
+void tls_server_close_notify(struct bufferevent *bev);
+
+/*
  * A client-side TLS bufferevent (not connected; connect it with
  * bufferevent_socket_connect_hostname()) for 'host' (borrowed): its name
  * goes out as SNI unless it is an address literal, and is checked against

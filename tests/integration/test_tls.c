@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -938,6 +939,98 @@ Test(tls, a_client_pipelining_past_the_input_bound_gets_every_answer)
     proc_stop(&echo, SIGTERM, 5000);
     free(all);
     free(one);
+    free(tls);
+}
+
+/* How a TLS connection's stream ended for its reader. */
+enum tls_end {
+    TLS_END_NOTIFY, /* close_notify: an end */
+    TLS_END_RESET,  /* a TCP reset: a cut */
+    TLS_END_BARE,   /* a FIN with no close_notify: either, to a reader */
+    TLS_END_OTHER,  /* a timeout, or another error */
+};
+
+/* Sends 'req' on 'c' and reads until the stream ends; the bytes read in
+ * '*got'. */
+static enum tls_end
+tconn_read_to_end(struct tconn *c, const char *req, size_t *got)
+{
+    char buf[16384];
+
+    *got = 0;
+    cr_assert_gt(SSL_write(c->ssl, req, (int)strlen(req)), 0);
+    for (;;) {
+        int n = SSL_read(c->ssl, buf, sizeof(buf));
+        int e;
+
+        if (n > 0) {
+            *got += (size_t)n;
+            continue;
+        }
+        e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_ZERO_RETURN) {
+            return TLS_END_NOTIFY;
+        }
+        if (e == SSL_ERROR_SYSCALL && errno == ECONNRESET) {
+            return TLS_END_RESET;
+        }
+        if (e == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_last_error()) ==
+                                      SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+            ERR_clear_error();
+            return TLS_END_BARE;
+        }
+        ERR_clear_error();
+        return TLS_END_OTHER;
+    }
+}
+
+/*
+ * An HTTP/1.0 client reads a body of unknown length to the close. The
+ * listener closed every connection with a bare FIN, so a body cut on the
+ * way (the upstream breaks off a chunked body) read as complete as a
+ * whole one. Now a whole one ends with close_notify (RFC 8446 6.1, RFC
+ * 9112 9.8) and a cut one with a reset, as on the plain listener.
+ */
+Test(tls, an_http10_body_ends_with_close_notify_and_a_cut_one_with_a_reset)
+{
+    static const char whole[] = "GET /w?bytes=5000&chunked=1 HTTP/1.0\r\n"
+                                "Host: localhost\r\n\r\n";
+    static const char cut[] =
+        "GET /c?bytes=200000&chunked=1&break_after=3000 HTTP/1.0\r\n"
+        "Host: localhost\r\n\r\n";
+    struct proc echo;
+    struct tconn c;
+    struct gw g;
+    uint16_t ep;
+    size_t got;
+    char *tls = listener_conf("srv");
+    enum tls_end end;
+
+    gw_start_echo(&g, tls, &echo, &ep);
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    end = tconn_read_to_end(&c, whole, &got);
+    cr_assert_eq(end, TLS_END_NOTIFY, "a whole body ended with %d after %zu",
+                 end, got);
+    cr_assert_gt(got, 5000, "%zu bytes", got);
+    tconn_close(&c);
+
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    end = tconn_read_to_end(&c, cut, &got);
+    cr_assert_eq(end, TLS_END_RESET, "a cut body ended with %d after %zu", end,
+                 got);
+    cr_assert_lt(got, 200000, "%zu bytes", got);
+    tconn_close(&c);
+
+    /* HTTP/1.1 and Connection: close: a length, and close_notify. */
+    cr_assert(tconn_open(&c, g.tport, TLS1_2_VERSION, TLS1_3_VERSION));
+    end = tconn_read_to_end(&c,
+                            "GET /k HTTP/1.1\r\nHost: localhost\r\n"
+                            "Connection: close\r\n\r\n",
+                            &got);
+    cr_assert_eq(end, TLS_END_NOTIFY, "Connection: close ended with %d", end);
+    tconn_close(&c);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
     free(tls);
 }
 
