@@ -103,6 +103,7 @@ struct clientconn {
     struct event *refuse;              /* answers a CONNECT, or NULL */
     bool tls;                          /* speaks TLS */
     bool cut;                          /* clientconn_cut(): no close_notify */
+    bool watching_reads;               /* tls_server_watch_reads() is on */
     struct evhttp_request *tail_req;   /* clientconn_end_reply(): its
                                           reply to end, or NULL */
     struct event *tail_timer;          /* ends it a loop turn on, or NULL */
@@ -317,6 +318,10 @@ record_free(struct clientconn *cc)
     }
     if (cc->reading != NULL) {
         evbuffer_remove_cb_entry(bufferevent_get_input(cc->bev), cc->reading);
+        if (cc->watching_reads) {
+            /* The bufferevent is still there (its input was). */
+            tls_server_watch_reads(cc->bev, NULL, NULL);
+        }
     }
     if (cc->deadline != NULL) {
         event_free(cc->deadline);
@@ -373,6 +378,28 @@ on_close(struct evhttp_connection *evcon, void *arg)
     conn_closed(cc);
 }
 
+static void head_begin(struct clientconn *cc);
+static void head_scanned(struct clientconn *cc, bool complete);
+
+/*
+ * Bytes came on a TLS connection's socket: the handshake's, or a record's
+ * that holds nothing decrypted yet. Between requests they start the
+ * head's clock, as a plain request's first byte does: a handshake or a
+ * record sent a byte at a time is then cut at server.header_timeout, as
+ * a plain head would be, where before only client_timeout's idle time
+ * applied, which each byte started again.
+ */
+static void
+on_tls_bytes(void *arg)
+{
+    struct clientconn *cc = arg;
+
+    if (cc->state == CONN_WAITING && cc->evcon != NULL) {
+        head_begin(cc);
+        head_scanned(cc, false);
+    }
+}
+
 /* From now on evhttp tells 'cc' when 'evcon' closes. */
 static void
 attach(struct clientconn *cc, struct evhttp_connection *evcon)
@@ -395,6 +422,8 @@ attach(struct clientconn *cc, struct evhttp_connection *evcon)
          * send()s: with Nagle the second waits for the client's delayed
          * ACK, 40 ms a request (measured: 1,053 req/s). */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        tls_server_watch_reads(cc->bev, on_tls_bytes, cc);
+        cc->watching_reads = true;
     }
     if ((size_t)fd >= cs->nby_fd) {
         size_t old = cs->nby_fd;

@@ -261,6 +261,44 @@ tls_server_bev_new(struct tls_server *s, struct event_base *base)
     return bev;
 }
 
+static _Atomic(tls_read_cb *) read_cb; /* every worker sets the same */
+
+/* A BIO callback: after a read from the socket that brought bytes. */
+static long
+on_socket_read(BIO *b, int oper, const char *argp, size_t len, int argi,
+               long argl, int ret, size_t *processed)
+{
+    tls_read_cb *cb = atomic_load(&read_cb);
+    void *arg;
+
+    (void)argp;
+    (void)len;
+    (void)argi;
+    (void)argl;
+    if (oper == (BIO_CB_READ | BIO_CB_RETURN) && ret > 0 && processed != NULL &&
+        *processed > 0 && cb != NULL &&
+        (arg = BIO_get_callback_arg(b)) != NULL) {
+        cb(arg);
+    }
+    return ret;
+}
+
+void
+tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb, void *arg)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    BIO *rbio = ssl != NULL ? SSL_get_rbio(ssl) : NULL;
+
+    if (rbio == NULL) {
+        return;
+    }
+    if (cb != NULL) {
+        atomic_store(&read_cb, cb);
+    }
+    BIO_set_callback_arg(rbio, cb != NULL ? arg : NULL);
+    BIO_set_callback_ex(rbio, cb != NULL ? on_socket_read : NULL);
+}
+
 void
 tls_server_close_notify(struct bufferevent *bev)
 {

@@ -51,6 +51,18 @@ struct tls_server *tls_listener(const struct config *cfg);
 const char *tls_client_key(const struct tls_client *c);
 
 /*
+ * Calls 'cb' with 'arg' whenever bytes are read from the socket of 'bev'
+ * (a listener's connection, its descriptor set), before OpenSSL has made
+ * anything of them: a handshake's first bytes, or a record's, which may
+ * come a byte at a time with nothing decrypted for a long while. 'cb'
+ * NULL stops it; every caller passes the same 'cb'. 'arg' is borrowed:
+ * stop before it goes.
+ */
+typedef void tls_read_cb(void *arg);
+void tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb,
+                            void *arg);
+
+/*
  * Sends close_notify on 'bev', a connection of the TLS listener that is
  * closing with nothing left to write, once its handshake is done: so
  * the client reads the end as an end (RFC 8446 6.1; RFC 9112 9.8 for a

@@ -14,6 +14,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,13 +127,13 @@ struct gw {
 };
 
 /*
- * Starts a gateway with one worker; 'tls' is the value of server.tls
- * without its listen (NULL: none), 'sections' more top-level text,
- * 'routes' the items of routes:.
+ * Starts a gateway with one worker and 'server' more lines of server:;
+ * 'tls' is the value of server.tls without its listen (NULL: none),
+ * 'sections' more top-level text, 'routes' the items of routes:.
  */
 static void
-gw_start(struct gw *g, const char *tls, const char *sections,
-         const char *routes)
+gw_start_with(struct gw *g, const char *server, const char *tls,
+              const char *sections, const char *routes)
 {
     char *text, *listener = NULL;
 
@@ -143,10 +144,11 @@ gw_start(struct gw *g, const char *tls, const char *sections,
         listener = harness_strf("  tls: {listen: 127.0.0.1:%u, %s}\n",
                                 (unsigned)g->tport, tls);
     }
-    text = harness_strf("server:\n  listen: 127.0.0.1:%u\n  workers: 1\n%s"
+    text = harness_strf("server:\n  listen: 127.0.0.1:%u\n  workers: 1\n%s%s"
                         "admin:\n  listen: 127.0.0.1:%u\n%sroutes:\n%s",
-                        (unsigned)g->port, listener != NULL ? listener : "",
-                        (unsigned)g->admin, sections, routes);
+                        (unsigned)g->port, server,
+                        listener != NULL ? listener : "", (unsigned)g->admin,
+                        sections, routes);
     g->cfg = harness_write_temp(text);
     gateway_start(&g->p, g->cfg, g->port);
     /* The admin listener opens a moment after the gateway's. */
@@ -157,6 +159,14 @@ gw_start(struct gw *g, const char *tls, const char *sections,
     }
     free(text);
     free(listener);
+}
+
+/* gw_start_with() with no more server lines. */
+static void
+gw_start(struct gw *g, const char *tls, const char *sections,
+         const char *routes)
+{
+    gw_start_with(g, "", tls, sections, routes);
 }
 
 /*
@@ -1031,6 +1041,84 @@ Test(tls, an_http10_body_ends_with_close_notify_and_a_cut_one_with_a_reset)
     tconn_close(&c);
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
+    free(tls);
+}
+
+/* Milliseconds until the gateway closes a connection to 'port' that sent
+ * 'pre' ('n' bytes) and, if 'tls', first a whole handshake and request;
+ * 'limit_ms' if it stays open that long. */
+static int64_t
+ms_until_closed(uint16_t port, bool tls, const char *pre, size_t n,
+                int64_t limit_ms)
+{
+    struct tconn c = {0};
+    int fd;
+    int64_t t0, deadline;
+    char buf[4096];
+
+    if (tls) {
+        cr_assert(tconn_open(&c, port, TLS1_2_VERSION, TLS1_3_VERSION));
+        cr_assert_eq(tconn_get(&c, "/first"), 200);
+        fd = c.fd;
+    } else {
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        sa.sin_port = htons(port);
+        inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+        cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    }
+    cr_assert_eq(send(fd, pre, n, MSG_NOSIGNAL), (ssize_t)n);
+    t0 = harness_now_ms();
+    deadline = t0 + limit_ms;
+    while (harness_now_ms() < deadline) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+        if (poll(&pfd, 1, 100) == 1 && recv(fd, buf, sizeof(buf), 0) <= 0) {
+            break;
+        }
+    }
+    if (tls) {
+        tconn_close(&c);
+    } else {
+        close(fd);
+    }
+    return harness_now_ms() - t0;
+}
+
+/*
+ * header_timeout covers what a TLS client sends before its head can be
+ * read: a handshake, or a record, that comes a byte at a time. Only
+ * client_timeout's idle time applied to them, and each byte started it
+ * again, so a client could hold a connection with a byte a minute.
+ */
+Test(tls, a_handshake_or_record_that_stalls_is_cut_at_header_timeout)
+{
+    /* A ClientHello's record header and two bytes of it. */
+    static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00";
+    /* An application-data record's header, and nothing of its 64 bytes. */
+    static const char record[] = "\x17\x03\x03\x00\x40";
+    struct proc echo;
+    struct gw g;
+    char *tls = listener_conf("srv"), *routes;
+    uint16_t ep;
+    int64_t ms;
+
+    echo_start(&echo, &ep);
+    routes = harness_strf("  - id: all\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep);
+    gw_start_with(&g, "  header_timeout: 1s\n  client_timeout: 30s\n", tls, "",
+                  routes);
+    ms = ms_until_closed(g.tport, false, hello, sizeof(hello) - 1, 8000);
+    cr_assert_lt(ms, 5000, "a stalled handshake was kept %lld ms",
+                 (long long)ms);
+    ms = ms_until_closed(g.tport, true, record, sizeof(record) - 1, 8000);
+    cr_assert_lt(ms, 5000, "a stalled record was kept %lld ms", (long long)ms);
+    /* Not cut at once: the timeout is header_timeout's second. */
+    cr_assert_geq(ms, 500, "cut after %lld ms", (long long)ms);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(routes);
     free(tls);
 }
 
