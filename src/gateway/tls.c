@@ -299,6 +299,22 @@ tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb, void *arg)
     BIO_set_callback_ex(rbio, cb != NULL ? on_socket_read : NULL);
 }
 
+bool
+tls_client_error(struct bufferevent *bev, char *why, size_t len)
+{
+    unsigned long e = bufferevent_get_openssl_error(bev);
+    const char *reason;
+
+    if (e == 0) {
+        return false;
+    }
+    reason = ERR_reason_error_string(e);
+    snprintf(why, len, "TLS: %s", reason != NULL ? reason : "error");
+    while (bufferevent_get_openssl_error(bev) != 0) {
+    }
+    return true;
+}
+
 void
 tls_server_close_notify(struct bufferevent *bev)
 {

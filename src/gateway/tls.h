@@ -63,6 +63,15 @@ void tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb,
                             void *arg);
 
 /*
+ * The OpenSSL error that failed the upstream connection 'bev' after its
+ * handshake (an alert the upstream sent once it had read our Finished,
+ * as a TLS 1.3 server that wants a client certificate does; an end
+ * without close_notify), as text in 'why'; false when there is none.
+ * Takes the connection's errors.
+ */
+bool tls_client_error(struct bufferevent *bev, char *why, size_t len);
+
+/*
  * Sends close_notify on 'bev', a connection of the TLS listener that is
  * closing with nothing left to write, once its handshake is done: so
  * the client reads the end as an end (RFC 8446 6.1; RFC 9112 9.8 for a

@@ -1060,7 +1060,7 @@ static void
 on_conn_event(struct bufferevent *bev, short what, void *arg)
 {
     struct upstream_req *rq = arg;
-    char detail[160];
+    char detail[160], why[120];
     int err = EVUTIL_SOCKET_ERROR();
 
     if (what & BEV_EVENT_CONNECTED) {
@@ -1130,8 +1130,13 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
                        evbuffer_get_length(bufferevent_get_output(bev)));
         return;
     }
-    snprintf(detail, sizeof(detail), "connection error: %s",
-             evutil_socket_error_to_string(err));
+    if (rq->conn->tls && tls_client_error(bev, why, sizeof(why))) {
+        /* errno says nothing of it ("Success"). */
+        snprintf(detail, sizeof(detail), "connection error: %s", why);
+    } else {
+        snprintf(detail, sizeof(detail), "connection error: %s",
+                 evutil_socket_error_to_string(err));
+    }
     req_fail(rq, UPSTREAM_CLOSED, detail);
 }
 
