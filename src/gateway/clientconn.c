@@ -372,7 +372,7 @@ on_close(struct evhttp_connection *evcon, void *arg)
     (void)evcon;
     if (cc->tls && !cc->cut) {
         /* Before the linger's shutdown() and evhttp's free. */
-        tls_server_close_notify(cc->bev);
+        tls_close_notify(cc->bev);
     }
     linger_begin(cc);
     conn_closed(cc);

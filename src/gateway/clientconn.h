@@ -120,7 +120,7 @@ bool clientconn_tls(const struct clientconn *cc);
 /*
  * The connection is about to be cut (a reply that cannot be finished):
  * over TLS it closes without close_notify, which it otherwise sends at
- * every close (tls_server_close_notify()), so that the client never
+ * every close (tls_close_notify()), so that the client never
  * reads a cut as an end.
  */
 void clientconn_cut(struct clientconn *cc);

@@ -316,7 +316,7 @@ tls_client_error(struct bufferevent *bev, char *why, size_t len)
 }
 
 void
-tls_server_close_notify(struct bufferevent *bev)
+tls_close_notify(struct bufferevent *bev)
 {
     SSL *ssl = bufferevent_openssl_get_ssl(bev);
 

@@ -72,13 +72,15 @@ void tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb,
 bool tls_client_error(struct bufferevent *bev, char *why, size_t len);
 
 /*
- * Sends close_notify on 'bev', a connection of the TLS listener that is
- * closing with nothing left to write, once its handshake is done: so
- * the client reads the end as an end (RFC 8446 6.1; RFC 9112 9.8 for a
- * body that ends with the connection), where a cut has none. Does not
- * wait for the client's; does nothing if the socket cannot take it.
+ * Sends close_notify on 'bev', a TLS connection (the listener's, or to
+ * an upstream) that is closing with nothing left to write, once its
+ * handshake is done: so the peer reads the end as an end (RFC 8446 6.1;
+ * RFC 9112 9.8 for a body that ends with the connection), where a cut
+ * has none; and OpenSSL keeps the connection's session resumable, which
+ * it marks otherwise when the SSL is freed. Does not wait for the peer's;
+ * does nothing if the socket cannot take it.
  */
-void tls_server_close_notify(struct bufferevent *bev);
+void tls_close_notify(struct bufferevent *bev);
 
 /*
  * A client-side TLS bufferevent (not connected; connect it with

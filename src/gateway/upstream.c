@@ -256,6 +256,20 @@ pool_free(struct pool *pl)
     free(pl);
 }
 
+/*
+ * conn_free() for a connection whose last exchange is over: over TLS it
+ * says so first (tls_close_notify()), which also keeps its session for
+ * the pool's next connection to resume.
+ */
+static void
+conn_end(struct uconn *uc)
+{
+    if (uc->tls && uc->connected) {
+        tls_close_notify(uc->bev);
+    }
+    conn_free(uc);
+}
+
 void
 upstream_client_free(struct upstream_client *c)
 {
@@ -339,7 +353,7 @@ static void
 idle_drop(struct uconn *uc)
 {
     pool_remove(uc->pool, uc);
-    conn_free(uc);
+    conn_end(uc);
 }
 
 static void
@@ -406,7 +420,7 @@ pool_release(struct upstream_client *c, struct uconn *uc, unsigned keepalive)
     uncork(uc);
     uc->req = NULL;
     if (pl->nidle >= keepalive) {
-        conn_free(uc);
+        conn_end(uc);
         return;
     }
     bufferevent_setcb(uc->bev, uc->tls ? on_tls_idle_read : NULL, NULL,
@@ -930,6 +944,8 @@ req_complete(struct upstream_req *rq, bool keep_alive, bool stray)
         }
         uc->served++;
         pool_release(rq->client, uc, rq->keepalive);
+    } else if (!rq->write_failed && !stray) {
+        conn_end(uc); /* the upstream's close, or its "Connection: close" */
     } else {
         conn_free(uc);
     }

@@ -467,6 +467,43 @@ Test(tls, an_https_upstream_answers_is_pooled_and_resumes_its_session)
     free(ca);
 }
 
+/*
+ * An upstream that closes after each response: the next connection
+ * resumes the session of the last. The gateway freed each connection
+ * without close_notify, and OpenSSL then marked its session not
+ * resumable, so only a connection opened while another was alive ever
+ * resumed.
+ */
+Test(tls, a_connection_after_the_upstream_closed_the_last_resumes_its_session)
+{
+    struct proc echo;
+    struct http_response r;
+    struct gw g;
+    uint16_t ep;
+    char *ca = pki("ca.pem"), *sections, *routes;
+
+    tls_echo(&echo, &ep, "srv", NULL);
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
+    routes = harness_strf("  - id: sec\n    uri: https://localhost:%u\n",
+                          (unsigned)ep);
+    gw_start(&g, NULL, sections, routes);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(gw_get(&g, "/c?set_header=Connection:close", &r), 200,
+                     "%s", r.body);
+        http_response_free(&r);
+    }
+    cr_assert_eq(metric(&g, HS("upstream", "ok")), 3,
+                 "not a connection per request");
+    cr_assert_geq(echo_tls_stat(ep, "tls_resumed"), 2,
+                  "%ld of the 2 later connections resumed a session",
+                  echo_tls_stat(ep, "tls_resumed"));
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(sections);
+    free(routes);
+    free(ca);
+}
+
 Test(tls, requests_with_a_body_to_an_https_upstream_do_not_wait_for_acks)
 {
     struct proc echo;
