@@ -472,9 +472,12 @@ tls_client_bev_new(struct tls_client *c, struct event_base *base,
     if (bev == NULL) {
         return NULL;
     }
-    /* A response that ends with the connection is ended by it, with or
-     * without close_notify: the parser decides whether it was whole. */
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    /* A response that ends with the connection (no length, no chunks)
+     * is whole only if close_notify ends it (RFC 9112 9.8): a bare FIN
+     * may be a cut made on the way. Without close_notify the end is an
+     * error, which cuts such a response; OpenSSL 3 reports it so anyway
+     * (unexpected EOF), OpenSSL 1.1.1 only with this off. */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 0);
     return bev;
 }
 
