@@ -33,6 +33,7 @@ load(const char *args)
                            args);
 
     config_errors_init(&e);
+    config_unref(cfg); /* a test may load twice */
     cfg = config_parse(yaml, strlen(yaml), "t.yaml", &e);
     cr_assert_not_null(cfg, "%s", e.n > 0 ? e.v[0] : "");
     config_errors_deinit(&e);
