@@ -370,8 +370,10 @@ on_close(struct evhttp_connection *evcon, void *arg)
     struct clientconn *cc = arg;
 
     (void)evcon;
-    if (cc->tls && !cc->cut) {
-        /* Before the linger's shutdown() and evhttp's free. */
+    if (cc->tls && !cc->cut && cc->state != CONN_ANSWERING) {
+        /* Not in the middle of a reply (evhttp tells the reply's end
+         * before it closes after it): that would be a cut. Before the
+         * linger's shutdown() and evhttp's free. */
         tls_close_notify(cc->bev);
     }
     linger_begin(cc);

@@ -120,8 +120,8 @@ bool clientconn_tls(const struct clientconn *cc);
 /*
  * The connection is about to be cut (a reply that cannot be finished):
  * over TLS it closes without close_notify, which it otherwise sends at
- * every close (tls_close_notify()), so that the client never
- * reads a cut as an end.
+ * a close that comes between replies (tls_close_notify()), so that the
+ * client never reads a cut as an end.
  */
 void clientconn_cut(struct clientconn *cc);
 

@@ -302,16 +302,19 @@ tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb, void *arg)
 bool
 tls_client_error(struct bufferevent *bev, char *why, size_t len)
 {
-    unsigned long e = bufferevent_get_openssl_error(bev);
-    const char *reason;
+    unsigned long e, first = 0;
 
-    if (e == 0) {
+    /* libevent also keeps bare SSL_ERROR_* codes there (SSL_ERROR_SYSCALL
+     * for a reset), with no library: those name nothing, errno does. */
+    while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+        if (first == 0 && ERR_GET_LIB(e) != 0) {
+            first = e;
+        }
+    }
+    if (first == 0 || ERR_reason_error_string(first) == NULL) {
         return false;
     }
-    reason = ERR_reason_error_string(e);
-    snprintf(why, len, "TLS: %s", reason != NULL ? reason : "error");
-    while (bufferevent_get_openssl_error(bev) != 0) {
-    }
+    snprintf(why, len, "TLS: %s", ERR_reason_error_string(first));
     return true;
 }
 

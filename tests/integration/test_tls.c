@@ -15,6 +15,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -501,6 +503,196 @@ Test(tls, a_connection_after_the_upstream_closed_the_last_resumes_its_session)
     proc_stop(&echo, SIGTERM, 5000);
     free(sections);
     free(routes);
+    free(ca);
+}
+
+/*
+ * A TLS upstream of the test's own, for one connection: it reads a
+ * request head, writes 'reply' (may be ""), waits for 'go' (when
+ * 'wait_go'), then resets the connection (SO_LINGER 0).
+ */
+struct cutter {
+    int fd;            /* listening */
+    uint16_t port;     /* where */
+    const char *reply; /* borrowed */
+    bool wait_go;      /* hold the reset until 'go' */
+    atomic_bool go;    /* set by the test */
+    pthread_t thread;  /* serving */
+};
+
+static void *
+cutter_run(void *arg)
+{
+    struct cutter *t = arg;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    char *cert = pki("srv.pem"), *key = pki("srv.key");
+    struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
+    struct timeval tv = {5, 0};
+    struct linger lg = {1, 0};
+    SSL *ssl;
+    int c;
+
+    SSL_CTX_use_certificate_chain_file(ctx, cert);
+    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM);
+    if (poll(&pfd, 1, 10000) != 1 || (c = accept(t->fd, NULL, NULL)) < 0) {
+        SSL_CTX_free(ctx);
+        free(cert);
+        free(key);
+        return NULL;
+    }
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, c);
+    if (SSL_accept(ssl) == 1) {
+        char buf[4096] = "";
+        size_t have = 0;
+        int n;
+
+        while (have + 1 < sizeof(buf) &&
+               (n = SSL_read(ssl, buf + have, (int)(sizeof(buf) - 1 - have))) >
+                   0) {
+            have += (size_t)n;
+            buf[have] = '\0';
+            if (strstr(buf, "\r\n\r\n") != NULL) {
+                break;
+            }
+        }
+        if (t->reply[0] != '\0') {
+            SSL_write(ssl, t->reply, (int)strlen(t->reply));
+        }
+        for (int i = 0; t->wait_go && !atomic_load(&t->go) && i < 1000; i++) {
+            usleep(10 * 1000);
+        }
+    }
+    setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(c);
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    free(cert);
+    free(key);
+    return NULL;
+}
+
+static void
+cutter_start(struct cutter *t, const char *reply, bool wait_go)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+
+    t->reply = reply;
+    t->wait_go = wait_go;
+    atomic_init(&t->go, false);
+    t->fd = socket(AF_INET, SOCK_STREAM, 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(t->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(t->fd, 4), 0);
+    cr_assert_eq(getsockname(t->fd, (struct sockaddr *)&sa, &len), 0);
+    t->port = ntohs(sa.sin_port);
+    cr_assert_eq(pthread_create(&t->thread, NULL, cutter_run, t), 0);
+}
+
+static void
+cutter_stop(struct cutter *t)
+{
+    atomic_store(&t->go, true);
+    pthread_join(t->thread, NULL);
+    close(t->fd);
+}
+
+/* A gateway whose one route goes to the cutter over TLS. */
+static void
+gw_start_cutter(struct gw *g, const struct cutter *t, char **ca)
+{
+    char *sections, *routes;
+
+    *ca = pki("ca.pem");
+    sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", *ca);
+    routes = harness_strf("  - id: cut\n    uri: https://localhost:%u\n",
+                          (unsigned)t->port);
+    gw_start(g, NULL, sections, routes);
+    free(sections);
+    free(routes);
+}
+
+/*
+ * An upstream that resets the connection after the handshake, before
+ * answering: the 502 says the connection went, not "TLS: error" (the
+ * bare SSL_ERROR_SYSCALL that libevent keeps among OpenSSL's errors).
+ */
+Test(tls, an_upstream_reset_after_the_handshake_is_named_as_such)
+{
+    struct cutter t;
+    struct gw g;
+    struct http_response r;
+    char *ca;
+
+    cutter_start(&t, "", false);
+    gw_start_cutter(&g, &t, &ca);
+    cr_assert_eq(gw_get(&g, "/x", &r), 502, "%s", r.body);
+    cr_assert_null(strstr(r.body, "TLS: error"), "%s", r.body);
+    cr_assert(strstr(r.body, "reset") != NULL ||
+                  strstr(r.body, "closed before a response") != NULL,
+              "%s", r.body);
+    http_response_free(&r);
+    cutter_stop(&t);
+    gw_stop(&g);
+    free(ca);
+}
+
+/*
+ * A body that ends with the connection (no length, no chunks), then a
+ * reset instead of close_notify: a cut, never a whole response. With
+ * dirty shutdowns allowed, libevent took the reset's SSL_ERROR_SYSCALL
+ * for an end, and the client got the part with a last chunk.
+ */
+Test(tls, a_close_delimited_upstream_body_ended_by_a_reset_is_cut)
+{
+    static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain"
+                                "\r\n\r\npartial-body";
+    static const char req[] = "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    struct timeval tv = {0, 100 * 1000};
+    struct cutter t;
+    struct gw g;
+    char got[8192] = "";
+    size_t have = 0;
+    bool closed = false;
+    char *ca;
+    int64_t deadline;
+    int fd;
+
+    cutter_start(&t, reply, true);
+    gw_start_cutter(&g, &t, &ca);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sa.sin_port = htons(g.port);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    cr_assert_eq(send(fd, req, strlen(req), MSG_NOSIGNAL),
+                 (ssize_t)strlen(req));
+    /* Once the part has come through, the gateway has read it: then the
+     * upstream resets, and the response must end as a cut. */
+    deadline = harness_now_ms() + 10000;
+    while (!closed && harness_now_ms() < deadline) {
+        ssize_t n = recv(fd, got + have, sizeof(got) - 1 - have, 0);
+
+        if (n > 0) {
+            have += (size_t)n;
+            got[have] = '\0';
+        } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+            closed = true;
+        }
+        if (strstr(got, "partial-body") != NULL) {
+            atomic_store(&t.go, true);
+        }
+    }
+    cr_assert(atomic_load(&t.go), "the part never came: %s", got);
+    cr_assert(closed, "the connection stayed open");
+    cr_assert_null(strstr(got, "\r\n0\r\n\r\n"),
+                   "a cut body was ended with a last chunk: %s", got);
+    close(fd);
+    cutter_stop(&t);
+    gw_stop(&g);
     free(ca);
 }
 
