@@ -102,34 +102,42 @@ cookie_any(const struct headers *h, const char *name, cookie_match_cb *match,
 static bool
 plainly_quoted(const char *v, size_t n)
 {
-    const char *q = memchr(v, '"', n);
-
-    if (q == NULL) {
-        return true;
+    if (n == 0 || v[0] != '"') {
+        return true; /* quotes inside an unquoted value open nothing */
     }
-    return q == v && n >= 2 && v[n - 1] == '"' &&
-           memchr(v + 1, '"', n - 2) == NULL &&
+    return n >= 2 && v[n - 1] == '"' && memchr(v + 1, '"', n - 2) == NULL &&
            memchr(v + 1, '\\', n - 2) == NULL;
 }
 
 bool
-cookie_quoting_ambiguous(const struct headers *h)
+cookie_quoting_ambiguous(const struct headers *h, const char *name)
 {
     for (size_t f = 0; h != NULL && f < h->n; f++) {
         const char *s = h->v[f].value;
 
-        if (strcasecmp(h->v[f].name, "Cookie") != 0 || strchr(s, '"') == NULL) {
+        if (strcasecmp(h->v[f].name, "Cookie") != 0) {
             continue;
         }
         while (*s != '\0') {
             size_t n = strcspn(s, ";");
             const char *eq = memchr(s, '=', n);
-            const char *v = eq != NULL ? eq + 1 : s;
+            const char *k = s, *v = eq != NULL ? eq + 1 : s;
+            size_t klen = (size_t)((eq != NULL ? eq : s + n) - s);
             size_t vlen = (size_t)(s + n - v);
+            bool named;
 
+            headers_trim_ows(&k, &klen);
             headers_trim_ows(&v, &vlen);
+            named = eq != NULL &&
+                    ((klen == strlen(name) && memcmp(k, name, klen) == 0) ||
+                     urlcode_php_name_is(k, klen, name));
+            if (named) {
+                /* Its own value: a quote anywhere but as the pair. */
+                return memchr(v, '"', vlen) != NULL &&
+                       (v[0] != '"' || !plainly_quoted(v, vlen));
+            }
             if (!plainly_quoted(v, vlen)) {
-                return true;
+                return true; /* an open quote before it may hide it */
             }
             s += n + (s[n] == ';');
         }

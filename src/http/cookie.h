@@ -27,15 +27,18 @@ size_t cookie_find(const struct headers *h, const char *name,
                    const char **value, size_t *len);
 
 /*
- * True when a value in the Cookie fields of 'h' holds a double quote or
- * a backslash that servers read differently: a quote not paired around
- * the whole value, or a quote or backslash inside a quoted one. Python's
- * http.cookies and Werkzeug read a quoted value across ';' and take
- * "\155" for 'm'; others split at every ';' and keep the backslash. So
- * in 'x="; sid=a; y="' one reads a cookie sid and the other none, and
- * 'sid="\155ine"' is "mine" to one and not to another. 'h' may be NULL.
+ * True when servers may read cookie 'name' of the Cookie fields of 'h'
+ * differently for its quoting: the first cookie 'name' (as cookie_find()
+ * counts it) with a double quote in its value other than one pair
+ * around all of it, or a quote or a backslash inside that pair; or a
+ * value before it that opens a quote it does not close so. Python's
+ * http.cookies and Werkzeug read a quoted value across ';' and take "\155" for
+ * 'm'; others split at every ';' and keep the backslash. So in 'x="; sid=a;
+ * y="' one reads a cookie sid and the other none, and 'sid="\155ine"' is "mine"
+ * to one and not to another. Values after it, and quotes inside an unquoted
+ * value (a JSON cookie), change nothing. 'h' may be NULL.
  */
-bool cookie_quoting_ambiguous(const struct headers *h);
+bool cookie_quoting_ambiguous(const struct headers *h, const char *name);
 
 /* Answers whether one cookie's value ('len' bytes, borrowed) is wanted. */
 typedef bool cookie_match_cb(const char *value, size_t len, const void *arg);

@@ -333,7 +333,7 @@ find_cookie(const struct headers *h, const char *name, struct part_value *v)
 {
     size_t n = cookie_find(h, name, &v->p, &v->n);
 
-    if (n > 1 || (n == 1 && cookie_quoting_ambiguous(h))) {
+    if (n > 1 || (n == 1 && cookie_quoting_ambiguous(h, name))) {
         v->p = NULL;
         v->n = 0;
         v->repeated = true;

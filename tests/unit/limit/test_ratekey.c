@@ -418,8 +418,11 @@ Test(ratekey, cookies_whose_quoting_servers_read_differently_name_no_one)
         "sid=\"mine",           "sid=mi\"ne",
         "sid=\"mi\"ne\"",       "a=\"b\\\"c\"; sid=mine",
     };
-    static const char *const plain[] = {"sid=\"mine\"; a=\"b\"", "sid=mi\\ne",
-                                        "a=\"\"; sid=mine"};
+    static const char *const plain[] = {
+        "sid=\"mine\"; a=\"b\"", "sid=mi\\ne", "a=\"\"; sid=mine",
+        /* After it, or inside an unquoted value: nothing hidden. */
+        "sid=mine; prefs={\"theme\":\"dark\"}", "j={\"a\":1}; sid=mine",
+        "ab=x\"y; sid=mine", "sid=mine; x=\"; y=\""};
     struct request r;
     char key[RATEKEY_MAX];
 
