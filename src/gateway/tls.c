@@ -14,6 +14,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -32,11 +33,8 @@ struct tls_client {
     SSL_CTX *ctx;   /* owned */
     bool verify;    /* the context checks the peer */
     char *key;      /* the settings as one string; owned */
-    char *pool_key; /* 'key' and this context's own number; owned */
+    char *pool_key; /* 'key' and a digest of its files' content; owned */
 };
-
-/* Numbers the client contexts made, so that no two share a pool key. */
-static _Atomic unsigned long long clients_made;
 
 struct tls_server {
     SSL_CTX *ctx; /* owned */
@@ -369,6 +367,56 @@ client_key(const struct upstream_tls *t)
                      t->key_file != NULL ? t->key_file : "-");
 }
 
+/* Adds the content of file 'path' (NULL: none) to 'md'. */
+static void
+digest_file(EVP_MD_CTX *md, const char *path)
+{
+    char buf[4096];
+    FILE *f = path != NULL ? fopen(path, "rb") : NULL;
+    size_t n;
+
+    EVP_DigestUpdate(md, f != NULL ? "+" : "-", 1);
+    if (f == NULL) {
+        return;
+    }
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+        EVP_DigestUpdate(md, buf, n);
+    }
+    fclose(f);
+}
+
+/*
+ * The pool key of settings 'key' ('t''s): with a digest of the content
+ * of the CA, certificate and key files as this context read them, so
+ * that a file replaced at the same path makes another pool, and a reload
+ * that changed nothing keeps the pools it had.
+ */
+static char *
+pool_key_of(const char *key, const struct upstream_tls *t)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int dlen = 0;
+    char text[2 * 16 + 1];
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+
+    if (md == NULL || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+        fprintf(stderr, "sluice: cannot start SHA-256\n");
+        abort();
+    }
+    digest_file(md, t->verify ? t->ca_file : NULL);
+    digest_file(md, t->cert_file);
+    digest_file(md, t->key_file);
+    EVP_DigestFinal_ex(md, d, &dlen);
+    EVP_MD_CTX_free(md);
+    for (unsigned i = 0; i < 16 && i < dlen; i++) {
+        text[2 * i] = hex[d[i] >> 4];
+        text[2 * i + 1] = hex[d[i] & 15];
+    }
+    text[2 * 16] = '\0';
+    return xasprintf("%s sha256=%s", key, text);
+}
+
 static struct tls_client *
 client_new(const struct upstream_tls *t, char *why, size_t len)
 {
@@ -417,7 +465,7 @@ client_new(const struct upstream_tls *t, char *why, size_t len)
     c->ctx = ctx;
     c->verify = t->verify;
     c->key = client_key(t);
-    c->pool_key = xasprintf("%s ctx=%llu", c->key, ++clients_made);
+    c->pool_key = pool_key_of(c->key, t);
     return c;
 }
 

@@ -42,11 +42,12 @@ struct tls_client *tls_route_client(const struct config *cfg, size_t i);
 struct tls_server *tls_listener(const struct config *cfg);
 
 /*
- * The pool key of 'c': its settings as one string, and a number of its
- * own, so that no other context shares it. A reload makes new contexts:
- * what was made under the old ones (a pooled connection, a session to
- * resume, both trusted by the old CA file's content) is never used
- * after it, even where the paths are the same. Borrowed from 'c'.
+ * The pool key of 'c': its settings as one string, and a digest of the
+ * content of its CA, certificate and key files as it read them. After a
+ * reload that replaced one of them, even at the same path, what was made
+ * under the old content (a pooled connection, a session to resume) is
+ * never used; after one that changed none, the pools go on. Borrowed
+ * from 'c'.
  */
 const char *tls_client_key(const struct tls_client *c);
 

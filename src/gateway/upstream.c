@@ -86,6 +86,7 @@ struct pool {
     size_t nidle;        /* idle connections */
     size_t cap;          /* slots in 'idle' */
     size_t nconns;       /* connections of the pool, idle or in use */
+    int64_t empty_ms;    /* when 'nconns' last fell to 0 */
     struct pool *next;   /* next pool of the client */
 };
 
@@ -230,7 +231,9 @@ conn_free(struct uconn *uc)
         *uc->alive = false;
     }
     uncork(uc);
-    uc->pool->nconns--;
+    if (--uc->pool->nconns == 0) {
+        uc->pool->empty_ms = clock_mono_ms();
+    }
     if (uc->tls) {
         /* Its SSL may outlive it a moment (libevent finalizes later). */
         tls_client_bev_detach(uc->bev);
@@ -296,16 +299,18 @@ upstream_client_free(struct upstream_client *c)
 /*
  * The pool of 'host':'port' with TLS settings 'tls_key' (NULL: plain): a
  * plain and a TLS connection, or two with different certificates to
- * check or to show, never share one; nor do two TLS contexts
- * (tls_client_key()). Pools left with no connection are freed on the
- * way (those of an earlier config's TLS contexts, or of an upstream no
- * route names any more, once their idle connections have closed).
+ * check or to show, never share one (tls_client_key()). A pool passed on
+ * the way that has had no connection for an idle timeout is freed (one
+ * of TLS files since replaced, or of an upstream no route names any
+ * more); a pool emptied for less keeps its session to resume and what
+ * it has warned of.
  */
 static struct pool *
 pool_get(struct upstream_client *c, const char *host, uint16_t port,
          const char *tls_key)
 {
     struct pool *pl;
+    int64_t now = 0;
 
     for (struct pool **at = &c->pools; (pl = *at) != NULL;) {
         if (pl->port == port && strcmp(pl->host, host) == 0 &&
@@ -315,9 +320,14 @@ pool_get(struct upstream_client *c, const char *host, uint16_t port,
             return pl;
         }
         if (pl->nconns == 0) {
-            *at = pl->next;
-            pool_free(pl);
-            continue;
+            if (now == 0) {
+                now = clock_mono_ms();
+            }
+            if (now - pl->empty_ms >= IDLE_TIMEOUT_MS) {
+                *at = pl->next;
+                pool_free(pl);
+                continue;
+            }
         }
         at = &pl->next;
     }

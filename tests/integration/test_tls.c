@@ -484,14 +484,24 @@ Test(tls, a_connection_after_the_upstream_closed_the_last_resumes_its_session)
     uint16_t ep;
     char *ca = pki("ca.pem"), *sections, *routes;
 
+    struct proc plain;
+    uint16_t pp;
+
     tls_echo(&echo, &ep, "srv", NULL);
+    echo_start(&plain, &pp);
     sections = harness_strf("upstream:\n  tls: {ca_file: %s}\n", ca);
-    routes = harness_strf("  - id: sec\n    uri: https://localhost:%u\n",
-                          (unsigned)ep);
+    routes = harness_strf("  - id: sec\n    uri: https://localhost:%u\n"
+                          "    predicates: [Path=/c]\n"
+                          "  - id: plain\n    uri: http://127.0.0.1:%u\n",
+                          (unsigned)ep, (unsigned)pp);
     gw_start(&g, NULL, sections, routes);
+    /* Another upstream's pool is looked up between them: the emptied
+     * one is kept, with its session. */
     for (int i = 0; i < 3; i++) {
         cr_assert_eq(gw_get(&g, "/c?set_header=Connection:close", &r), 200,
                      "%s", r.body);
+        http_response_free(&r);
+        cr_assert_eq(gw_get(&g, "/p", &r), 200, "%s", r.body);
         http_response_free(&r);
     }
     cr_assert_eq(metric(&g, HS("upstream", "ok")), 3,
@@ -501,6 +511,7 @@ Test(tls, a_connection_after_the_upstream_closed_the_last_resumes_its_session)
                   echo_tls_stat(ep, "tls_resumed"));
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
+    proc_stop(&plain, SIGTERM, 5000);
     free(sections);
     free(routes);
     free(ca);
@@ -1674,6 +1685,7 @@ Test(tls, a_reload_that_changes_the_trusted_ca_applies_to_the_next_request)
     struct gw g;
     uint16_t ep;
     char *trust = pki("trust.pem"), *sections, *routes;
+    long handshakes;
 
     pki_copy("ca.pem", "trust.pem");
     tls_echo(&echo, &ep, "srv", NULL);
@@ -1701,6 +1713,14 @@ Test(tls, a_reload_that_changes_the_trusted_ca_applies_to_the_next_request)
     http_response_free(&r);
     cr_assert_eq(gw_get(&g, "/again", &r), 200, "%s", r.body);
     http_response_free(&r);
+    /* A reload that changed no file keeps the pool: no new handshake. */
+    handshakes = metric(&g, HS("upstream", "ok"));
+    cr_assert_eq(admin_reload(&g, &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(gw_get(&g, "/same", &r), 200, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(metric(&g, HS("upstream", "ok")), handshakes,
+                 "a reload that changed nothing dropped the pool");
     gw_stop(&g);
     proc_stop(&echo, SIGTERM, 5000);
     free(sections);
