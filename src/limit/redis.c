@@ -1285,6 +1285,27 @@ drop_out_of_step(struct redis_client *c, redisAsyncContext *ac,
     drop_connection(c); /* hiredis frees it once this returns */
 }
 
+/* A batch's reply to its 'n' calls: an error, or an array of 'n' strings
+ * (a call's integers, packed) or errors. */
+static bool
+fits_batch(const redisReply *reply, size_t n)
+{
+    if (reply->type == REDIS_REPLY_ERROR) {
+        return true;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int t = reply->element[i]->type;
+
+        if (t != REDIS_REPLY_STRING && t != REDIS_REPLY_ERROR) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* A script's own reply to one call: an error, or an array of integers. */
 static bool
 fits_one_call(const redisReply *reply)
@@ -1337,6 +1358,16 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (reply != NULL) {
         c->progress_ms = clock_mono_ms();
     }
+    if (reply != NULL && !fits_one_call(reply)) {
+        /* Late or not, the replies after it are out of step too. */
+        if (call->finished) {
+            call_release(call);
+        } else {
+            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
+        }
+        drop_out_of_step(c, ac, "a call");
+        return;
+    }
     if (call->finished) {
         call_release(call); /* a late reply, or a cancelled call */
         return;
@@ -1354,11 +1385,6 @@ on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
         if (ac != c->ac || !send_call(c, call)) {
             call_answer(call, REDIS_CALL_DOWN, NULL);
         }
-        return;
-    }
-    if (!fits_one_call(reply)) {
-        call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
-        drop_out_of_step(c, ac, "a call");
         return;
     }
     note_role(c, ac, reply);
@@ -1430,9 +1456,9 @@ on_batch_reply(redisAsyncContext *ac, void *r, void *privdata)
         }
         reply = NULL; /* answered DOWN below */
     }
-    /* An array of another length, or a reply of another kind. */
-    out_of_step = reply != NULL && reply->type != REDIS_REPLY_ERROR &&
-                  (reply->type != REDIS_REPLY_ARRAY || reply->elements != b->n);
+    /* An array of another length, or a reply of another kind (one call's
+     * integers among them). */
+    out_of_step = reply != NULL && !fits_batch(reply, b->n);
     if (reply != NULL && !out_of_step) {
         note_role(c, ac, reply);
     }

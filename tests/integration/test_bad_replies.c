@@ -51,6 +51,8 @@ struct standin {
     bool short_batch;       /* a batch's reply has one answer fewer
                                than its calls */
     bool batch_shaped;      /* one call is answered as a batch of one */
+    bool batch_of_ints;     /* a batch's calls are answered each as one
+                               call is, arrays of integers */
     unsigned long accepted; /* connections taken */
     unsigned long maps;     /* CLUSTER SLOTS answered */
     unsigned long evals;    /* EVALSHA commands answered */
@@ -162,8 +164,9 @@ answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
             len = (size_t)snprintf(out, sizeof(out), "*%lu\r\n", calls);
             for (unsigned long i = 0; i < calls; i++) {
                 len += (size_t)snprintf(out + len, sizeof(out) - len,
-                                        "$%zu\r\n%s\r\n", strlen(s->reply),
-                                        s->reply);
+                                        s->batch_of_ints ? "*2\r\n:1\r\n:4\r\n"
+                                                         : "$%zu\r\n%s\r\n",
+                                        strlen(s->reply), s->reply);
             }
         } else if (s->batch_shaped) {
             len = (size_t)snprintf(out, sizeof(out), "*1\r\n$%zu\r\n%s\r\n",
@@ -571,6 +574,42 @@ Test(bad_replies, a_batch_reply_of_another_length_reconnects, .timeout = 60)
         pthread_join(th[i], NULL);
     }
     cr_assert(proc_log_contains(&g.gw, "replies may be out of step"));
+    gw_rig_stop(&g);
+    standin_stop(&s);
+    free(redis);
+}
+
+/* A batch whose calls are answered each as one call is, arrays of
+ * integers, of the batch's length: another command's reply as much as a
+ * short one is. It used to pass for the batch's. */
+Test(bad_replies, a_batch_answered_with_one_calls_replies_reconnects,
+     .timeout = 60)
+{
+    struct standin s;
+    struct gw_rig g;
+    struct load l;
+    pthread_t th[8];
+    char *redis;
+
+    standin_start(&s, "1:4:0:1000:0:0");
+    s.batch_of_ints = true;
+    redis = redis_at(s.port, "5s");
+    gw_rig_start(&g, redis, HOURLY);
+    cr_assert(harness_wait_until(connected, &g.gw, 10000),
+              "the gateway never connected to the stand-in");
+    l.g = &g;
+    atomic_init(&l.stop, false);
+    for (size_t i = 0; i < 8; i++) {
+        cr_assert_eq(pthread_create(&th[i], NULL, load_run, &l), 0);
+    }
+    cr_assert(harness_wait_until(reconnected, &s, 20000),
+              "no new connection after a batch got calls' replies; log:\n%s",
+              proc_log(&g.gw));
+    atomic_store(&l.stop, true);
+    for (size_t i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+    }
+    cr_assert(proc_log_contains(&g.gw, "a batch got a reply of another shape"));
     gw_rig_stop(&g);
     standin_stop(&s);
     free(redis);

@@ -1085,11 +1085,6 @@ Test(sentinel, a_lost_subscription_is_retried_with_a_pause_and_rechecked,
 }
 
 /*
- * ROLE is in @admin: an ACL user without it gets NOPERM. The gateway
- * connects anyway, on the sentinels' word, and says once that it could
- * not verify.
- */
-/*
  * The first sentinel listed names a replica (stale, or partitioned): the
  * server's ROLE refuses it, and the next ask starts at the next sentinel,
  * which names the primary. Every ask used to start again at the one that
@@ -1185,6 +1180,11 @@ Test(sentinel, the_watch_passes_over_a_sentinel_that_does_not_know_the_master,
     fake_stop(&good);
 }
 
+/*
+ * ROLE is in @admin: an ACL user without it gets NOPERM. The gateway
+ * connects anyway, on the sentinels' word, and says once that it could
+ * not verify.
+ */
 Test(sentinel, a_user_without_role_connects_unverified, .timeout = 120)
 {
     struct rig r;
