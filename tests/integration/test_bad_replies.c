@@ -64,6 +64,9 @@ struct standin {
 struct standin_conn {
     int fd;          /* -1: free slot */
     redisReader *rd; /* the bytes read, not yet a whole command; owned */
+    bool subscribed; /* a SUBSCRIBE was answered: later ones are the
+                        watch's heartbeats, confirmed and no more, as a
+                        sentinel confirms them */
 };
 
 static bool
@@ -86,13 +89,25 @@ send_all(int fd, const char *s, size_t len)
     }
 }
 
-/* Answers the command of 'nw' words 'w' (lengths 'wl') on 'fd'. */
+/* Answers the command of 'nw' words 'w' (lengths 'wl') on 'c'. */
 static void
-answer(struct standin *s, int fd, const char **w, const size_t *wl, size_t nw)
+answer(struct standin *s, struct standin_conn *c, const char **w,
+       const size_t *wl, size_t nw)
 {
     char out[STANDIN_BUF];
     size_t len = 0;
+    int fd = c->fd;
 
+    if (word_is(w[0], wl[0], "SUBSCRIBE") && c->subscribed) {
+        static const char ok[] = "*3\r\n$9\r\nsubscribe\r\n"
+                                 "$14\r\n+switch-master\r\n:1\r\n";
+
+        send_all(fd, ok, sizeof(ok) - 1);
+        return;
+    }
+    if (word_is(w[0], wl[0], "SUBSCRIBE")) {
+        c->subscribed = true;
+    }
     if (word_is(w[0], wl[0], "ROLE") && s->role != NULL) {
         send_all(fd, s->role, s->role_len);
         return;
@@ -244,6 +259,7 @@ standin_run(void *arg)
                 if (conns[i].fd < 0 &&
                     (conns[i].rd = redisReaderCreate()) != NULL) {
                     conns[i].fd = fd;
+                    conns[i].subscribed = false;
                     fd = -1;
                 }
             }
@@ -285,7 +301,7 @@ standin_run(void *arg)
                 if (nw == 0 || nw != cmd->elements) {
                     rc = REDIS_ERR; /* not a command */
                 } else {
-                    answer(s, c->fd, w, wl, nw);
+                    answer(s, c, w, wl, nw);
                 }
                 freeReplyObject(r);
                 if (rc != REDIS_OK) {
