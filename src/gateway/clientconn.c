@@ -1422,6 +1422,11 @@ clientconns_free(struct clientconns *cs)
         if (cc->req != NULL) {
             evhttp_request_set_on_complete_cb(cc->req, NULL, NULL);
         }
+        if (cc->tls && cc->reading != NULL && cc->state == CONN_WAITING) {
+            /* Idle between replies: evhttp_free() closes it next, and
+             * its close callback, which would say so, is gone. */
+            tls_close_notify(cc->bev);
+        }
         record_free(cc);
     }
     while (cs->lingering != NULL) {

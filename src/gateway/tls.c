@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -300,19 +301,21 @@ tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb, void *arg)
 bool
 tls_client_error(struct bufferevent *bev, char *why, size_t len)
 {
-    unsigned long e, first = 0;
+    unsigned long e;
+    const char *reason = NULL;
 
     /* libevent also keeps bare SSL_ERROR_* codes there (SSL_ERROR_SYSCALL
-     * for a reset), with no library: those name nothing, errno does. */
+     * for a reset), with no library, and system errors have no reason
+     * text: those name nothing, errno does. */
     while ((e = bufferevent_get_openssl_error(bev)) != 0) {
-        if (first == 0 && ERR_GET_LIB(e) != 0) {
-            first = e;
+        if (reason == NULL && ERR_GET_LIB(e) != 0) {
+            reason = ERR_reason_error_string(e);
         }
     }
-    if (first == 0 || ERR_reason_error_string(first) == NULL) {
+    if (reason == NULL) {
         return false;
     }
-    snprintf(why, len, "TLS: %s", ERR_reason_error_string(first));
+    snprintf(why, len, "TLS: %s", reason);
     return true;
 }
 
@@ -367,12 +370,14 @@ client_key(const struct upstream_tls *t)
                      t->key_file != NULL ? t->key_file : "-");
 }
 
-/* Adds the content of file 'path' (NULL: none) to 'md'. */
+/* Adds the content of file 'path' (NULL: none) to 'md', and its length,
+ * so that no two sets of files read alike. */
 static void
 digest_file(EVP_MD_CTX *md, const char *path)
 {
-    char buf[4096];
+    unsigned char buf[4096];
     FILE *f = path != NULL ? fopen(path, "rb") : NULL;
+    uint64_t total = 0;
     size_t n;
 
     EVP_DigestUpdate(md, f != NULL ? "+" : "-", 1);
@@ -381,40 +386,74 @@ digest_file(EVP_MD_CTX *md, const char *path)
     }
     while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
         EVP_DigestUpdate(md, buf, n);
+        total += n;
     }
     fclose(f);
+    OPENSSL_cleanse(buf, sizeof(buf)); /* a private key's bytes, maybe */
+    EVP_DigestUpdate(md, &total, sizeof(total));
+}
+
+/* The system's CA bundle, as SSL_CTX_set_default_verify_paths() finds it. */
+static const char *
+system_ca_file(void)
+{
+    const char *env = getenv(X509_get_default_cert_file_env());
+
+    return env != NULL ? env : X509_get_default_cert_file();
 }
 
 /*
- * The pool key of settings 'key' ('t''s): with a digest of the content
- * of the CA, certificate and key files as this context read them, so
- * that a file replaced at the same path makes another pool, and a reload
- * that changed nothing keeps the pools it had.
+ * A digest of the content of the files that 't' names (the system's CA
+ * bundle where it verifies without a ca_file), as hex in 'hex' (33
+ * bytes).
  */
-static char *
-pool_key_of(const char *key, const struct upstream_tls *t)
+static void
+files_digest(const struct upstream_tls *t, char *hex)
 {
-    static const char hex[] = "0123456789abcdef";
+    static const char digits[] = "0123456789abcdef";
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned int dlen = 0;
-    char text[2 * 16 + 1];
     EVP_MD_CTX *md = EVP_MD_CTX_new();
 
     if (md == NULL || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
         fprintf(stderr, "sluice: cannot start SHA-256\n");
         abort();
     }
-    digest_file(md, t->verify ? t->ca_file : NULL);
+    digest_file(md, !t->verify           ? NULL
+                    : t->ca_file != NULL ? t->ca_file
+                                         : system_ca_file());
     digest_file(md, t->cert_file);
     digest_file(md, t->key_file);
     EVP_DigestFinal_ex(md, d, &dlen);
     EVP_MD_CTX_free(md);
     for (unsigned i = 0; i < 16 && i < dlen; i++) {
-        text[2 * i] = hex[d[i] >> 4];
-        text[2 * i + 1] = hex[d[i] & 15];
+        hex[2 * i] = digits[d[i] >> 4];
+        hex[2 * i + 1] = digits[d[i] & 15];
     }
-    text[2 * 16] = '\0';
-    return xasprintf("%s sha256=%s", key, text);
+    hex[32] = '\0';
+}
+
+/* Numbers the contexts whose files changed while they were read. */
+static _Atomic unsigned long long raced;
+
+/*
+ * The pool key of settings 'key': with the digest of the files' content,
+ * taken before ('before') and after the context read them, so that a file
+ * replaced at the same path makes another pool, and a reload that changed
+ * nothing keeps the pools it had. A file replaced while the context read
+ * it leaves the digest unsure of what it read: such a context gets a pool
+ * no other shares.
+ */
+static char *
+pool_key_of(const char *key, const struct upstream_tls *t, const char *before)
+{
+    char after[33];
+
+    files_digest(t, after);
+    if (strcmp(before, after) != 0) {
+        return xasprintf("%s raced=%llu", key, ++raced);
+    }
+    return xasprintf("%s sha256=%s", key, after);
 }
 
 static struct tls_client *
@@ -422,12 +461,13 @@ client_new(const struct upstream_tls *t, char *why, size_t len)
 {
     SSL_CTX *ctx = ctx_new(TLS_client_method(), why, len);
     struct tls_client *c;
-    char err[200];
+    char err[200], before[33];
     const char *bad;
 
     if (ctx == NULL) {
         return NULL;
     }
+    files_digest(t, before);
     if (t->verify && t->ca_file != NULL &&
         (bad = file_problem(t->ca_file)) != NULL) {
         snprintf(why, len, "ca_file: cannot load \"%s\": %s", t->ca_file, bad);
@@ -465,7 +505,7 @@ client_new(const struct upstream_tls *t, char *why, size_t len)
     c->ctx = ctx;
     c->verify = t->verify;
     c->key = client_key(t);
-    c->pool_key = pool_key_of(c->key, t);
+    c->pool_key = pool_key_of(c->key, t, before);
     return c;
 }
 

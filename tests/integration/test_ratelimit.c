@@ -1319,7 +1319,7 @@ Test(ratelimit, takes_into_a_stalled_redis_lose_one_lease_not_one_each)
     redisContext *rc;
     int slow = 0;
     int64_t deadline;
-    long lost;
+    long lost, lost0;
 
     rig_start(&r, true, 1, yaml);
     cr_assert(harness_wait_port(admin, 5000), "no admin listener");
@@ -1328,6 +1328,11 @@ Test(ratelimit, takes_into_a_stalled_redis_lose_one_lease_not_one_each)
         cr_assert_eq(status_of(&r, "/hot", NULL), 200);
     }
     rc = redis_sync(&r);
+    /* A take of the warm-up that a loaded machine let time out counts
+     * apart. */
+    lost0 = admin_metric(admin, "sluice_ratelimit_lease_units_total{"
+                                "event=\"lost\"}");
+    lost0 = lost0 < 0 ? 0 : lost0;
     /* Under the second after which a silent connection is dropped (its
      * queued takes would then never run): about 13 requests from the
      * lease and 4 takes of 50 ms each must fit in it. */
@@ -1343,7 +1348,8 @@ Test(ratelimit, takes_into_a_stalled_redis_lose_one_lease_not_one_each)
     }
     cr_assert_eq(slow, 4, "only %d takes waited out redis.timeout", slow);
     lost = admin_metric(admin, "sluice_ratelimit_lease_units_total{"
-                               "event=\"lost\"}");
+                               "event=\"lost\"}") -
+           lost0;
     /* The first take asked for the lease (50), the three after it for 1
      * each; one each of 50 lost 200. */
     cr_assert_leq(lost, 53, "%ld units lost to 4 takes", lost);
