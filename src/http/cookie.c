@@ -8,10 +8,53 @@
 #include "strbuf.h"
 #include "urlcode.h"
 
+/* One "name=value" of a Cookie field, both trimmed; the value as sent,
+ * quotes and all. */
+struct pair {
+    const char *k; /* the name */
+    size_t klen;
+    const char *v; /* the value; meaningful if 'has_eq' */
+    size_t vlen;
+    bool has_eq; /* it has an '=' (one without is no cookie) */
+};
+
+/* The pair at '*s' (a Cookie field's value, or what is left of it), and
+ * '*s' past it; false at the end. */
+static bool
+next_pair(const char **s, struct pair *p)
+{
+    const char *start = *s;
+    size_t n = strcspn(start, ";");
+    const char *eq = memchr(start, '=', n);
+
+    if (*start == '\0') {
+        return false;
+    }
+    p->k = start;
+    p->klen = (size_t)((eq != NULL ? eq : start + n) - start);
+    p->v = eq != NULL ? eq + 1 : start + n;
+    p->vlen = (size_t)(start + n - p->v);
+    p->has_eq = eq != NULL;
+    headers_trim_ows(&p->k, &p->klen);
+    headers_trim_ows(&p->v, &p->vlen);
+    *s = start + n + (start[n] == ';');
+    return true;
+}
+
+/* Whether 'p' is a cookie called 'name' ('namelen' bytes), or with 'php'
+ * one PHP reads as 'name' (urlcode_php_name_is()). */
+static bool
+pair_named(const struct pair *p, const char *name, size_t namelen, bool php)
+{
+    return p->has_eq &&
+           ((p->klen == namelen && memcmp(p->k, name, namelen) == 0) ||
+            (php && urlcode_php_name_is(p->k, p->klen, name)));
+}
+
 /*
  * Calls 'each' with every cookie called 'name' in the Cookie fields of
  * 'h', in order, until it returns true; returns whether one did. With
- * 'php', also with those PHP reads as 'name' (urlcode_php_name_is()).
+ * 'php', also with those PHP reads as 'name'.
  */
 static bool
 scan(const struct headers *h, const char *name, bool php, cookie_match_cb *each,
@@ -21,36 +64,24 @@ scan(const struct headers *h, const char *name, bool php, cookie_match_cb *each,
 
     for (size_t f = 0; h != NULL && f < h->n; f++) {
         const char *s = h->v[f].value;
+        struct pair p;
 
         if (strcasecmp(h->v[f].name, "Cookie") != 0) {
             continue;
         }
-        while (*s != '\0') {
-            size_t n = strcspn(s, ";");
-            const char *end = s + n;
-            const char *eq = memchr(s, '=', n);
-            const char *k = s;
-            size_t klen = (size_t)((eq != NULL ? eq : end) - s);
-
-            headers_trim_ows(&k, &klen);
-            if (eq != NULL &&
-                ((klen == namelen && memcmp(k, name, namelen) == 0) ||
-                 (php && urlcode_php_name_is(k, klen, name)))) {
-                const char *val = eq + 1;
-                size_t vlen = (size_t)(end - val);
-
-                headers_trim_ows(&val, &vlen);
-                /* cookie-value = *cookie-octet / DQUOTE *cookie-octet
-                 * DQUOTE (RFC 6265 4.1.1); servers read it unquoted. */
-                if (vlen >= 2 && val[0] == '"' && val[vlen - 1] == '"') {
-                    val++;
-                    vlen -= 2;
-                }
-                if (each(val, vlen, arg)) {
-                    return true;
-                }
+        while (next_pair(&s, &p)) {
+            if (!pair_named(&p, name, namelen, php)) {
+                continue;
             }
-            s = *end == ';' ? end + 1 : end;
+            /* cookie-value = *cookie-octet / DQUOTE *cookie-octet DQUOTE
+             * (RFC 6265 4.1.1); servers read it unquoted. */
+            if (p.vlen >= 2 && p.v[0] == '"' && p.v[p.vlen - 1] == '"') {
+                p.v++;
+                p.vlen -= 2;
+            }
+            if (each(p.v, p.vlen, arg)) {
+                return true;
+            }
         }
     }
     return false;
@@ -112,34 +143,24 @@ plainly_quoted(const char *v, size_t n)
 bool
 cookie_quoting_ambiguous(const struct headers *h, const char *name)
 {
+    size_t namelen = strlen(name);
+
     for (size_t f = 0; h != NULL && f < h->n; f++) {
         const char *s = h->v[f].value;
+        struct pair p;
 
         if (strcasecmp(h->v[f].name, "Cookie") != 0) {
             continue;
         }
-        while (*s != '\0') {
-            size_t n = strcspn(s, ";");
-            const char *eq = memchr(s, '=', n);
-            const char *k = s, *v = eq != NULL ? eq + 1 : s;
-            size_t klen = (size_t)((eq != NULL ? eq : s + n) - s);
-            size_t vlen = (size_t)(s + n - v);
-            bool named;
-
-            headers_trim_ows(&k, &klen);
-            headers_trim_ows(&v, &vlen);
-            named = eq != NULL &&
-                    ((klen == strlen(name) && memcmp(k, name, klen) == 0) ||
-                     urlcode_php_name_is(k, klen, name));
-            if (named) {
+        while (next_pair(&s, &p)) {
+            if (pair_named(&p, name, namelen, true)) {
                 /* Its own value: a quote anywhere but as the pair. */
-                return memchr(v, '"', vlen) != NULL &&
-                       (v[0] != '"' || !plainly_quoted(v, vlen));
+                return memchr(p.v, '"', p.vlen) != NULL &&
+                       (p.v[0] != '"' || !plainly_quoted(p.v, p.vlen));
             }
-            if (!plainly_quoted(v, vlen)) {
+            if (!plainly_quoted(p.v, p.vlen)) {
                 return true; /* an open quote before it may hide it */
             }
-            s += n + (s[n] == ';');
         }
     }
     return false;

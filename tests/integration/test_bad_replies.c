@@ -555,6 +555,41 @@ reconnected(void *arg)
 }
 
 /*
+ * Runs requests at once on a gateway in front of 's' (started, and set up
+ * to answer batches wrongly), so that the worker sends some as a batch,
+ * until the stand-in takes a second connection; then the gateway must
+ * have logged that the batch's reply was out of step.
+ */
+static void
+expect_batch_reconnect(struct standin *s)
+{
+    struct gw_rig g;
+    struct load l;
+    pthread_t th[8];
+    char *redis = redis_at(s->port, "5s");
+
+    gw_rig_start(&g, redis, HOURLY);
+    cr_assert(harness_wait_until(connected, &g.gw, 10000),
+              "the gateway never connected to the stand-in");
+    l.g = &g;
+    atomic_init(&l.stop, false);
+    for (size_t i = 0; i < 8; i++) {
+        cr_assert_eq(pthread_create(&th[i], NULL, load_run, &l), 0);
+    }
+    cr_assert(harness_wait_until(reconnected, s, 20000),
+              "no new connection after a batch's wrong reply; log:\n%s",
+              proc_log(&g.gw));
+    atomic_store(&l.stop, true);
+    for (size_t i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+    }
+    cr_assert(proc_log_contains(&g.gw, "a batch got a reply of another shape"),
+              "%s", proc_log(&g.gw));
+    gw_rig_stop(&g);
+    free(redis);
+}
+
+/*
  * A batch answered with one answer fewer than its calls: a reply skipped
  * on the way looks so, and puts every later reply a command late. The
  * connection is dropped and made again (README, "Redis, and when it
@@ -563,36 +598,11 @@ reconnected(void *arg)
 Test(bad_replies, a_batch_reply_of_another_length_reconnects, .timeout = 60)
 {
     struct standin s;
-    struct gw_rig g;
-    struct load l;
-    pthread_t th[8];
-    char *redis;
 
     standin_start(&s, "1:4:0:1000:0:0");
     s.short_batch = true;
-    redis = redis_at(s.port, "5s");
-    gw_rig_start(&g, redis,
-                 "{algorithm: fixed_window, limit: 1000000, "
-                 "window: 1h}");
-    cr_assert(harness_wait_until(connected, &g.gw, 10000),
-              "the gateway never connected to the stand-in");
-    l.g = &g;
-    atomic_init(&l.stop, false);
-    /* Requests at once, so that the worker sends some as a batch. */
-    for (size_t i = 0; i < 8; i++) {
-        cr_assert_eq(pthread_create(&th[i], NULL, load_run, &l), 0);
-    }
-    cr_assert(harness_wait_until(reconnected, &s, 20000),
-              "no new connection after a short batch reply; log:\n%s",
-              proc_log(&g.gw));
-    atomic_store(&l.stop, true);
-    for (size_t i = 0; i < 8; i++) {
-        pthread_join(th[i], NULL);
-    }
-    cr_assert(proc_log_contains(&g.gw, "replies may be out of step"));
-    gw_rig_stop(&g);
+    expect_batch_reconnect(&s);
     standin_stop(&s);
-    free(redis);
 }
 
 /* A batch whose calls are answered each as one call is, arrays of
@@ -602,33 +612,11 @@ Test(bad_replies, a_batch_answered_with_one_calls_replies_reconnects,
      .timeout = 60)
 {
     struct standin s;
-    struct gw_rig g;
-    struct load l;
-    pthread_t th[8];
-    char *redis;
 
     standin_start(&s, "1:4:0:1000:0:0");
     s.batch_of_ints = true;
-    redis = redis_at(s.port, "5s");
-    gw_rig_start(&g, redis, HOURLY);
-    cr_assert(harness_wait_until(connected, &g.gw, 10000),
-              "the gateway never connected to the stand-in");
-    l.g = &g;
-    atomic_init(&l.stop, false);
-    for (size_t i = 0; i < 8; i++) {
-        cr_assert_eq(pthread_create(&th[i], NULL, load_run, &l), 0);
-    }
-    cr_assert(harness_wait_until(reconnected, &s, 20000),
-              "no new connection after a batch got calls' replies; log:\n%s",
-              proc_log(&g.gw));
-    atomic_store(&l.stop, true);
-    for (size_t i = 0; i < 8; i++) {
-        pthread_join(th[i], NULL);
-    }
-    cr_assert(proc_log_contains(&g.gw, "a batch got a reply of another shape"));
-    gw_rig_stop(&g);
+    expect_batch_reconnect(&s);
     standin_stop(&s);
-    free(redis);
 }
 
 /* For harness_wait_until(): one request on the rig's route, then
