@@ -364,13 +364,46 @@ record_free(struct clientconn *cc)
     count_changed(cs);
 }
 
+/*
+ * The client spoke plain HTTP to the TLS listener: it is told so in
+ * plain HTTP, as nginx tells it, before the close (whose linger keeps
+ * the rest of its request from resetting the answer away).
+ */
+static void
+answer_plain_http(struct clientconn *cc)
+{
+    evutil_socket_t fd = bufferevent_getfd(cc->bev);
+    char *body = problem_json(400, problem_reason(400),
+                              "a plain HTTP request to the TLS listener: "
+                              "use https",
+                              NULL);
+    char head[256];
+    int n;
+
+    if (fd >= 0) {
+        n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 400 %s\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     problem_reason(400), PROBLEM_CONTENT_TYPE, strlen(body));
+        if (n > 0 && (size_t)n < sizeof(head) &&
+            send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_MORE) == n) {
+            (void)send(fd, body, strlen(body), MSG_NOSIGNAL);
+        }
+    }
+    free(body);
+    cc->linger = LINGER_ALWAYS;
+    log_debug("clientconn: plain HTTP on the TLS listener: answered 400");
+}
+
 static void
 on_close(struct evhttp_connection *evcon, void *arg)
 {
     struct clientconn *cc = arg;
 
     (void)evcon;
-    if (cc->tls && !cc->cut && cc->state != CONN_ANSWERING) {
+    if (cc->tls && tls_server_got_plain_http(cc->bev)) {
+        answer_plain_http(cc);
+    } else if (cc->tls && !cc->cut && cc->state != CONN_ANSWERING) {
         /* Not in the middle of a reply (evhttp tells the reply's end
          * before it closes after it): that would be a cut. Before the
          * linger's shutdown() and evhttp's free. */

@@ -319,6 +319,19 @@ tls_client_error(struct bufferevent *bev, char *why, size_t len)
     return true;
 }
 
+bool
+tls_server_got_plain_http(struct bufferevent *bev)
+{
+    unsigned long e;
+    bool plain = false;
+
+    while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+        plain = plain || (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+                          ERR_GET_REASON(e) == SSL_R_HTTP_REQUEST);
+    }
+    return plain;
+}
+
 void
 tls_close_notify(struct bufferevent *bev)
 {

@@ -73,6 +73,13 @@ void tls_server_watch_reads(struct bufferevent *bev, tls_read_cb *cb,
 bool tls_client_error(struct bufferevent *bev, char *why, size_t len);
 
 /*
+ * True when the handshake of 'bev' (a listener's connection) failed
+ * because the client spoke plain HTTP (OpenSSL's SSL_R_HTTP_REQUEST).
+ * Takes the connection's errors.
+ */
+bool tls_server_got_plain_http(struct bufferevent *bev);
+
+/*
  * Sends close_notify on 'bev', a TLS connection (the listener's, or to
  * an upstream) that is closing with nothing left to write, once its
  * handshake is done: so the peer reads the end as an end (RFC 8446 6.1;

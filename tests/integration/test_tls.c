@@ -1410,6 +1410,38 @@ Test(tls, idle_clients_get_close_notify_at_a_drain)
     free(tls);
 }
 
+/*
+ * A plain HTTP request sent to the TLS listener is told so, in plain
+ * HTTP, as nginx tells it (a 400), and the connection closes. It was
+ * closed with no answer at all, which a client can only take for a
+ * network fault.
+ */
+Test(tls, plain_http_to_the_tls_listener_gets_a_400)
+{
+    struct proc echo;
+    struct gw g;
+    struct http_response r;
+    uint16_t ep;
+    char *tls = listener_conf("srv"), *u;
+
+    gw_start_echo(&g, tls, &echo, &ep);
+    u = harness_strf("http://127.0.0.1:%u/x", (unsigned)g.tport);
+    cr_assert_eq(http_get(&r, u, 5000), 0, "curl error %d", r.err);
+    cr_assert_eq(r.status, 400);
+    cr_assert_not_null(strstr(r.body, "use https"), "%s", r.body);
+    http_response_free(&r);
+    /* The listener goes on with TLS clients. */
+    free(u);
+    u = harness_strf("https://localhost:%u/after", (unsigned)g.tport);
+    cr_assert_eq(http_get(&r, u, 5000), 0, "curl error %d", r.err);
+    cr_assert_eq(r.status, 200);
+    http_response_free(&r);
+    free(u);
+    gw_stop(&g);
+    proc_stop(&echo, SIGTERM, 5000);
+    free(tls);
+}
+
 Test(tls, the_listener_refuses_tls_1_1_and_speaks_http_1_1)
 {
     struct proc echo;
