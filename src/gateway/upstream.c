@@ -1156,13 +1156,11 @@ on_conn_event(struct bufferevent *bev, short what, void *arg)
                        evbuffer_get_length(bufferevent_get_output(bev)));
         return;
     }
-    if (rq->conn->tls && tls_client_error(bev, why, sizeof(why))) {
-        /* errno says nothing of it ("Success"). */
-        snprintf(detail, sizeof(detail), "connection error: %s", why);
-    } else {
-        snprintf(detail, sizeof(detail), "connection error: %s",
-                 evutil_socket_error_to_string(err));
-    }
+    /* Over TLS errno may say nothing of it ("Success"). */
+    snprintf(detail, sizeof(detail), "connection error: %s",
+             rq->conn->tls && tls_client_error(bev, why, sizeof(why))
+                 ? why
+                 : evutil_socket_error_to_string(err));
     req_fail(rq, UPSTREAM_CLOSED, detail);
 }
 

@@ -15,7 +15,8 @@ struct pair {
     size_t klen;
     const char *v; /* the value; meaningful if 'has_eq' */
     size_t vlen;
-    bool has_eq; /* it has an '=' (one without is no cookie) */
+    const char *end; /* where the pair ends, before its ';' */
+    bool has_eq;     /* it has an '=' (one without is no cookie) */
 };
 
 /* The pair at '*s' (a Cookie field's value, or what is left of it), and
@@ -34,6 +35,7 @@ next_pair(const char **s, struct pair *p)
     p->klen = (size_t)((eq != NULL ? eq : start + n) - start);
     p->v = eq != NULL ? eq + 1 : start + n;
     p->vlen = (size_t)(start + n - p->v);
+    p->end = start + n;
     p->has_eq = eq != NULL;
     headers_trim_ows(&p->k, &p->klen);
     headers_trim_ows(&p->v, &p->vlen);
@@ -51,6 +53,37 @@ pair_named(const struct pair *p, const char *name, size_t namelen, bool php)
             (php && urlcode_php_name_is(p->k, p->klen, name)));
 }
 
+/* Where a walk of every pair of the Cookie fields of 'h' is. */
+struct walk {
+    const struct headers *h; /* borrowed; may be NULL */
+    size_t f;                /* the field of 's' */
+    const char *s;           /* what is left of it, or NULL before */
+};
+
+/* The next pair of the walk, across the fields in order; false after the
+ * last. */
+static bool
+walk_next(struct walk *w, struct pair *p)
+{
+    while (w->h != NULL) {
+        if (w->s != NULL && next_pair(&w->s, p)) {
+            return true;
+        }
+        if (w->s != NULL) {
+            w->f++;
+        }
+        while (w->f < w->h->n &&
+               strcasecmp(w->h->v[w->f].name, "Cookie") != 0) {
+            w->f++;
+        }
+        if (w->f >= w->h->n) {
+            return false;
+        }
+        w->s = w->h->v[w->f].value;
+    }
+    return false;
+}
+
 /*
  * Calls 'each' with every cookie called 'name' in the Cookie fields of
  * 'h', in order, until it returns true; returns whether one did. With
@@ -61,27 +94,21 @@ scan(const struct headers *h, const char *name, bool php, cookie_match_cb *each,
      const void *arg)
 {
     size_t namelen = strlen(name);
+    struct walk w = {h, 0, NULL};
+    struct pair p;
 
-    for (size_t f = 0; h != NULL && f < h->n; f++) {
-        const char *s = h->v[f].value;
-        struct pair p;
-
-        if (strcasecmp(h->v[f].name, "Cookie") != 0) {
+    while (walk_next(&w, &p)) {
+        if (!pair_named(&p, name, namelen, php)) {
             continue;
         }
-        while (next_pair(&s, &p)) {
-            if (!pair_named(&p, name, namelen, php)) {
-                continue;
-            }
-            /* cookie-value = *cookie-octet / DQUOTE *cookie-octet DQUOTE
-             * (RFC 6265 4.1.1); servers read it unquoted. */
-            if (p.vlen >= 2 && p.v[0] == '"' && p.v[p.vlen - 1] == '"') {
-                p.v++;
-                p.vlen -= 2;
-            }
-            if (each(p.v, p.vlen, arg)) {
-                return true;
-            }
+        /* cookie-value = *cookie-octet / DQUOTE *cookie-octet DQUOTE
+         * (RFC 6265 4.1.1); servers read it unquoted. */
+        if (p.vlen >= 2 && p.v[0] == '"' && p.v[p.vlen - 1] == '"') {
+            p.v++;
+            p.vlen -= 2;
+        }
+        if (each(p.v, p.vlen, arg)) {
+            return true;
         }
     }
     return false;
@@ -144,38 +171,20 @@ bool
 cookie_quoting_ambiguous(const struct headers *h, const char *name)
 {
     size_t namelen = strlen(name);
+    struct walk w = {h, 0, NULL};
+    struct pair p;
 
-    for (size_t f = 0; h != NULL && f < h->n; f++) {
-        const char *s = h->v[f].value;
-        struct pair p;
-
-        if (strcasecmp(h->v[f].name, "Cookie") != 0) {
-            continue;
+    while (walk_next(&w, &p)) {
+        if (pair_named(&p, name, namelen, true)) {
+            /* Its own value: a quote anywhere but as the pair. */
+            return memchr(p.v, '"', p.vlen) != NULL &&
+                   (p.v[0] != '"' || !plainly_quoted(p.v, p.vlen));
         }
-        while (next_pair(&s, &p)) {
-            if (pair_named(&p, name, namelen, true)) {
-                /* Its own value: a quote anywhere but as the pair. */
-                return memchr(p.v, '"', p.vlen) != NULL &&
-                       (p.v[0] != '"' || !plainly_quoted(p.v, p.vlen));
-            }
-            if (!plainly_quoted(p.v, p.vlen)) {
-                return true; /* an open quote before it may hide it */
-            }
+        if (!plainly_quoted(p.v, p.vlen)) {
+            return true; /* an open quote before it may hide it */
         }
     }
     return false;
-}
-
-/* True when the cookie in 's' ('n' bytes, up to its ';') is 'name'. */
-static bool
-is_named(const char *s, size_t n, const char *name, size_t namelen)
-{
-    const char *eq = memchr(s, '=', n);
-    const char *k = s;
-    size_t klen = (size_t)((eq != NULL ? eq : s + n) - s);
-
-    headers_trim_ows(&k, &klen);
-    return eq != NULL && klen == namelen && memcmp(k, name, namelen) == 0;
 }
 
 size_t
@@ -190,21 +199,21 @@ cookie_remove(struct headers *h, const char *name)
         size_t gone = 0;
 
         if (strcasecmp(hf.name, "Cookie") == 0) {
-            for (const char *s = hf.value; *s != '\0';) {
-                size_t n = strcspn(s, ";");
-                const char *k = s;
-                size_t klen = n;
+            struct pair p;
 
-                if (is_named(s, n, name, namelen)) {
+            for (const char *s = hf.value; next_pair(&s, &p);) {
+                const char *k = p.k;
+                size_t klen = (size_t)(p.end - p.k);
+
+                if (pair_named(&p, name, namelen, false)) {
                     gone++;
-                } else {
-                    headers_trim_ows(&k, &klen);
-                    if (klen > 0) {
-                        strbuf_adds(&b, b.n > 0 ? "; " : "");
-                        strbuf_add(&b, k, klen);
-                    }
+                    continue;
                 }
-                s += n + (s[n] == ';');
+                headers_trim_ows(&k, &klen);
+                if (klen > 0) {
+                    strbuf_adds(&b, b.n > 0 ? "; " : "");
+                    strbuf_add(&b, k, klen);
+                }
             }
         }
         if (gone == 0) {

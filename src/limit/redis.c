@@ -1324,6 +1324,7 @@ fits_one_call(const redisReply *reply)
     return true;
 }
 
+/* Answers 'call' with 'reply', one that fits_one_call(). */
 static void
 parse_reply(struct redis_call *call, const redisReply *reply)
 {
@@ -1331,15 +1332,11 @@ parse_reply(struct redis_call *call, const redisReply *reply)
         call_answer(call, REDIS_CALL_ERROR, reply->str);
         return;
     }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements > REDIS_MAX_INTS) {
+    if (reply->elements > REDIS_MAX_INTS) {
         call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
         return;
     }
     for (size_t i = 0; i < reply->elements; i++) {
-        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
-            call_answer(call, REDIS_CALL_ERROR, "unexpected reply");
-            return;
-        }
         call->ints[i] = reply->element[i]->integer;
     }
     call->nints = reply->elements;
